@@ -1,0 +1,88 @@
+# quadnn: `make paper` builds the companion report, `make test` runs pytest and nbval.
+# Every target sets up what it needs: the venv (.venv), the packages, and TeX (Debian packages,
+# installed when missing and we are allowed to: root, or passwordless sudo).
+
+PYTHON   ?= python3
+PROFILE  ?= cpu
+VENV     := .venv
+BIN      := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+TORCH    := torch==2.14.1 torchvision==0.29.1
+TEX_PACKAGES := texlive-latex-base texlive-latex-recommended texlive-latex-extra texlive-publishers \
+                texlive-science texlive-fonts-recommended latexmk poppler-utils
+
+PROFILES := smoke cpu full
+ifeq ($(filter $(PROFILE),$(PROFILES)),)
+$(error PROFILE=$(PROFILE) is not one of: $(PROFILES))
+endif
+
+NOTEBOOKS := $(wildcard notebooks/*.ipynb)
+EXECUTED  := $(patsubst notebooks/%.ipynb,build/$(PROFILE)/%.ipynb,$(NOTEBOOKS))
+SOURCES   := $(shell find core -name '*.py' -not -path '*/__pycache__/*')
+PAPER_SRC := paper/main.tex $(wildcard paper/sections/*.tex)
+
+# paper/ holds the outputs of one profile at a time: switching profile re-runs the notebooks
+# (their results are cached by configuration under build/cache, so this is cheap).
+ifneq ($(shell cat paper/.profile 2>/dev/null),$(PROFILE))
+$(shell rm -f $(EXECUTED))
+endif
+
+.PHONY: help setup test paper tex clean
+help:
+	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
+	@echo "make test                            pytest + nbval (smoke profile), and the smoke PDF build"
+	@echo "make setup                           create .venv and install quadnn with its extras"
+	@echo "make clean                           remove build products (keeps .venv and data/)"
+
+setup: $(INSTALLED)
+
+$(INSTALLED): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e '.[notebooks,test]' $(TORCH)
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@touch $@
+
+# TeX: install when missing and permitted; otherwise say what to install. QUADNN_TEX=skip opts out.
+build/.tex-ok:
+	@mkdir -p build
+	@if command -v latexmk >/dev/null && kpsewhich IEEEtran.cls >/dev/null 2>&1; then :; \
+	elif [ "$(QUADNN_TEX)" = skip ]; then echo "TeX missing; QUADNN_TEX=skip set, not installing"; exit 1; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing TeX from Debian packages (about a minute)..."; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEX_PACKAGES) >/dev/null; \
+	elif sudo -n true 2>/dev/null && command -v apt-get >/dev/null; then \
+	  sudo -n apt-get update -qq && sudo -n DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEX_PACKAGES) >/dev/null; \
+	else echo "TeX is missing and I may not install it. Please run:"; \
+	  echo "  sudo apt-get install --no-install-recommends $(TEX_PACKAGES)"; exit 1; fi
+	@touch $@
+
+tex: build/.tex-ok
+
+# One executed copy per notebook and profile; the notebook writes figures, tables and
+# variables into paper/.
+build/$(PROFILE)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
+	@mkdir -p $(@D)
+	$(BIN)/papermill --cwd notebooks --progress-bar $< $@.part \
+	  -p profile $(PROFILE) -p paper_dir $(CURDIR)/paper -p cache_dir $(CURDIR)/build/cache
+	@mv $@.part $@
+
+paper/.profile: $(EXECUTED)
+	@echo $(PROFILE) > $@
+
+paper/main.pdf: $(PAPER_SRC) paper/.profile build/.tex-ok
+	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
+	@echo "paper/main.pdf built from the $(PROFILE) profile"
+
+paper: paper/main.pdf
+
+# make test: unit tests, nbval over every notebook at its (smoke) defaults, and the smoke
+# PDF build (skipped with a message when TeX cannot be had).
+test: $(INSTALLED)
+	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
+	$(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider
+
+clean:
+	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile
+	cd paper && latexmk -C main.tex >/dev/null 2>&1 || true

@@ -1,0 +1,11 @@
+"""quadnn: quadratic neurons, the ReLinear training strategy and the paper's models."""
+from .layers import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticLayer, QuadraticLinear, Square
+from . import relinear
+from .convert import quadratize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NEURONS", "QuadraticConv1d", "QuadraticConv2d", "QuadraticLayer", "QuadraticLinear", "Square",
+    "relinear", "quadratize",
+]

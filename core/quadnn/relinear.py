@@ -1,0 +1,172 @@
+"""ReLinear: train a quadratic network by letting each neuron grow out of its linear self.
+
+- :func:`init_` sets every quadratic term to its reference value, so each quadratic
+  layer computes exactly its linear branch.
+- :func:`param_groups` (ReLinear-sg, shrinking gradients) gives the gate terms
+  (``weight_g``, ``bias_g``) and the power terms (``weight_b``, ``bias_b``) their own
+  learning rates, as ordinary torch parameter groups.
+- :class:`Shrink` (ReLinear-sw, shrinking weights) pulls the quadratic terms toward their
+  reference after every optimiser step, by an l1 or l2 rule.
+- :func:`transfer_weights_` starts the linear branches from a trained conventional model.
+
+Parameters are selected by the module that owns them (:class:`~quadnn.QuadraticLayer`)
+and the attribute name, never by substrings of their qualified names.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from .layers import QuadraticLayer
+
+__all__ = ["init_", "quadratic_terms", "param_groups", "Shrink", "ReferenceWeightDecay", "transfer_weights_"]
+
+
+def quadratic_terms(model: nn.Module) -> Iterator[tuple[str, nn.Parameter, str, float]]:
+    """Yield ``(qualified_name, parameter, group, reference)`` for every quadratic term."""
+    for mod_name, module in model.named_modules():
+        if isinstance(module, QuadraticLayer):
+            for name, p, group, ref in module.quadratic_terms():
+                yield (f"{mod_name}.{name}" if mod_name else name), p, group, ref
+
+
+@torch.no_grad()
+def init_(model: nn.Module) -> nn.Module:
+    """ReLinear initialisation of every quadratic layer in ``model`` (in place); returns it."""
+    for module in model.modules():
+        if isinstance(module, QuadraticLayer):
+            module.relinear_init_()
+    return model
+
+
+def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_decay: float = 0.0,
+                 verbose: bool = False) -> list[dict]:
+    """ReLinear-sg as torch parameter groups, usable with any optimiser.
+
+    Returns three groups, named ``"linear"`` (everything that is not a quadratic term:
+    linear branches, norms, classifier, conventional layers) at ``lr``, ``"g"`` at ``lr_g``
+    and ``"b"`` at ``lr_b``. Each group carries ``initial_lr_ratio`` = its lr / ``lr``.
+
+    ``weight_decay`` applies to all three groups, but on the g- and b-groups it must pull
+    toward each term's reference value (b_g toward 1), not toward 0. Those groups therefore
+    carry torch's ``weight_decay=0`` and a ``reference_weight_decay`` entry, which
+    :class:`ReferenceWeightDecay` applies after each optimiser step.
+    """
+    for name, value in (("lr", lr), ("lr_g", lr_g), ("lr_b", lr_b), ("weight_decay", weight_decay)):
+        if not value >= 0:
+            raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+    g, b, refs = [], [], {}
+    for _, p, group, ref in quadratic_terms(model):
+        (g if group == "g" else b).append(p)
+        refs[p] = ref
+    quadratic = {id(p) for p in g + b}
+    linear = [p for p in model.parameters() if id(p) not in quadratic]
+    groups = [
+        dict(name="linear", params=linear, lr=lr, weight_decay=weight_decay),
+        dict(name="g", params=g, lr=lr_g, weight_decay=0.0, reference_weight_decay=weight_decay,
+             references=[refs[p] for p in g]),
+        dict(name="b", params=b, lr=lr_b, weight_decay=0.0, reference_weight_decay=weight_decay,
+             references=[refs[p] for p in b]),
+    ]
+    if verbose:
+        print(describe_groups(groups))
+    return groups
+
+
+def describe_groups(groups: list[dict]) -> str:
+    """One line per group: name, tensors, parameters, lr."""
+    return "\n".join(
+        f"param group {grp.get('name', i)!s:>6}: {len(grp['params']):4d} tensors, "
+        f"{sum(p.numel() for p in grp['params']):>10,d} parameters, lr {grp['lr']:g}"
+        for i, grp in enumerate(groups)
+    )
+
+
+class ReferenceWeightDecay:
+    """Decoupled weight decay toward the ReLinear reference for groups made by :func:`param_groups`.
+
+    Call ``.step()`` right after ``optimizer.step()``: every parameter of a group with a
+    nonzero ``reference_weight_decay`` wd moves as ``theta <- ref + (1 - lr * wd) (theta - ref)``,
+    with the group's current lr (so schedulers act on it too).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer):
+        self.optimizer = optimizer
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for group in self.optimizer.param_groups:
+            wd = group.get("reference_weight_decay", 0.0)
+            if wd:
+                keep = 1.0 - group["lr"] * wd
+                for p, ref in zip(group["params"], group["references"]):
+                    p.sub_(ref).mul_(keep).add_(ref)
+
+
+class Shrink:
+    """ReLinear-sw: shrink the quadratic terms toward their reference after each step.
+
+    ``mode="l1"``: ``theta <- theta - alpha * sign(theta - ref)`` (the paper's alpha);
+    ``mode="l2"``: ``theta <- ref + (1 - alpha) (theta - ref)`` (the paper's beta).
+    ``alpha_g`` acts on the gate terms (weight_g, bias_g), ``alpha_b`` on the power terms
+    (weight_b, bias_b). The reference is the ReLinear value of each term, so a neuron is
+    pulled toward its linear self (b_g toward 1 in the full neuron).
+    """
+
+    MODES = ("l1", "l2")
+
+    def __init__(self, model: nn.Module, mode: str = "l2", alpha_g: float = 0.0, alpha_b: float = 0.0):
+        if mode not in self.MODES:
+            raise ValueError(f"mode must be one of {self.MODES}, got {mode!r}")
+        for name, a in (("alpha_g", alpha_g), ("alpha_b", alpha_b)):
+            if not (0.0 <= a <= (1.0 if mode == "l2" else float("inf"))):
+                bound = "[0, 1]" if mode == "l2" else "[0, inf)"
+                raise ValueError(f"{name} must lie in {bound} for mode {mode!r}, got {a!r}")
+        self.mode, self.alpha_g, self.alpha_b = mode, alpha_g, alpha_b
+        self.terms = [(p, group, ref) for _, p, group, ref in quadratic_terms(model)]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for p, group, ref in self.terms:
+            alpha = self.alpha_g if group == "g" else self.alpha_b
+            if alpha == 0.0:
+                continue
+            if self.mode == "l1":
+                p.sub_(alpha * torch.sign(p - ref))
+            else:
+                p.sub_(ref).mul_(1.0 - alpha).add_(ref)
+
+    def __repr__(self) -> str:
+        return f"Shrink(mode={self.mode!r}, alpha_g={self.alpha_g:g}, alpha_b={self.alpha_b:g}, terms={len(self.terms)})"
+
+
+@torch.no_grad()
+def transfer_weights_(conventional: nn.Module, quadratic: nn.Module) -> nn.Module:
+    """Weight transfer: start ``quadratic`` from a trained ``conventional`` model of the same structure.
+
+    Every parameter and buffer of ``conventional`` (convolutions, norms, classifier, ...) is
+    copied into the entry of the same name in ``quadratic``; for a quadratic layer that is
+    its linear branch. The quadratic terms are then ReLinear-initialised, so ``quadratic``
+    computes what ``conventional`` computes. Returns ``quadratic``.
+
+    Raises ``ValueError`` naming the layer when the two structures or shapes disagree.
+    """
+    source = conventional.state_dict()
+    target = quadratic.state_dict()
+    terms = {name for name, *_ in quadratic_terms(quadratic)}
+    for key, value in source.items():
+        if key not in target:
+            raise ValueError(f"transfer_weights_: {key!r} of the conventional model has no counterpart in the quadratic model")
+        if target[key].shape != value.shape:
+            raise ValueError(
+                f"transfer_weights_: shape mismatch at {key!r}: conventional {tuple(value.shape)} "
+                f"vs quadratic {tuple(target[key].shape)}"
+            )
+    extra = sorted(set(target) - set(source) - terms)
+    if extra:
+        raise ValueError(f"transfer_weights_: the quadratic model has entries the conventional one lacks: {extra[:5]}")
+    for key, value in source.items():
+        target[key].copy_(value)
+    return init_(quadratic)
