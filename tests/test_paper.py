@@ -1,0 +1,38 @@
+"""The report builds: every notebook at the smoke profile, then latexmk on paper/main.tex."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("latexmk") is None, reason="TeX (latexmk) not installed")
+def test_smoke_pdf_builds(tmp_path):
+    paper = tmp_path / "paper"
+    shutil.copytree(ROOT / "paper", paper, ignore=shutil.ignore_patterns(
+        "figures", "tables", "variables", "*.pdf", "*.aux", "*.log", ".profile"))
+    papermill = Path(sys.executable).with_name("papermill")
+    for nb in NOTEBOOKS:
+        subprocess.run(
+            [str(papermill), str(nb), str(tmp_path / nb.name), "--cwd", str(ROOT / "notebooks"),
+             "-p", "profile", "smoke", "-p", "paper_dir", str(paper), "-p", "cache_dir", str(tmp_path / "cache")],
+            check=True, capture_output=True, text=True)
+    done = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "main.tex"],
+                          cwd=paper, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]
+    pdf = paper / "main.pdf"
+    assert pdf.stat().st_size > 10_000
+    if shutil.which("pdftotext"):
+        text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True).stdout
+        assert "profile" in text.lower()
+        # every section that has a notebook made it into the PDF, with no undefined macro
+        for nb in NOTEBOOKS:
+            assert (paper / "sections" / f"{nb.stem}.tex").exists(), f"{nb.name} has no paper/sections/{nb.stem}.tex"
+    log = (paper / "main.log").read_text(errors="replace")
+    assert "Undefined control sequence" not in log
+    assert "LaTeX Warning: Reference" not in log, "undefined references in the report"
