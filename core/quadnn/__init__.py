@@ -2,6 +2,7 @@
 from .layers import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticLayer, QuadraticLinear, Square
 from . import relinear
 from .convert import quadratize
+from . import models
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,5 @@
+"""Model zoo; importing a module registers its models in timm's registry.
+
+Add one import line per model file.
+"""
+from . import cifar_resnet

@@ -1,0 +1,279 @@
+"""CIFAR ResNets (He et al. 2016, Sec. 4.2) with conventional or quadratic block convolutions.
+
+One parameterised family, :class:`CifarResNet`: a 3x3 stem convolution with 16 channels,
+three stages of ``n`` basic blocks with 16/32/64 channels (times ``width``), global average
+pooling and a linear classifier; depth = 6n + 2. Downsampling blocks use the parameter-free
+"option A" shortcut (stride-2 subsampling and zero-padding of the new channels).
+
+``neuron`` chooses the kind of the two 3x3 convolutions inside every block:
+``"conventional"`` (``nn.Conv2d``) or one of :data:`quadnn.NEURONS` (``QuadraticConv2d``).
+The stem and the classifier stay conventional, as in the paper's QResNets (so a QResNet20
+with full neurons has three times the block weights of ResNet20: 0.81M vs 0.27M).
+
+``rezero=True`` gives every block a scalar ``zeta`` (initialised 0) and computes
+``relu(shortcut(x) + zeta * F(x))`` (Bachlechner et al.); at initialisation every block is
+the identity on the non-negative activations it receives.
+
+Registered in timm: ``cifar_resnet{20,32,44,56,110,1202}``, ``cifar_qresnet{20,32,44,56,110}``,
+``cifar_qresnet{20,32,56}_compact``, ``cifar_parabolic_resnet{20,32,56}``,
+``cifar_poly_resnet{20,32,56}``; every variant takes ``width=`` (1.5, 2, 2.5 are the
+paper's widened ResNets), ``rezero=``, ``num_classes=``, ``in_chans=``.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+
+from ..layers import NEURONS, QuadraticConv2d
+
+__all__ = ["CifarResNet", "BasicBlock", "KINDS", "conv3x3"]
+
+KINDS = ("conventional",) + NEURONS
+
+
+def conv3x3(cin: int, cout: int, stride: int = 1, neuron: str = "conventional", **dd) -> nn.Module:
+    """A 3x3 convolution without bias (batch norm follows), conventional or quadratic."""
+    if neuron == "conventional":
+        return nn.Conv2d(cin, cout, 3, stride, 1, bias=False, **dd)
+    # bias=False drops b_r and c; the gate keeps b_g so ReLinear can start it at 1.
+    return QuadraticConv2d(cin, cout, 3, stride, 1, bias=False, neuron=neuron, **dd)
+
+
+class ShortcutA(nn.Module):
+    """Option A: subsample by ``stride`` and zero-pad the channels from ``cin`` to ``cout``."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.cin, self.cout, self.stride = cin, cout, stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.stride != 1:
+            x = x[:, :, :: self.stride, :: self.stride]
+        extra = self.cout - self.cin
+        if extra:
+            x = F.pad(x, (0, 0, 0, 0, extra // 2, extra - extra // 2))
+        return x
+
+    def extra_repr(self) -> str:
+        return f"{self.cin}->{self.cout}, stride={self.stride}"
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int = 1, neuron: str = "conventional",
+                 rezero: bool = False, device=None, dtype=None):
+        super().__init__()
+        dd = dict(device=device, dtype=dtype)
+        self.conv1 = conv3x3(cin, cout, stride, neuron, **dd)
+        self.bn1 = nn.BatchNorm2d(cout, **dd)
+        self.conv2 = conv3x3(cout, cout, 1, neuron, **dd)
+        self.bn2 = nn.BatchNorm2d(cout, **dd)
+        self.shortcut = ShortcutA(cin, cout, stride) if (stride != 1 or cin != cout) else nn.Identity()
+        if rezero:
+            self.zeta = nn.Parameter(torch.zeros((), **dd))
+        else:
+            self.register_parameter("zeta", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.zeta is not None:
+            out = self.zeta * out
+        return F.relu(self.shortcut(x) + out)
+
+
+class CifarResNet(nn.Module):
+    """CIFAR ResNet of depth ``6n+2``; see the module docstring."""
+
+    def __init__(self, depth: int = 20, num_classes: int = 10, in_chans: int = 3, width: float = 1.0,
+                 neuron: str = "conventional", rezero: bool = False, drop_rate: float = 0.0,
+                 global_pool: str = "avg", device=None, dtype=None):
+        super().__init__()
+        if (depth - 2) % 6 or depth < 8:
+            raise ValueError(f"depth must be 6n+2 with n >= 1 (20, 32, 44, 56, 110, 1202, ...), got {depth}")
+        if neuron not in KINDS:
+            raise ValueError(f"neuron must be one of {KINDS}, got {neuron!r}")
+        if not width > 0:
+            raise ValueError(f"width must be positive, got {width!r}")
+        if global_pool != "avg":
+            raise ValueError(f"global_pool must be 'avg', got {global_pool!r}")
+        dd = dict(device=device, dtype=dtype)
+        n = (depth - 2) // 6
+        widths = [max(1, round(c * width)) for c in (16, 32, 64)]
+        self.depth, self.width, self.neuron, self.rezero = depth, width, neuron, rezero
+        self.num_classes, self.drop_rate = num_classes, drop_rate
+
+        self.conv1 = nn.Conv2d(in_chans, widths[0], 3, 1, 1, bias=False, **dd)
+        self.bn1 = nn.BatchNorm2d(widths[0], **dd)
+        stages, cin, self.feature_info = [], widths[0], []
+        for i, cout in enumerate(widths):
+            blocks = []
+            for j in range(n):
+                stride = 2 if (i > 0 and j == 0) else 1
+                blocks.append(BasicBlock(cin, cout, stride, neuron, rezero, **dd))
+                cin = cout
+            stages.append(nn.Sequential(*blocks))
+            self.feature_info.append(dict(num_chs=cout, reduction=2 ** i, module=f"layer{i + 1}"))
+        self.layer1, self.layer2, self.layer3 = stages
+        self.num_features = self.head_hidden_size = cin
+        self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        # He et al.: Kaiming-normal convolutions (the linear branch of quadratic ones), BN at (1, 0).
+        # Quadratic terms keep the ReLinear values their layers set.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    # -- timm interface -----------------------------------------------------------------
+    def get_classifier(self) -> nn.Module:
+        return self.fc
+
+    def reset_classifier(self, num_classes: int, global_pool: str = "avg") -> None:
+        self.num_classes = num_classes
+        self.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.bn1(self.conv1(x)))
+        return self.layer3(self.layer2(self.layer1(x)))
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = x.mean((2, 3))
+        if self.drop_rate:
+            x = F.dropout(x, self.drop_rate, self.training)
+        return x if pre_logits else self.fc(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+
+def _cfg(**kwargs) -> dict:
+    return dict(url="", num_classes=10, input_size=(3, 32, 32), pool_size=(8, 8), crop_pct=1.0,
+                interpolation="bilinear", mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
+                first_conv="conv1", classifier="fc", license="mit", **kwargs)
+
+
+# Variant name -> (depth, neuron). The registered functions below are generated from this table
+# by hand-written three-liners so timm's registry sees ordinary module-level functions.
+VARIANTS = {
+    **{f"cifar_resnet{d}": (d, "conventional") for d in (20, 32, 44, 56, 110, 1202)},
+    **{f"cifar_qresnet{d}": (d, "full") for d in (20, 32, 44, 56, 110)},
+    **{f"cifar_qresnet{d}_compact": (d, "compact") for d in (20, 32, 56)},
+    **{f"cifar_parabolic_resnet{d}": (d, "parabolic") for d in (20, 32, 56)},
+    **{f"cifar_poly_resnet{d}": (d, "poly") for d in (20, 32, 56)},
+}
+
+default_cfgs = generate_default_cfgs({f"{name}.untrained": _cfg() for name in VARIANTS})
+
+
+def _create(variant: str, pretrained: bool = False, **kwargs) -> CifarResNet:
+    depth, neuron = VARIANTS[variant]
+    kwargs.setdefault("neuron", neuron)
+    return build_model_with_cfg(CifarResNet, variant, pretrained, depth=depth,
+                                feature_cfg=dict(out_indices=(0, 1, 2)), **kwargs)
+
+
+@register_model
+def cifar_resnet20(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_resnet20", pretrained, **kwargs)
+
+
+@register_model
+def cifar_resnet32(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_resnet32", pretrained, **kwargs)
+
+
+@register_model
+def cifar_resnet44(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_resnet44", pretrained, **kwargs)
+
+
+@register_model
+def cifar_resnet56(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_resnet56", pretrained, **kwargs)
+
+
+@register_model
+def cifar_resnet110(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_resnet110", pretrained, **kwargs)
+
+
+@register_model
+def cifar_resnet1202(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_resnet1202", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qresnet20(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_qresnet20", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qresnet32(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_qresnet32", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qresnet44(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_qresnet44", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qresnet56(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_qresnet56", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qresnet110(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_qresnet110", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qresnet20_compact(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_qresnet20_compact", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qresnet32_compact(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_qresnet32_compact", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qresnet56_compact(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_qresnet56_compact", pretrained, **kwargs)
+
+
+@register_model
+def cifar_parabolic_resnet20(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_parabolic_resnet20", pretrained, **kwargs)
+
+
+@register_model
+def cifar_parabolic_resnet32(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_parabolic_resnet32", pretrained, **kwargs)
+
+
+@register_model
+def cifar_parabolic_resnet56(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_parabolic_resnet56", pretrained, **kwargs)
+
+
+@register_model
+def cifar_poly_resnet20(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_poly_resnet20", pretrained, **kwargs)
+
+
+@register_model
+def cifar_poly_resnet32(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_poly_resnet32", pretrained, **kwargs)
+
+
+@register_model
+def cifar_poly_resnet56(pretrained=False, **kwargs) -> CifarResNet:
+    return _create("cifar_poly_resnet56", pretrained, **kwargs)
