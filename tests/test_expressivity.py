@@ -1,0 +1,147 @@
+"""quadnn.expressivity: spline construction, variety dimensions and bounds, protocols."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.interpolate import CubicSpline
+
+from quadnn import QuadraticLinear
+from quadnn import expressivity as E
+
+
+def _eval(net, xs):
+    with torch.no_grad():
+        return net(torch.as_tensor(xs, dtype=torch.float64)[:, None])[:, 0].numpy()
+
+
+# -- protocols ------------------------------------------------------------------------
+def test_full_protocol_is_the_papers():
+    full = E.protocol("full")
+    assert tuple(full["oscillation"]["widths"]) == (1, 10, 10, 10, 10, 1) == E.PAPER["oscillation_widths"]
+    assert tuple(full["oscillation"]["sigmas"]) == (0.01, 0.02, 0.03) == E.PAPER["oscillation_sigmas"]
+    assert full["amplification"]["sigma"] == 1.0 == E.PAPER["amplification_sigma"]  # "unit variance"
+    for arch in [(1, 1, 1), (1, 2, 1), (2, 2, 1), (2, 3, 1), (3, 3, 1), (2, 2, 2, 1), (3, 2, 2, 1)]:
+        assert arch in full["variety"]["archs"]
+    for p in ("smoke", "cpu"):  # cheaper profiles keep the paper's architecture and sigmas
+        assert E.protocol(p)["oscillation"]["widths"] == full["oscillation"]["widths"]
+        assert E.protocol(p)["oscillation"]["sigmas"] == full["oscillation"]["sigmas"]
+    with pytest.raises(ValueError):
+        E.protocol("gpu")
+
+
+# -- splines ----------------------------------------------------------------------------
+def test_shift_polynomial():
+    c = [1.0, -2.0, 0.5, 3.0]
+    d = E.shift_polynomial(c, 0.7)
+    y = np.linspace(-2, 2, 9)
+    assert np.allclose(np.polyval(d[::-1], y), np.polyval(np.array(c)[::-1], y + 0.7), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sin", "runge"])
+def test_spline_network_equals_cubic_spline(name):
+    knots, cs = E.cubic_spline(name, 10)
+    net = E.spline_network(knots, [cs.c[::-1, i] for i in range(len(knots) - 1)])
+    assert all(isinstance(m, (QuadraticLinear, torch.nn.ReLU)) for m in net)
+    xs = np.linspace(knots[0], knots[-1], 3001)
+    assert np.max(np.abs(_eval(net, xs) - cs(xs))) < 1e-12
+    # left of x_0 the construction is constant s_0(x_0)
+    assert np.allclose(_eval(net, [knots[0] - 1.0, knots[0] - 5.0]), cs(knots[0]), atol=1e-13)
+
+
+def test_spline_network_any_degree_and_uneven_knots():
+    rng = np.random.default_rng(0)
+    knots = np.array([-1.0, -0.3, 0.1, 0.9, 2.0])
+    # A continuous quintic spline: pick piece 0 freely, then each next piece agrees in value at its knot.
+    coefs = [rng.normal(size=6)]
+    for i in range(1, 4):
+        c = rng.normal(size=6)
+        c[0] = np.polyval(coefs[-1][::-1], knots[i] - knots[i - 1])
+        coefs.append(c)
+    net = E.spline_network(knots, coefs)
+    xs = np.linspace(knots[0], knots[-1], 2001)
+    piece = np.clip(np.searchsorted(knots, xs, side="right") - 1, 0, 3)
+    ref = np.array([np.polyval(coefs[p][::-1], x - knots[p]) for x, p in zip(xs, piece)])
+    assert np.max(np.abs(_eval(net, xs) - ref)) < 1e-11 * np.max(np.abs(ref))
+
+
+def test_spline_network_rejects_bad_input():
+    with pytest.raises(ValueError):
+        E.spline_network([0.0, 1.0, 2.0], [[1.0, 2.0]])
+    with pytest.raises(ValueError):
+        E.spline_network([0.0, 2.0, 1.0], [[1.0], [1.0]])
+
+
+def test_euler_numbers_and_hall_meyer_constants():
+    assert [E.euler_number(n) for n in (0, 2, 4, 6, 12)] == [1, -1, 5, -61, 2702765]
+    assert E.hall_meyer_constant(1) == pytest.approx(1 / 8)
+    assert E.hall_meyer_constant(2) == pytest.approx(5 / 384)
+    assert E.hall_meyer_constant(6) == pytest.approx(1.3775627e-6, rel=1e-6)
+    # the correct asymptotic of |E_2m| carries a factor 8 the paper omits
+    assert E.euler_asymptotic(6) / 2702765 == pytest.approx(1, abs=0.01)
+
+
+def test_spline_error_rates():
+    res = E.spline_error_vs_h("sin", [0.4, 0.2])
+    (a, b) = res["rows"]
+    q = a["h"] / b["h"]
+    assert a["linear"] / b["linear"] == pytest.approx(q ** 2, rel=0.05)   # O(h^2)
+    assert a["cubic"] / b["cubic"] == pytest.approx(q ** 4, rel=0.1)      # O(h^4)
+    for r in res["rows"]:
+        assert r["linear_ratio"] <= E.hall_meyer_constant(1) * (1 + 1e-9)
+        assert r["cubic_ratio"] <= E.hall_meyer_constant(2) * (1 + 1e-9)
+
+
+# -- variety dimension -------------------------------------------------------------------
+@pytest.mark.parametrize("widths,network,expected", [
+    # g(q(x)), g, q quadratics: 6 coefficients less the affine reparametrisation of q (2) -> a
+    # hypersurface in the 5-dimensional space of quartics
+    ((1, 1, 1), "quadratic", 4),
+    ((1, 2, 1), "quadratic", 5),                  # every quartic
+    ((2, 1), "quadratic", 6),                     # one neuron, 2 inputs: every quadratic
+    ((4, 1), "quadratic", 14),                    # one neuron, 4 inputs: 15 parameters less rescaling
+    ((1, 1, 1), "quadratic_activation", 3),       # w (a x + b)^2 + c: every quadratic
+    ((2, 1, 1), "quadratic_activation", 4),       # w (a.x + b)^2 + c: 5 parameters less one scaling
+])
+def test_variety_dimension_known_cases(widths, network, expected):
+    assert E.variety_dimension(widths, network) == expected
+
+
+def test_variety_dimension_kileel_homogeneous():
+    # without biases, (2, 2, 1) with squares: sum of two squares of linear forms = binary quadratics (3)
+    assert E.variety_dimension((2, 2, 1), "quadratic_activation", bias=False) == 3
+
+
+def test_paper_bounds_as_printed():
+    # Lemma: min(sum(3 d_{h-1} d_h + 3 d_{h-1}) - sum_{h<H} d_h, d_H binom(d_0 + 2^(H-1) - 1, 2^(H-1)))
+    assert E.variety_dimension_bound((1, 1, 1), "quadratic") == min(6 + 6 - 1, 1) == 1
+    assert E.variety_dimension_bound((3, 2, 2, 1), "quadratic") == min(27 + 18 + 12 - 4, math.comb(6, 4)) == 15
+    assert E.variety_dimension_bound((3, 3, 1), "quadratic_activation") == min(12 + 6 - 3, math.comb(4, 2)) == 6
+
+
+def test_corrected_bounds():
+    assert E.parameter_count((2, 3, 1), "quadratic") == 3 * 6 + 9 + 3 * 3 + 3
+    assert E.parameter_count((2, 3, 1), "quadratic_activation") == 6 + 3 + 3 + 1
+    assert E.variety_dimension_bound((1, 1, 1), "quadratic", "corrected") == min(12 - 3, 5) == 5
+    assert E.variety_dimension_bound((2, 2, 2, 1), "quadratic_activation", "corrected") == min(15 - 4, 15)
+    for w in [(1, 1, 1), (2, 2, 1), (3, 3, 1), (3, 2, 2, 1)]:
+        for net in E.NETWORKS:
+            assert E.variety_dimension(w, net, n_trials=1) <= E.variety_dimension_bound(w, net, "corrected")
+        assert E.variety_dimension(w, "quadratic", n_trials=1) == E.variety_dimension_bound(w, "quadratic", "layerwise")
+
+
+# -- oscillation and amplification -------------------------------------------------------
+def test_batched_forward_matches_quadnn_modules():
+    for quadratic in (False, True):
+        layers = E._draw_params((1, 4, 4, 1), quadratic, 0.5, 3, torch.Generator().manual_seed(0))
+        x = torch.linspace(-3, 3, 7, dtype=torch.float64)[:, None]
+        net = E.load_draw_(E.mlp((1, 4, 4, 1), quadratic), layers, 1)
+        with torch.no_grad():
+            assert torch.allclose(net(x), E._batched_forward(layers, x, quadratic)[1], rtol=1e-12, atol=0)
+
+
+def test_amplification_relinear_equals_conventional():
+    res = E.amplification(depths=(1, 3), width=5, in_features=4, sigma=1.0, n_draws=5, seed=0)
+    for H, r in res.items():
+        assert np.allclose(r["quadratic_relinear"], r["conventional"], rtol=1e-12)
+        assert r["scale"] == pytest.approx(math.prod(math.sqrt(a * b) for a, b in zip(r["widths"][:-1], r["widths"][1:])))
