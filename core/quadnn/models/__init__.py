@@ -3,3 +3,5 @@
 Add one import line per model file.
 """
 from . import cifar_resnet
+from . import cifar_vgg
+from . import imagenet_resnet

@@ -1,0 +1,149 @@
+"""CIFAR VGG16 with batch norm (Simonyan & Zisserman 2015, CIFAR form) in three kinds.
+
+One parameterised family, :class:`CifarVGG`: thirteen 3x3 convolutions (64, 64, M, 128, 128,
+M, 256 x3, M, 512 x3, M, 512 x3, M; channels times ``width``), each followed by batch norm
+and the activation, five 2x2 max-pools, global average pooling (the identity on the 1x1 map a
+32x32 input leaves) and one linear classifier: the usual CIFAR adaptation of VGG16-BN
+(about 14.7M parameters for 10 classes).
+
+- ``activation="relu"`` or ``"square"`` (``z -> z*z``, :class:`quadnn.Square`: the paper's
+  "VGG16 with quadratic activation");
+- ``neuron="conventional"`` or one of :data:`quadnn.NEURONS`: the kind of all thirteen
+  convolutions. Quadratic convolutions are ReLinear-initialised by their layer, so a
+  quadratic VGG computes a conventional one at the start; the classifier stays conventional,
+  as in the paper's QResNets, so :func:`quadnn.relinear.transfer_weights_` maps
+  ``cifar_vgg16`` onto ``cifar_qvgg16`` one to one.
+
+The pools use ``ceil_mode=True``, so inputs smaller than 32x32 (the 8x8 digits stand-in:
+8, 4, 2, 1, 1, 1) pass through without error; on 32x32 inputs this changes nothing.
+
+Registered in timm: ``cifar_vgg16``, ``cifar_vgg16_square``, ``cifar_qvgg16``; each takes
+``width=``, ``num_classes=`` (default 100, CIFAR-100), ``in_chans=``, ``drop_rate=``.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+
+from ..layers import NEURONS, QuadraticConv2d, Square
+
+__all__ = ["CifarVGG", "VGG16", "ACTIVATIONS", "KINDS"]
+
+# Output channels of the convolutions, "M" = 2x2 max-pool (configuration D of the VGG paper).
+VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
+ACTIVATIONS = {"relu": nn.ReLU, "square": Square}
+KINDS = ("conventional",) + NEURONS
+
+
+def conv3x3(cin: int, cout: int, neuron: str = "conventional", **dd) -> nn.Module:
+    """A bias-free 3x3 convolution (batch norm follows), conventional or quadratic."""
+    if neuron == "conventional":
+        return nn.Conv2d(cin, cout, 3, 1, 1, bias=False, **dd)
+    return QuadraticConv2d(cin, cout, 3, 1, 1, bias=False, neuron=neuron, **dd)
+
+
+class CifarVGG(nn.Module):
+    """VGG with batch norm for 32x32 inputs; see the module docstring."""
+
+    def __init__(self, layers=VGG16, num_classes: int = 100, in_chans: int = 3, width: float = 1.0,
+                 activation: str = "relu", neuron: str = "conventional", drop_rate: float = 0.0,
+                 global_pool: str = "avg", device=None, dtype=None):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
+        if neuron not in KINDS:
+            raise ValueError(f"neuron must be one of {KINDS}, got {neuron!r}")
+        if not width > 0:
+            raise ValueError(f"width must be positive, got {width!r}")
+        if global_pool != "avg":
+            raise ValueError(f"global_pool must be 'avg', got {global_pool!r}")
+        dd = dict(device=device, dtype=dtype)
+        self.activation, self.neuron, self.width = activation, neuron, width
+        self.num_classes, self.drop_rate = num_classes, drop_rate
+
+        feats, cin, reduction, self.feature_info = [], in_chans, 1, []
+        for v in layers:
+            if v == "M":
+                reduction *= 2
+                feats.append(nn.MaxPool2d(2, 2, ceil_mode=True))
+                self.feature_info.append(dict(num_chs=cin, reduction=reduction, module=f"features.{len(feats) - 1}"))
+                continue
+            cout = max(1, round(v * width))
+            feats += [conv3x3(cin, cout, neuron, **dd), nn.BatchNorm2d(cout, **dd), ACTIVATIONS[activation]()]
+            cin = cout
+        self.features = nn.Sequential(*feats)
+        self.num_features = self.head_hidden_size = cin
+        self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        # Kaiming-normal convolutions (the linear branch of quadratic ones), BN at (1, 0), the
+        # classifier as torch initialises it. Quadratic terms keep the ReLinear values their layers set.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    # -- timm interface -----------------------------------------------------------------
+    def get_classifier(self) -> nn.Module:
+        return self.fc
+
+    def reset_classifier(self, num_classes: int, global_pool: str = "avg") -> None:
+        self.num_classes = num_classes
+        self.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.features(x)
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = x.mean((2, 3))
+        if self.drop_rate:
+            x = F.dropout(x, self.drop_rate, self.training)
+        return x if pre_logits else self.fc(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+
+def _cfg(**kwargs) -> dict:
+    return dict(url="", num_classes=100, input_size=(3, 32, 32), pool_size=(1, 1), crop_pct=1.0,
+                interpolation="bilinear", mean=(0.5071, 0.4865, 0.4409), std=(0.2673, 0.2564, 0.2762),
+                first_conv="features.0", classifier="fc", license="mit", **kwargs)
+
+
+# Variant name -> (activation, neuron).
+VARIANTS = {
+    "cifar_vgg16": ("relu", "conventional"),
+    "cifar_vgg16_square": ("square", "conventional"),
+    "cifar_qvgg16": ("relu", "full"),
+}
+
+default_cfgs = generate_default_cfgs({f"{name}.untrained": _cfg() for name in VARIANTS})
+
+
+def _create(variant: str, pretrained: bool = False, **kwargs) -> CifarVGG:
+    activation, neuron = VARIANTS[variant]
+    kwargs.setdefault("activation", activation)
+    kwargs.setdefault("neuron", neuron)
+    return build_model_with_cfg(CifarVGG, variant, pretrained, layers=VGG16,
+                                feature_cfg=dict(out_indices=(0, 1, 2, 3, 4), flatten_sequential=True), **kwargs)
+
+
+@register_model
+def cifar_vgg16(pretrained=False, **kwargs) -> CifarVGG:
+    return _create("cifar_vgg16", pretrained, **kwargs)
+
+
+@register_model
+def cifar_vgg16_square(pretrained=False, **kwargs) -> CifarVGG:
+    return _create("cifar_vgg16_square", pretrained, **kwargs)
+
+
+@register_model
+def cifar_qvgg16(pretrained=False, **kwargs) -> CifarVGG:
+    return _create("cifar_qvgg16", pretrained, **kwargs)
