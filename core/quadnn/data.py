@@ -1,0 +1,157 @@
+"""Image-classification data held in memory as tensors, with batch-wise augmentation.
+
+Data sets (``load(name, data_dir, download, split_seed)``):
+
+- ``cifar10`` / ``cifar100``: read from torchvision's on-disk "python version"
+  (``data/cifar-10-batches-py/``, ``data/cifar-100-python/``: pickled dicts with ``data``
+  (N x 3072 uint8) and ``labels`` / ``fine_labels``). ``download=True`` fetches them with
+  torchvision. Augmentation: 4-pixel zero padding + random 32x32 crop + horizontal flip
+  (He et al. 2016), then per-channel normalisation.
+- ``digits``: scikit-learn's 8x8 handwritten digits (1,797 images, ships with scikit-learn,
+  so it works offline) as a small stand-in: one channel, values scaled to [0, 1] and
+  normalised, a stratified 80/20 train/test split fixed by ``split_seed``. Augmentation:
+  1-pixel zero padding + random 8x8 crop (shifts of at most one pixel; no flips, which
+  would change digits). The CIFAR ResNets run on 8x8 inputs (stages at 8, 4, 2 pixels).
+
+Augmentation draws from an explicit ``torch.Generator``, so an epoch's batches are a pure
+function of (seed, epoch): a resumed run sees exactly the batches the interrupted one saw,
+and every DDP rank can cut its share out of the same global batch.
+"""
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["DATASETS", "Data", "load", "augment", "batches"]
+
+DATASETS = ("cifar10", "cifar100", "digits")
+
+_CIFAR = {
+    "cifar10": dict(folder="cifar-10-batches-py", train=[f"data_batch_{i}" for i in range(1, 6)],
+                    test=["test_batch"], label=b"labels", classes=10, tv="CIFAR10",
+                    url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
+    "cifar100": dict(folder="cifar-100-python", train=["train"], test=["test"], label=b"fine_labels",
+                     classes=100, tv="CIFAR100",
+                     url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"),
+}
+
+
+@dataclass
+class Data:
+    """A data set in memory: uint8 or float images (N, C, H, W), int64 labels."""
+
+    name: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+    mean: torch.Tensor  # (C,)
+    std: torch.Tensor   # (C,)
+    pad: int            # random-crop padding
+    flip: bool          # random horizontal flips
+
+    @property
+    def in_chans(self) -> int:
+        return self.x_train.shape[1]
+
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()
+        if self.x_train.dtype == torch.uint8:
+            x = x / 255.0
+        return (x - self.mean[:, None, None]) / self.std[:, None, None]
+
+
+def _missing(name: str, root: Path) -> FileNotFoundError:
+    spec = _CIFAR[name]
+    return FileNotFoundError(
+        f"{name} not found: expected torchvision's python version under {root / spec['folder']}/ "
+        f"(files {', '.join(spec['train'] + spec['test'])}). Either pass --download (needs internet; "
+        f"torchvision fetches it into {root}/), or download {spec['url']} elsewhere and unpack it with "
+        f"`tar xzf {spec['url'].rsplit('/', 1)[1]} -C {root}/`. Offline, use --dataset digits."
+    )
+
+
+def _load_cifar(name: str, root: Path, download: bool) -> Data:
+    spec = _CIFAR[name]
+    folder = root / spec["folder"]
+    if download and not folder.exists():
+        import torchvision
+
+        getattr(torchvision.datasets, spec["tv"])(str(root), train=True, download=True)
+    if not all((folder / f).exists() for f in spec["train"] + spec["test"]):
+        raise _missing(name, root)
+
+    def read(files):
+        xs, ys = [], []
+        for f in files:
+            with open(folder / f, "rb") as fh:
+                d = pickle.load(fh, encoding="bytes")
+            xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+            ys.append(np.asarray(d[spec["label"]], dtype=np.int64))
+        return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
+
+    x_train, y_train = read(spec["train"])
+    x_test, y_test = read(spec["test"])
+    xf = x_train.float() / 255.0
+    return Data(name, x_train, y_train, x_test, y_test, spec["classes"],
+                xf.mean((0, 2, 3)), xf.std((0, 2, 3)), pad=4, flip=True)
+
+
+def _load_digits(split_seed: int) -> Data:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]  # (1797, 1, 8, 8) in [0, 1]
+    x_tr, x_te, y_tr, y_te = train_test_split(x, d.target, test_size=0.2, stratify=d.target,
+                                              random_state=split_seed)
+    x_tr, x_te = torch.from_numpy(x_tr), torch.from_numpy(x_te)
+    return Data("digits", x_tr, torch.as_tensor(y_tr, dtype=torch.int64), x_te,
+                torch.as_tensor(y_te, dtype=torch.int64), 10,
+                x_tr.mean((0, 2, 3)), x_tr.std((0, 2, 3)), pad=1, flip=False)
+
+
+def load(name: str, data_dir: str | Path = "data", download: bool = False, split_seed: int = 0) -> Data:
+    """Load data set ``name`` (one of :data:`DATASETS`) into memory."""
+    if name not in DATASETS:
+        raise ValueError(f"dataset must be one of {DATASETS}, got {name!r}")
+    if name == "digits":
+        return _load_digits(split_seed)
+    return _load_cifar(name, Path(data_dir), download)
+
+
+def augment(data: Data, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Random crop after zero padding (+ horizontal flip where the data set allows), batch-wise."""
+    n, c, h, w = x.shape
+    p = data.pad
+    x = data.normalise(x)
+    if p:
+        # Pad the normalised image with zeros (the mean), as the usual ToTensor-Normalize-pad order
+        # would pad with black; either is standard, this keeps padding at the data mean.
+        xp = torch.nn.functional.pad(x, (p, p, p, p))
+        oy = torch.randint(0, 2 * p + 1, (n,), generator=gen)
+        ox = torch.randint(0, 2 * p + 1, (n,), generator=gen)
+        rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
+        cols = (ox[:, None] + torch.arange(w))[:, None, None, :]
+        x = xp[torch.arange(n)[:, None, None, None], torch.arange(c)[None, :, None, None], rows, cols]
+    if data.flip:
+        flip = torch.rand(n, generator=gen) < 0.5
+        x = torch.where(flip[:, None, None, None], x.flip(3), x)
+    return x
+
+
+def batches(data: Data, batch_size: int, gen: torch.Generator, train: bool = True):
+    """Yield ``(x, y)`` global batches: shuffled and augmented from ``gen`` when ``train``."""
+    if train:
+        order = torch.randperm(len(data.y_train), generator=gen)
+        for i in range(0, len(order), batch_size):
+            idx = order[i:i + batch_size]
+            yield augment(data, data.x_train[idx], gen), data.y_train[idx]
+    else:
+        for i in range(0, len(data.y_test), batch_size):
+            yield data.normalise(data.x_test[i:i + batch_size]), data.y_test[i:i + batch_size]
