@@ -1,0 +1,366 @@
+"""The Runge experiment: a quadratic ReLU network fits R(x) = 1/(1+16x^2) from 33 points.
+
+The network is ``1-8-8-8-8-1`` with five :class:`~quadnn.QuadraticLinear` layers (``neuron="full"``)
+and a ReLU after each hidden layer, so every piece of its output is a polynomial of degree at
+most ``2**5 = 32``. It is trained on the 33 equispaced points of ``[-5, 5]`` (full batch, mean
+squared error) and scored by the RMSE on 100 equispaced points of ``[-5, 5]``.
+
+Strategies (the paper's learning rates and shrink factors; the paper does not name the
+optimiser for this experiment, we use Adam with torch's defaults):
+
+=================  =======================  ===============================================
+``regular``        random init of all terms  every term drawn as torch draws ``nn.Linear``
+                                             parameters, U(-1/sqrt(fan_in), 1/sqrt(fan_in));
+                                             one lr 3e-4 for everything
+``relinear-init``  ReLinear init             one lr 3e-4, no shrinking (our control: the
+                                             initialisation alone, not in the paper)
+``sw-l1``          ReLinear init             lr 3e-4; l1 shrink alpha_g = alpha_b = 1e-4
+``sw-l2``          ReLinear init             lr 3e-4; l2 shrink beta_g = beta_b = 1e-4
+``sg``             ReLinear init             lr 3e-4, lr_g = lr_b = 1.5e-4
+=================  =======================  ===============================================
+
+A seed fixes the linear branch (``weight``, ``bias``) of every layer, so all strategies of one
+seed start from the same linear network; ``regular`` then also draws its quadratic terms.
+
+Speed: the reference way to train one run is :func:`train_reference` (a plain loop over a
+torch model, ``torch.optim.Adam`` with :func:`quadnn.relinear.param_groups` and
+:class:`quadnn.relinear.Shrink`). :func:`train_batched` trains all runs of all strategies at
+once: their parameters live in one ``(runs, n_params)`` float64 tensor, the forward pass is a
+handful of batched matrix products, and Adam and the shrink rules act on that one tensor with
+per-element learning rates and shrink factors. Adam and the shrink rules are elementwise and
+the runs' losses are summed, so this computes exactly what the independent runs compute (a
+test checks it against :func:`train_reference`).
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from .cache import cached
+from .layers import QuadraticLinear
+from .profiles import select
+from .relinear import Shrink, param_groups
+
+__all__ = [
+    "PAPER", "PAPER_RMSE", "PROTOCOLS", "STRATEGIES", "Strategy", "runge", "dataset", "build_model",
+    "init_model", "flatten", "unflatten_", "batched_forward", "train_batched", "train_reference",
+    "run_experiment", "rmse",
+]
+
+
+def runge(x):
+    """R(x) = 1 / (1 + 16 x^2) (numpy or torch)."""
+    return 1.0 / (1.0 + 16.0 * x * x)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    init: str                  # "relinear" | "random"
+    lr: float                  # the linear branch (weight, bias)
+    lr_g: float                # the gate (weight_g, bias_g)
+    lr_b: float                # the power term and constant (weight_b, bias_b)
+    shrink: str | None = None  # None | "l1" | "l2" (quadnn.relinear.Shrink after each step)
+    alpha: float = 0.0         # alpha (l1) or beta (l2), the same for the g and b terms
+    in_paper: bool = True
+
+
+STRATEGIES = {
+    "regular": Strategy("random", 3e-4, 3e-4, 3e-4),
+    "relinear-init": Strategy("relinear", 3e-4, 3e-4, 3e-4, in_paper=False),
+    "sw-l1": Strategy("relinear", 3e-4, 3e-4, 3e-4, "l1", 1e-4),
+    "sw-l2": Strategy("relinear", 3e-4, 3e-4, 3e-4, "l2", 1e-4),
+    "sg": Strategy("relinear", 3e-4, 1.5e-4, 1.5e-4),
+}
+
+# The paper's protocol (Section "Runge Function Approximation") and its reported RMSEs.
+PAPER = dict(n_train=33, interval=(-5.0, 5.0), width=8, depth=5, iterations=30_000, n_test=100)
+PAPER_RMSE = {"regular": None, "relinear-init": None, "sw-l1": 0.0656, "sw-l2": 0.0426, "sg": 0.0205}
+PAPER_PIECES = 24
+
+# smoke: seconds (same network and data, 300 iterations). cpu: the paper's full protocol with
+# five seeds. full: the paper's protocol with eight seeds. All runs of a profile train together
+# (about 1.5 to 6 minutes on two shared cores, depending on the load).
+PROTOCOLS = {
+    "smoke": dict(PAPER, iterations=300, seeds=[0, 1]),
+    "cpu": dict(PAPER, seeds=list(range(5))),
+    "full": dict(PAPER, seeds=list(range(8))),
+}
+
+OPTIMIZER = dict(name="Adam", betas=(0.9, 0.999), eps=1e-8)
+VERSION = 1  # bump when the training code changes what it computes (invalidates the cache)
+
+
+def dataset(protocol: dict, dtype=torch.float64):
+    """Training and test inputs/targets as ``(N, 1)`` tensors."""
+    lo, hi = protocol["interval"]
+    x_train = torch.linspace(lo, hi, protocol["n_train"], dtype=dtype)[:, None]
+    x_test = torch.linspace(lo, hi, protocol["n_test"], dtype=dtype)[:, None]
+    return x_train, runge(x_train), x_test, runge(x_test)
+
+
+def widths_of(protocol: dict) -> list[int]:
+    return [1] + [protocol["width"]] * (protocol["depth"] - 1) + [1]
+
+
+def build_model(width: int = 8, depth: int = 5, dtype=torch.float64) -> nn.Sequential:
+    """``depth`` QuadraticLinear layers of ``width`` neurons (last: 1), ReLU in between."""
+    widths = [1] + [width] * (depth - 1) + [1]
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        layers.append(QuadraticLinear(a, b, neuron="full", dtype=dtype))
+        if i < depth - 1:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+@torch.no_grad()
+def random_init_(model: nn.Module) -> nn.Module:
+    """Draw every quadratic term as torch draws an ``nn.Linear`` parameter: U(-1/sqrt(fan_in), +)."""
+    for m in model.modules():
+        if isinstance(m, QuadraticLinear):
+            bound = 1.0 / math.sqrt(m.in_features)
+            for _, p, _, _ in m.quadratic_terms():
+                p.uniform_(-bound, bound)
+    return model
+
+
+def init_model(strategy: str | Strategy, seed: int, width: int = 8, depth: int = 5) -> nn.Sequential:
+    """The starting model of one run (float64)."""
+    s = STRATEGIES[strategy] if isinstance(strategy, str) else strategy
+    torch.manual_seed(seed)
+    model = build_model(width, depth)  # linear branch drawn by torch, quadratic terms ReLinear
+    if s.init == "random":
+        random_init_(model)
+    elif s.init != "relinear":
+        raise ValueError(f"init must be 'relinear' or 'random', got {s.init!r}")
+    return model
+
+
+# -- flat parameter layout -------------------------------------------------------------
+# Per layer (in -> out): W_rg (in, 2 out) = [weight; weight_g]^T, b_rg (2 out) = [bias, bias_g],
+# W_b (in, out) = weight_b^T, c (out) = bias_b.
+
+def _layout(widths):
+    off, out = 0, []
+    for i, o in zip(widths[:-1], widths[1:]):
+        spans = {}
+        for key, size in (("Wrg", i * 2 * o), ("brg", 2 * o), ("Wb", i * o), ("c", o)):
+            spans[key] = (off, off + size)
+            off += size
+        out.append((i, o, spans))
+    return out, off
+
+
+def _layers(model):
+    return [m for m in model if isinstance(m, QuadraticLinear)]
+
+
+def flatten(model: nn.Sequential) -> torch.Tensor:
+    """The model's parameters as one flat float64 vector in the batched layout."""
+    parts = []
+    for m in _layers(model):
+        parts += [torch.cat([m.weight, m.weight_g], 0).T.reshape(-1), torch.cat([m.bias, m.bias_g]),
+                  m.weight_b.T.reshape(-1), m.bias_b]
+    return torch.cat([p.detach().to(torch.float64) for p in parts])
+
+
+@torch.no_grad()
+def unflatten_(model: nn.Sequential, flat) -> nn.Sequential:
+    """Load a flat vector (from :func:`flatten` or a batched run) into ``model``; returns it."""
+    flat = torch.as_tensor(flat, dtype=torch.float64)
+    layers = _layers(model)
+    widths = [layers[0].in_features] + [m.out_features for m in layers]
+    spans, n = _layout(widths)
+    if flat.numel() != n:
+        raise ValueError(f"flat vector has {flat.numel()} entries, the model needs {n}")
+    for m, (i, o, sp) in zip(layers, spans):
+        get = lambda k: flat[sp[k][0]:sp[k][1]]
+        wrg = get("Wrg").view(i, 2 * o).T
+        m.weight.copy_(wrg[:o]); m.weight_g.copy_(wrg[o:])
+        m.bias.copy_(get("brg")[:o]); m.bias_g.copy_(get("brg")[o:])
+        m.weight_b.copy_(get("Wb").view(i, o).T); m.bias_b.copy_(get("c"))
+    return model
+
+
+def _group_masks(widths):
+    """Per flat entry: 0 = linear branch, 1 = gate (g), 2 = power term/constant (b); and the reference."""
+    spans, n = _layout(widths)
+    group = torch.zeros(n, dtype=torch.long)
+    ref = torch.zeros(n, dtype=torch.float64)
+    for i, o, sp in spans:
+        a, _ = sp["Wrg"]
+        group[a:a + i * 2 * o].view(i, 2 * o)[:, o:] = 1
+        a, _ = sp["brg"]
+        group[a + o:a + 2 * o] = 1
+        ref[a + o:a + 2 * o] = 1.0  # b_g's ReLinear value
+        group[sp["Wb"][0]:sp["Wb"][1]] = 2
+        group[sp["c"][0]:sp["c"][1]] = 2
+    return group, ref
+
+
+def _views(P: torch.Tensor, widths) -> list[tuple[torch.Tensor, ...]]:
+    """Per layer ``(W_rg, b_rg, W_b, c)`` as views into the flat parameters ``P`` (R, n)."""
+    R = P.shape[0]
+    out = []
+    for i, o, sp in _layout(widths)[0]:
+        view = lambda key, *shape: P[:, sp[key][0]:sp[key][1]].view(R, *shape)
+        out.append((view("Wrg", i, 2 * o), view("brg", 1, 2 * o), view("Wb", i, o), view("c", 1, o)))
+    return out
+
+
+def batched_forward(P, x: torch.Tensor, widths=None) -> torch.Tensor:
+    """Outputs ``(R, N, 1)`` of R networks at inputs ``x`` (N, 1).
+
+    ``P`` is either the flat parameters (R, n) (then ``widths`` is needed) or their per-layer
+    views from :func:`_views`.
+    """
+    layers = _views(P, widths) if isinstance(P, torch.Tensor) else P
+    R = layers[0][0].shape[0]
+    h = x.expand(R, *x.shape)
+    for k, (Wrg, brg, Wb, c) in enumerate(layers):
+        o = Wb.shape[-1]
+        z = torch.baddbmm(brg, h, Wrg)
+        y = torch.addcmul(torch.baddbmm(c, h * h, Wb), z[..., :o], z[..., o:])
+        h = torch.relu(y) if k < len(layers) - 1 else y
+    return h
+
+
+def train_batched(runs: list[tuple[str, int]], protocol: dict, log_every: int = 100, threads: int = 1,
+                  progress=None) -> dict:
+    """Train every ``(strategy, seed)`` of ``runs`` together; see the module docstring.
+
+    Returns numpy arrays: ``params`` (R, n) final flat parameters, ``loss`` (R, T) training
+    MSE every ``log_every`` steps (and at the end), ``steps``, and ``seconds``.
+    """
+    widths = widths_of(protocol)
+    x, y, _, _ = dataset(protocol)
+    P0 = torch.stack([flatten(init_model(s, seed, protocol["width"], protocol["depth"])) for s, seed in runs])
+    group, ref = _group_masks(widths)
+    strat = [STRATEGIES[s] for s, _ in runs]
+    lr = torch.stack([torch.tensor([s.lr, s.lr_g, s.lr_b], dtype=torch.float64)[group] for s in strat])
+    quad = (group > 0).to(torch.float64)
+    l1 = torch.stack([quad * (s.alpha if s.shrink == "l1" else 0.0) for s in strat])
+    l2 = torch.stack([quad * (s.alpha if s.shrink == "l2" else 0.0) for s in strat])
+    use_l1, use_l2 = bool(l1.any()), bool(l2.any())
+    b1, b2 = OPTIMIZER["betas"]
+    eps = OPTIMIZER["eps"]
+
+    with warnings.catch_warnings():
+        # the (R, 1, 1) views of the last layer trip torch's gradient-layout notice; harmless here
+        warnings.filterwarnings("ignore", message="grad and param do not obey")
+        old_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            # One flat tensor holds the parameters and one the gradients; the leaves autograd sees
+            # are views into the first, and their .grad views into the second, so backward
+            # accumulates straight into G and Adam updates everything with a few whole-tensor ops.
+            P, G = P0.clone(), torch.zeros_like(P0)
+            leaves = _views(P, widths)
+            flat_leaves = sum(leaves, ())
+            for leaf, grad in zip(flat_leaves, sum(_views(G, widths), ())):
+                leaf.requires_grad_(True)
+                leaf.grad = grad
+            grad_ptrs = [leaf.grad.data_ptr() for leaf in flat_leaves]
+            m = torch.zeros_like(P0)
+            v = torch.zeros_like(P0)
+            losses, steps = [], []
+            t0 = time.perf_counter()
+            T = protocol["iterations"]
+            for t in range(1, T + 1):
+                out = batched_forward(leaves, x)
+                loss_r = (out - y).square().mean(dim=(1, 2))
+                G.zero_()
+                loss_r.sum().backward()
+                if t == 1:  # autograd must have accumulated into the views of G, not replaced them
+                    for leaf, ptr in zip(flat_leaves, grad_ptrs):
+                        if leaf.grad.data_ptr() != ptr:
+                            raise RuntimeError("train_batched: a gradient left the flat buffer")
+                with torch.no_grad():
+                    g = G
+                    if t == 1 or t % log_every == 0:  # loss of the parameters before this step
+                        losses.append(loss_r.detach().clone()); steps.append(t - 1)
+                    # torch.optim.Adam (single-tensor form), with per-element learning rates
+                    m.lerp_(g, 1 - b1)
+                    v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                    denom = (v.sqrt() / math.sqrt(1 - b2 ** t)).add_(eps)
+                    P.addcdiv_(m * lr, denom, value=-1.0 / (1 - b1 ** t))
+                    # quadnn.relinear.Shrink, after the optimiser step
+                    if use_l1:
+                        P.sub_(l1 * torch.sign(P - ref))
+                    if use_l2:
+                        P.sub_(l2 * (P - ref))
+                if progress is not None and t % 1000 == 0:
+                    progress(t, T)
+            with torch.no_grad():
+                final = (batched_forward(P, x, widths) - y).square().mean(dim=(1, 2))
+            losses.append(final); steps.append(T)
+            seconds = time.perf_counter() - t0
+        finally:
+            torch.set_num_threads(old_threads)
+    return dict(params=P.numpy(), loss=torch.stack(losses, 1).numpy(), steps=np.array(steps),
+                seconds=seconds)
+
+
+def train_reference(strategy: str, seed: int, protocol: dict) -> nn.Sequential:
+    """One run the plain way: a torch model, ``torch.optim.Adam``, quadnn's ReLinear tools."""
+    s = STRATEGIES[strategy]
+    model = init_model(strategy, seed, protocol["width"], protocol["depth"])
+    x, y, _, _ = dataset(protocol)
+    opt = torch.optim.Adam(param_groups(model, s.lr, s.lr_g, s.lr_b), betas=OPTIMIZER["betas"],
+                           eps=OPTIMIZER["eps"], foreach=False)
+    shrink = Shrink(model, s.shrink, s.alpha, s.alpha) if s.shrink else None
+    for _ in range(protocol["iterations"]):
+        opt.zero_grad()
+        (model(x) - y).square().mean().backward()
+        opt.step()
+        if shrink is not None:
+            shrink.step()
+    return model
+
+
+def rmse(model_or_params, protocol: dict, split: str = "test") -> float:
+    """RMSE of a model (or flat parameter vector) on the train or test points."""
+    x_tr, y_tr, x_te, y_te = dataset(protocol)
+    x, y = (x_te, y_te) if split == "test" else (x_tr, y_tr)
+    with torch.no_grad():
+        if isinstance(model_or_params, nn.Module):
+            out = model_or_params(x)
+        else:
+            P = torch.as_tensor(np.asarray(model_or_params), dtype=torch.float64)[None]
+            out = batched_forward(P, x, widths_of(protocol))[0]
+    return float((out - y).square().mean().sqrt())
+
+
+def run_experiment(protocol: dict, cache_dir=None, strategies=None, progress=None) -> dict:
+    """All strategies x seeds of ``protocol``, cached by configuration; JSON-friendly result.
+
+    ``result["runs"]``: one dict per run with strategy, seed, test and train RMSE, the final
+    flat parameters and the loss curve; ``result["seconds"]``: the training wall time.
+    """
+    strategies = list(strategies or STRATEGIES)
+    runs = [(s, seed) for s in strategies for seed in protocol["seeds"]]
+    config = dict(protocol=protocol, strategies={s: STRATEGIES[s].__dict__ for s in strategies},
+                  optimizer=OPTIMIZER, version=VERSION)
+
+    def compute():
+        out = train_batched(runs, protocol, progress=progress)
+        rows = []
+        for k, (s, seed) in enumerate(runs):
+            p = out["params"][k]
+            rows.append(dict(strategy=s, seed=seed, rmse=rmse(p, protocol, "test"),
+                             train_rmse=rmse(p, protocol, "train"), params=p.tolist(),
+                             loss=out["loss"][k].tolist()))
+        return dict(runs=rows, steps=out["steps"].tolist(), seconds=out["seconds"],
+                    threads=1, torch=torch.__version__)
+
+    return cached(cache_dir, "runge", config, compute)
+
+
+def protocol_of(profile: str) -> dict:
+    return select(PROTOCOLS, profile)
