@@ -86,6 +86,7 @@ class Config:
     model_kwargs: dict = field(default_factory=dict)
     dataset: str = "cifar10"
     split_seed: int = 0                  # train/test split of digits
+    train_limit: int = 0                 # use only the first N training images (0: all)
     epochs: int = 200
     batch_size: int = 128                # global batch (split across DDP ranks)
     optimizer: str = "sgd"
@@ -313,6 +314,8 @@ def run(config: Config | dict | None = None, **overrides) -> dict:
         torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device if cfg.device != "cuda" or world == 1 else f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
     data = qdata.load(cfg.dataset, cfg.data_dir, cfg.download and rank == 0, cfg.split_seed)
+    if cfg.train_limit:
+        data.x_train, data.y_train = data.x_train[:cfg.train_limit], data.y_train[:cfg.train_limit]
 
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, data.num_classes, data.in_chans)
@@ -449,6 +452,7 @@ def _parser() -> argparse.ArgumentParser:
     a("--dataset", choices=qdata.DATASETS, default=None, help=f"data set (default {d.dataset})")
     a("--data-dir", default=None, help=f"where the CIFAR folders live (default {d.data_dir})")
     a("--download", action="store_true", default=None, help="download CIFAR with torchvision if missing")
+    a("--train-limit", type=int, default=None, help="train on the first N images only (0: all; for quick checks)")
     a("--epochs", type=int, default=None, help=f"training epochs (default {d.epochs})")
     a("--batch-size", type=int, default=None, help=f"global batch size (default {d.batch_size})")
     a("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimiser (default {d.optimizer})")
