@@ -66,7 +66,8 @@ def _layer(layer: nn.Module, polys: list[np.ndarray]) -> list[np.ndarray]:
             X2 = _pad([npoly.polymul(p, p) for p in X])
             s = _affine(_t(layer.weight_b), _t(layer.bias_b), X2)
             out = [npoly.polyadd(o, s[i]) for i, o in enumerate(out)]
-        return [np.asarray(o, dtype=np.float64) for o in out]
+        n = 2 * X.shape[1] - 1  # the formal degree doubles; numpy trims trailing zeros, we do not
+        return [np.pad(np.asarray(o, dtype=np.float64), (0, n - len(o))) for o in out]
     if isinstance(layer, nn.Linear):
         Y = _affine(_t(layer.weight), _t(layer.bias), X)
         return [Y[i] for i in range(len(Y))]

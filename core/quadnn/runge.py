@@ -93,7 +93,7 @@ PROTOCOLS = {
 }
 
 OPTIMIZER = dict(name="Adam", betas=(0.9, 0.999), eps=1e-8)
-VERSION = 1  # bump when the training code changes what it computes (invalidates the cache)
+VERSION = 2  # bump when the training code changes what it computes (invalidates the cache)
 
 
 def dataset(protocol: dict, dtype=torch.float64):
@@ -283,7 +283,7 @@ def train_batched(runs: list[tuple[str, int]], protocol: dict, log_every: int = 
                             raise RuntimeError("train_batched: a gradient left the flat buffer")
                 with torch.no_grad():
                     g = G
-                    if t == 1 or t % log_every == 0:  # loss of the parameters before this step
+                    if (t - 1) % log_every == 0:  # loss of the parameters before this step
                         losses.append(loss_r.detach().clone()); steps.append(t - 1)
                     # torch.optim.Adam (single-tensor form), with per-element learning rates
                     m.lerp_(g, 1 - b1)
