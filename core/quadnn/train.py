@@ -407,9 +407,9 @@ def run(config: Config | dict | None = None, **overrides) -> dict:
                 k = str(stages.index(epoch + 1) + 1)
                 _save(dict(model=model.state_dict(), config=asdict(cfg), epoch=epoch + 1), out / f"stage{k}.pt")
                 stage_ckpts[k] = str(out / f"stage{k}.pt")
-            atomic_write_text(out / "metrics.json", json.dumps(history, indent=1))
             _save(dict(model=model.state_dict(), optimizer=opt.state_dict(), epoch=epoch + 1, step=step,
                        history=history, rng=torch.get_rng_state()), ckpt_path)
+            atomic_write_text(out / "metrics.json", json.dumps(history, indent=1))
         if world > 1:
             dist.barrier()
     if bar is not None:
@@ -430,7 +430,7 @@ def run(config: Config | dict | None = None, **overrides) -> dict:
         ckpt_path.unlink(missing_ok=True)
     if world > 1:
         dist.barrier()
-    return result
+    return json.loads(done.read_text())  # the same JSON round-trip as a cache hit
 
 
 # -- command line -------------------------------------------------------------------------------

@@ -1,0 +1,222 @@
+"""Training engine: CLI, schedules, caching, divergence, resume after a kill, DDP, CIFAR loader."""
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import quadnn.data as qdata
+from quadnn import cifar_tuning
+from quadnn.train import Config, _parser, _transfer, build_model, config_from_args, lr_factor, run, run_dir, stage_ends
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def tiny(tmp_path, **kw):
+    """A seconds-long run: digits, a quarter-width QResNet20, 256 training images."""
+    base = dict(model="cifar_qresnet20", width=0.25, dataset="digits", train_limit=256, epochs=2,
+                batch_size=64, optimizer="sgd", lr=0.05, relinear="sg", lr_g=1e-3,
+                out=str(tmp_path / "runs"), threads=1, progress=False)
+    base.update(kw)
+    return Config(**base)
+
+
+def curve(result):
+    return [(h["train_loss"], h.get("test_loss"), h.get("test_acc")) for h in result["history"]]
+
+
+# -- CLI -------------------------------------------------------------------------------------
+def test_help_documents_every_flag_of_the_issue():
+    text = _parser().format_help()
+    for flag in ("--model", "--dataset", "--epochs", "--batch-size", "--optimizer", "--lr", "--lr-g", "--lr-b",
+                 "--relinear", "--alpha-g", "--alpha-b", "--transfer-from", "--rezero", "--seed", "--out",
+                 "--device", "--amp", "--compile", "--download", "--profile"):
+        assert flag in text
+    assert all(a.help for a in _parser()._actions)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--relinear", "sgd"], "'none', 'sg', 'sw-l1', 'sw-l2'"),
+    (["--optimizer", "lion"], "'sgd', 'adam', 'adamw'"),
+    (["--dataset", "mnist"], "'cifar10', 'cifar100', 'digits'"),
+    (["--profile", "huge"], "'smoke', 'cpu', 'full'"),
+    (["--epochs", "0"], "epochs must be a positive integer"),
+    (["--lr", "-1"], "lr must be >= 0"),
+    (["--device", "tpu"], "device must be one of"),
+])
+def test_bad_flags_name_the_valid_choices(argv, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        config_from_args(argv)
+    assert e.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_flags_map_onto_the_config():
+    cfg = config_from_args(["--profile", "cpu", "--model", "cifar_qresnet32", "--lr-g", "1e-5", "--relinear",
+                            "sw-l2", "--alpha-g", "0.9", "--rezero", "--epochs", "3", "--milestones", "0.5"])
+    assert (cfg.dataset, cfg.epochs, cfg.model, cfg.lr_g, cfg.relinear, cfg.alpha_g, cfg.rezero, cfg.milestones) == \
+        ("digits", 3, "cifar_qresnet32", 1e-5, "sw-l2", 0.9, True, (0.5,))
+
+
+def test_unknown_model_lists_ours(tmp_path):
+    with pytest.raises(ValueError, match="cifar_qresnet20"):
+        build_model(tiny(tmp_path, model="cifar_qresnet21"), 10, 1)
+
+
+# -- schedules -------------------------------------------------------------------------------
+def test_multistep_is_the_papers_schedule_at_full_length_and_keeps_its_shape_when_short():
+    full = Config(epochs=200)
+    lrs = [lr_factor(full, e, 0) for e in range(200)]
+    assert lrs[99] == 1 and lrs[100] == pytest.approx(0.1) and lrs[149] == pytest.approx(0.1)
+    assert lrs[150] == pytest.approx(0.01) and lrs[199] == pytest.approx(0.01)
+    assert stage_ends(full) == [100, 150, 200]
+    assert stage_ends(Config(epochs=12)) == [6, 9, 12]
+
+
+def test_diminishing_step_size():
+    cfg = Config(schedule="diminishing", dim_alpha=100.0)
+    assert lr_factor(cfg, 0, 0) == 1 and lr_factor(cfg, 5, 100) == pytest.approx(0.5)
+
+
+# -- results: cache, divergence ------------------------------------------------------------
+def test_finished_config_is_never_rerun(tmp_path, monkeypatch):
+    cfg = tiny(tmp_path, epochs=1)
+    first = run(cfg)
+    assert first["status"] == "finished" and len(first["history"]) == 1
+    assert (run_dir(cfg) / "result.json").exists() and not (run_dir(cfg) / "last.pt").exists()
+    monkeypatch.setattr(qdata, "load", lambda *a, **k: pytest.fail("a cached configuration was recomputed"))
+    assert run(cfg) == first
+    # The hash ignores where results go... but not what is computed.
+    assert run_dir(cfg).name == run_dir(tiny(tmp_path / "elsewhere", epochs=1)).name
+    assert run_dir(cfg) != run_dir(tiny(tmp_path, epochs=1, lr_g=1e-4))
+
+
+def test_divergence_is_recorded_not_raised(tmp_path):
+    cfg = tiny(tmp_path, relinear="none", lr=1e4, epochs=3)
+    res = run(cfg)
+    assert res["status"] == "diverged" and res["test_error"] is None
+    assert res["history"] and res["epochs_run"] < 3 and "10 ln(10)" in res["diverged_reason"] or "non-finite" in res["diverged_reason"]
+    assert json.loads((run_dir(cfg) / "result.json").read_text())["status"] == "diverged"
+    # A sane neighbour in the same sweep still trains.
+    assert run(tiny(tmp_path, epochs=1))["status"] == "finished"
+
+
+def test_stage_checkpoints_and_weight_transfer(tmp_path):
+    conv = run(tiny(tmp_path, model="cifar_resnet20", epochs=4))
+    assert sorted(conv["stage_checkpoints"]) == ["1", "2", "3"]
+    ck = torch.load(conv["stage_checkpoints"]["1"], weights_only=True)
+    assert ck["epoch"] == 2
+    cfg = tiny(tmp_path, transfer_from=conv["stage_checkpoints"]["1"])
+    q = build_model(cfg, 10, 1)
+    _transfer(cfg, q, 10, 1)
+    c = build_model(Config(**{**asdict(cfg), "model": "cifar_resnet20", "transfer_from": None}), 10, 1)
+    c.load_state_dict(ck["model"])
+    x = torch.randn(5, 1, 8, 8)
+    torch.testing.assert_close(q.eval()(x), c.eval()(x), rtol=1e-5, atol=1e-5)
+    res = run(cfg)
+    assert res["status"] == "finished"
+
+
+# -- resume after kill -----------------------------------------------------------------------
+def test_killed_run_resumes_to_the_same_numbers(tmp_path):
+    cfg = tiny(tmp_path, epochs=4, train_limit=512)
+    code = f"from quadnn.train import Config, run; run(Config(**{asdict(cfg)!r}))"
+    proc = subprocess.Popen([PY, "-c", code], cwd=tmp_path)
+    metrics = run_dir(cfg) / "metrics.json"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.exists() and len(json.loads(metrics.read_text())) >= 1:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (run_dir(cfg) / "result.json").exists(), "the run finished before it could be killed"
+    assert (run_dir(cfg) / "last.pt").exists()
+    done_before = torch.load(run_dir(cfg) / "last.pt", weights_only=True)["epoch"]
+    assert 1 <= done_before < 4
+    resumed = run(cfg)
+    fresh = run(Config(**{**asdict(cfg), "out": str(tmp_path / "fresh")}))
+    assert resumed["status"] == fresh["status"] == "finished"
+    assert curve(resumed) == curve(fresh)  # bitwise equal on CPU
+
+
+# -- DDP ----------------------------------------------------------------------------------------
+def test_ddp_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
+    args = ["--model", "cifar_resnet20", "--width", "0.25", "--dataset", "digits", "--train-limit", "384",
+            "--epochs", "2", "--batch-size", "96", "--lr", "0.02", "--relinear", "none", "--threads", "1",
+            "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    torchrun = Path(PY).with_name("torchrun")
+    subprocess.run([str(torchrun), "--nproc_per_node=2", "--master_port", "29571", "-m", "quadnn.train",
+                    *args, "--out", str(tmp_path / "ddp")], check=True, env=env, capture_output=True)
+    subprocess.run([PY, "-m", "quadnn.train", *args, "--out", str(tmp_path / "one")], check=True, env=env,
+                   capture_output=True)
+    (ddp,) = [json.loads(p.read_text()) for p in (tmp_path / "ddp").glob("*/result.json")]
+    (one,) = [json.loads(p.read_text()) for p in (tmp_path / "one").glob("*/result.json")]
+    assert ddp["world_size"] == 2 and one["world_size"] == 1
+    for a, b in zip(ddp["history"], one["history"]):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
+        assert a["test_loss"] == pytest.approx(b["test_loss"], rel=1e-3)
+    wa = torch.load(Path(ddp["stage_checkpoints"][max(ddp["stage_checkpoints"])]), weights_only=True)["model"]
+    wb = torch.load(Path(one["stage_checkpoints"][max(one["stage_checkpoints"])]), weights_only=True)["model"]
+    for k in wa:
+        torch.testing.assert_close(wa[k].double(), wb[k].double(), rtol=1e-3, atol=1e-4)
+
+
+# -- CIFAR loader on fake data in torchvision's format ---------------------------------------------
+def write_fake_cifar10(root: Path, n=16):
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        d = {b"batch_label": name.encode(), b"labels": rng.integers(0, 10, n).tolist(),
+             b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"filenames": [b"x.png"] * n}
+        with open(folder / name, "wb") as f:
+            pickle.dump(d, f)
+    return folder
+
+
+def test_cifar_loader_reads_torchvision_format_and_augments(tmp_path):
+    folder = write_fake_cifar10(tmp_path)
+    data = qdata.load("cifar10", tmp_path)
+    assert data.x_train.shape == (80, 3, 32, 32) and data.x_test.shape == (16, 3, 32, 32)
+    with open(folder / "data_batch_1", "rb") as f:
+        raw = pickle.load(f, encoding="bytes")
+    assert torch.equal(data.x_train[0], torch.from_numpy(raw[b"data"][0].reshape(3, 32, 32)))
+    assert data.y_train[:16].tolist() == raw[b"labels"]
+    x = qdata.augment(data, data.x_train[:8], torch.Generator().manual_seed(0))
+    assert x.shape == (8, 3, 32, 32) and x.dtype == torch.float32
+    same = qdata.augment(data, data.x_train[:8], torch.Generator().manual_seed(0))
+    assert torch.equal(x, same)
+    res = run(tiny(tmp_path, dataset="cifar10", data_dir=str(tmp_path), epochs=1, batch_size=32, train_limit=0))
+    assert res["status"] == "finished" and res["params"] > 0
+
+
+def test_missing_cifar_says_where_and_how(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"cifar-10-batches-py.*--download.*tar xzf"):
+        qdata.load("cifar10", tmp_path)
+
+
+# -- the section's protocol table -------------------------------------------------------------
+def test_full_protocol_is_the_papers():
+    full = cifar_tuning.PROTOCOLS["full"]
+    assert full["dataset"] == "cifar10" and full["model"] == "cifar_qresnet20" and full["width"] == 1.0
+    assert full["conventional"] == "cifar_resnet20"
+    assert (full["epochs"], full["batch_size"], full["lr"], tuple(full["milestones"])) == (200, 128, 0.1, (0.5, 0.75))
+    assert full["train_limit"] == 0
+    assert cifar_tuning.GRIDS["sg"] == [1e-1, 1e-2, 1e-3, 1e-4, 1e-5]
+    assert cifar_tuning.GRIDS["sw-l1"] == [1e-1, 1e-2, 1e-3, 1e-4, 1e-5]
+    assert cifar_tuning.GRIDS["sw-l2"] == [0.1, 0.5, 0.9, 0.99]
+    assert cifar_tuning.GRIDS["transfer"] == [1e-1, 1e-2, 1e-3, 1e-4, 1e-5]
+    assert cifar_tuning.GRIDS["rezero"] == [1e-1, 1e-2, 1e-3, 1e-4]
+    assert stage_ends(Config(epochs=full["epochs"], milestones=full["milestones"])) == [100, 150, 200]
+    for profile, proto in cifar_tuning.PROTOCOLS.items():
+        assert set(proto) == set(full), profile
