@@ -15,18 +15,24 @@ SUPPORTED = {nn.Conv1d: QuadraticConv1d, nn.Conv2d: QuadraticConv2d, nn.Linear: 
 
 
 def _quadratic_like(layer: nn.Module, neuron: str) -> QuadraticLayer:
-    dd = dict(device=layer.weight.device, dtype=layer.weight.dtype)
+    # Built on the meta device and then materialised: the random initialisation a new layer
+    # would draw is overwritten at once, and on a large layer it costs seconds.
+    dd = dict(device="meta", dtype=layer.weight.dtype)
     if isinstance(layer, nn.Linear):
         q = QuadraticLinear(layer.in_features, layer.out_features, layer.bias is not None, neuron=neuron, **dd)
     else:
         cls = SUPPORTED[type(layer)]
         q = cls(layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding,
                 layer.dilation, layer.groups, layer.bias is not None, layer.padding_mode, neuron=neuron, **dd)
+    q = q.to_empty(device=layer.weight.device)
     with torch.no_grad():
         q.weight.copy_(layer.weight)
         if layer.bias is not None:
             q.bias.copy_(layer.bias)
     q.relinear_init_()
+    q.weight.requires_grad_(layer.weight.requires_grad)
+    if layer.bias is not None:
+        q.bias.requires_grad_(layer.bias.requires_grad)
     q.train(layer.training)
     return q
 

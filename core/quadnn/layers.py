@@ -103,6 +103,20 @@ class QuadraticLayer(nn.Module):
         if hasattr(self, "weight_g"):  # torch's __init__ calls us before the terms exist
             self.relinear_init_()
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # A conventional checkpoint (no quadratic term at all) loads, strictly, as the linear
+        # branch with the quadratic terms at their ReLinear reference; a checkpoint holding
+        # only some of the terms is still reported as incomplete.
+        names = [prefix + name for name, *_ in self.quadratic_terms()]
+        conventional = not any(n in state_dict for n in names)
+        before = len(missing_keys)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        if conventional and names:
+            missing_keys[before:] = [k for k in missing_keys[before:] if k not in names]
+            self.relinear_init_()
+
     # -- forward ----------------------------------------------------------------
     def _check_input(self, x: torch.Tensor) -> None:
         if x.dtype != self.weight.dtype and not torch.is_autocast_enabled(x.device.type):
@@ -155,11 +169,16 @@ class _QuadraticConvNd(QuadraticLayer):
         if x.dim() not in (nd + 1, nd + 2) or x.shape[-nd - 1] != self.in_channels:
             raise ValueError(
                 f"{type(self).__name__}: expected input of shape (N, {self.in_channels}, "
-                f"{', '.join('*' * nd)}) or unbatched, got {tuple(x.shape)}"
+                f"{', '.join('*' * nd)}) or unbatched ({self.in_channels}, {', '.join('*' * nd)}), "
+                f"got {tuple(x.shape)}"
             )
-        if x.dim() == nd + 1:
-            raise ValueError(f"{type(self).__name__}: unbatched input {tuple(x.shape)} is not supported; add a batch dimension")
         super()._check_input(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == len(self.kernel_size) + 1:  # unbatched, as torch's convolutions accept
+            self._check_input(x)
+            return super().forward(x.unsqueeze(0)).squeeze(0)
+        return super().forward(x)
 
 
 class QuadraticConv1d(_QuadraticConvNd, nn.Conv1d):

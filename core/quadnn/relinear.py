@@ -47,7 +47,8 @@ def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_d
 
     Returns three groups, named ``"linear"`` (everything that is not a quadratic term:
     linear branches, norms, classifier, conventional layers) at ``lr``, ``"g"`` at ``lr_g``
-    and ``"b"`` at ``lr_b``. Each group carries ``initial_lr_ratio`` = its lr / ``lr``.
+    and ``"b"`` at ``lr_b``. Schedulers that scale every group's lr by the same factor
+    (StepLR, MultiStepLR, cosine with ``eta_min=0``) keep the ratios between them.
 
     ``weight_decay`` applies to all three groups, but on the g- and b-groups it must pull
     toward each term's reference value (b_g toward 1), not toward 0. Those groups therefore
@@ -59,8 +60,9 @@ def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_d
             raise ValueError(f"{name} must be a non-negative number, got {value!r}")
     g, b, refs = [], [], {}
     for _, p, group, ref in quadratic_terms(model):
-        (g if group == "g" else b).append(p)
-        refs[p] = ref
+        if p not in refs:  # a layer shared between two places is listed once
+            (g if group == "g" else b).append(p)
+            refs[p] = ref
     quadratic = {id(p) for p in g + b}
     linear = [p for p in model.parameters() if id(p) not in quadratic]
     groups = [
@@ -113,6 +115,9 @@ class Shrink:
     ``alpha_g`` acts on the gate terms (weight_g, bias_g), ``alpha_b`` on the power terms
     (weight_b, bias_b). The reference is the ReLinear value of each term, so a neuron is
     pulled toward its linear self (b_g toward 1 in the full neuron).
+
+    The l1 rule is the paper's fixed step: an entry closer to its reference than ``alpha``
+    steps across it (and oscillates around it thereafter), as with the original code.
     """
 
     MODES = ("l1", "l2")

@@ -1,0 +1,266 @@
+"""Quadratic layers: each neuron kind against its formula, gradients, ReLinear init, errors."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from quadnn import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticLinear, Square
+
+KINDS = list(NEURONS)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # tiny tensors: a second intra-op thread only adds synchronisation (and, on a busy
+    # machine, waiting for a core), so these tests run single-threaded
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# -- an independent reference: convolution by unfolding, then the neuron's formula ------
+def conv2d_by_unfold(x, w, b, stride, padding, dilation, groups):
+    """2-d convolution as explicit patches x weights (no call to F.conv2d)."""
+    n, c, h, wd = x.shape
+    out, cg, kh, kw = w.shape
+    cols = F.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)  # (n, c*kh*kw, L)
+    cols = cols.view(n, groups, cg * kh * kw, -1)
+    wg = w.view(groups, out // groups, cg * kh * kw)
+    y = torch.einsum("ngkl,gok->ngol", cols, wg).reshape(n, out, -1)
+    if b is not None:
+        y = y + b[None, :, None]
+    ho = (h + 2 * padding - dilation * (kh - 1) - 1) // stride + 1
+    wo = (wd + 2 * padding - dilation * (kw - 1) - 1) // stride + 1
+    return y.view(n, out, ho, wo)
+
+
+def linear_op(layer):
+    """The layer's conventional operation written out explicitly: (x, W, b) -> W x + b."""
+    if isinstance(layer, QuadraticLinear):
+        return lambda x, w, b: x @ w.T + (0 if b is None else b)
+    s, p, d, g = layer.stride[0], layer.padding[0], layer.dilation[0], layer.groups
+    if isinstance(layer, QuadraticConv2d):
+        return lambda x, w, b: conv2d_by_unfold(x, w, b, s, p, d, g)
+    # Conv1d as a 2-d convolution over a height-1 image, padded explicitly along the length
+    return lambda x, w, b: conv2d_by_unfold(F.pad(x, (p, p))[:, :, None], w[:, :, None], b, s, 0, d, g)[:, :, 0]
+
+
+def formula(layer, x):
+    """The neuron kind's defining formula, term by term."""
+    op = linear_op(layer)
+    r = op(x, layer.weight, layer.bias)
+    kind = layer.neuron
+    if kind == "compact":
+        return r + op(x * x, layer.weight_b, None)
+    g = op(x, layer.weight_g, layer.bias_g)
+    if kind == "parabolic":
+        return r * g
+    if kind == "poly":
+        return r * g + r
+    return r * g + op(x * x, layer.weight_b, layer.bias_b)
+
+
+def randomise_(layer, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
+    return layer
+
+
+# (constructor, input shape) covering stride / padding / dilation / groups / no bias
+CASES = {
+    "conv1d-s2-p1-g2": (lambda k, **kw: QuadraticConv1d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k, **kw), (2, 4, 11)),
+    "conv1d-d2-nobias": (lambda k, **kw: QuadraticConv1d(3, 5, 3, dilation=2, bias=False, neuron=k, **kw), (2, 3, 12)),
+    "conv2d-s2-p1-g2": (lambda k, **kw: QuadraticConv2d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k, **kw), (2, 4, 9, 9)),
+    "conv2d-p2-d2": (lambda k, **kw: QuadraticConv2d(3, 4, 3, padding=2, dilation=2, neuron=k, **kw), (2, 3, 7, 8)),
+    "conv2d-depthwise-nobias": (lambda k, **kw: QuadraticConv2d(4, 8, 3, padding=1, groups=4, bias=False, neuron=k, **kw), (1, 4, 6, 6)),
+    "linear": (lambda k, **kw: QuadraticLinear(5, 7, neuron=k, **kw), (3, 5)),
+    "linear-3d-nobias": (lambda k, **kw: QuadraticLinear(5, 4, bias=False, neuron=k, **kw), (2, 3, 5)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("kind", KINDS)
+def test_forward_matches_formula_float64(kind, case):
+    make, shape = CASES[case]
+    layer = randomise_(make(kind, dtype=torch.float64))
+    x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    y = layer(x)
+    expected = formula(layer, x)
+    assert y.shape == expected.shape
+    torch.testing.assert_close(y, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_terms_present_per_kind(kind):
+    layer = QuadraticConv2d(2, 3, 3, neuron=kind)
+    has = {n: getattr(layer, n) is not None for n in ("weight_g", "bias_g", "weight_b", "bias_b")}
+    expected = {
+        "full": dict(weight_g=True, bias_g=True, weight_b=True, bias_b=True),
+        "compact": dict(weight_g=False, bias_g=False, weight_b=True, bias_b=False),
+        "parabolic": dict(weight_g=True, bias_g=True, weight_b=False, bias_b=False),
+        "poly": dict(weight_g=True, bias_g=True, weight_b=False, bias_b=False),
+    }[kind]
+    assert has == expected
+    # parameter count: the linear branch plus one weight-sized tensor per extra weight term
+    conv = nn.Conv2d(2, 3, 3)
+    n_conv = sum(p.numel() for p in conv.parameters())
+    n_extra = {"full": 2 * 3 * 2 * 9 + 2 * 3, "compact": 3 * 2 * 9, "parabolic": 3 * 2 * 9 + 3, "poly": 3 * 2 * 9 + 3}
+    assert sum(p.numel() for p in layer.parameters()) == n_conv + n_extra[kind]
+
+
+# gradcheck perturbs every input element, so these layers are tiny
+GRAD_CASES = {
+    "conv1d-s2-p1-g2": (lambda k: QuadraticConv1d(2, 2, 3, stride=2, padding=1, groups=2, neuron=k, dtype=torch.float64), (2, 2, 5)),
+    "conv2d-s2-p1-g2": (lambda k: QuadraticConv2d(2, 4, 2, stride=2, padding=1, groups=2, neuron=k, dtype=torch.float64), (1, 2, 3, 3)),
+    "conv2d-nobias": (lambda k: QuadraticConv2d(2, 2, 2, bias=False, neuron=k, dtype=torch.float64), (1, 2, 3, 3)),
+    "linear": (lambda k: QuadraticLinear(3, 2, neuron=k, dtype=torch.float64), (2, 3)),
+}
+
+
+@pytest.mark.parametrize("case", list(GRAD_CASES))
+@pytest.mark.parametrize("kind", KINDS)
+def test_gradcheck(kind, case):
+    make, shape = GRAD_CASES[case]
+    layer = randomise_(make(kind), seed=3)
+    x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    names, params = zip(*layer.named_parameters())
+
+    def f(x, *ps):
+        return torch.func.functional_call(layer, dict(zip(names, ps)), (x,))
+
+    assert torch.autograd.gradcheck(f, (x, *params), eps=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("kind", KINDS)
+def test_relinear_init_computes_the_linear_branch(kind, case):
+    make, shape = CASES[case]
+    torch.manual_seed(0)
+    layer = make(kind, dtype=torch.float64)
+    x = torch.randn(shape, dtype=torch.float64)
+    expected = linear_op(layer)(x, layer.weight, layer.bias)
+    torch.testing.assert_close(layer(x), expected, rtol=1e-12, atol=1e-12)
+    # and again after the terms were disturbed and reset_parameters() was called
+    randomise_(layer)
+    assert not torch.allclose(layer(x), linear_op(layer)(x, layer.weight, layer.bias))
+    layer.reset_parameters()
+    torch.testing.assert_close(layer(x), linear_op(layer)(x, layer.weight, layer.bias), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_relinear_reference_values(kind):
+    layer = QuadraticConv2d(2, 3, 1, neuron=kind)
+    if layer.bias_g is not None:
+        assert torch.all(layer.bias_g == (0.0 if kind == "poly" else 1.0))
+        assert torch.all(layer.weight_g == 0)
+    if layer.weight_b is not None:
+        assert torch.all(layer.weight_b == 0)
+    if layer.bias_b is not None:
+        assert torch.all(layer.bias_b == 0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("conventional,quadratic,shape", [
+    (lambda: nn.Conv2d(3, 4, 3, padding=1, groups=1), lambda k: QuadraticConv2d(3, 4, 3, padding=1, neuron=k), (2, 3, 5, 5)),
+    (lambda: nn.Conv1d(4, 4, 3, groups=2, bias=False), lambda k: QuadraticConv1d(4, 4, 3, groups=2, bias=False, neuron=k), (2, 4, 7)),
+    (lambda: nn.Linear(3, 2), lambda k: QuadraticLinear(3, 2, neuron=k), (4, 3)),
+])
+def test_conventional_state_dict_loads(kind, conventional, quadratic, shape):
+    torch.manual_seed(0)
+    conv, q = conventional(), quadratic(kind)
+    randomise_(q)  # disturbed quadratic terms must be reset to the reference on load
+    result = q.load_state_dict(conv.state_dict())  # strict: a conventional checkpoint is complete
+    assert not result.missing_keys and not result.unexpected_keys
+    assert torch.equal(q.weight, conv.weight)
+    x = torch.randn(shape)
+    torch.testing.assert_close(q(x), conv(x), rtol=1e-5, atol=1e-6)
+
+
+def test_quadratic_state_dict_round_trip_and_partial_is_an_error():
+    a = randomise_(QuadraticConv2d(2, 3, 3))
+    b = QuadraticConv2d(2, 3, 3)
+    b.load_state_dict(a.state_dict())
+    for n, p in a.named_parameters():
+        assert torch.equal(p, getattr(b, n)), n
+    partial = {k: v for k, v in a.state_dict().items() if k != "weight_b"}
+    with pytest.raises(RuntimeError, match="weight_b"):
+        b.load_state_dict(partial)
+
+
+def test_unknown_neuron_is_a_value_error_naming_choices():
+    for make in (lambda: QuadraticConv2d(2, 2, 3, neuron="cubic"), lambda: QuadraticConv1d(2, 2, 3, neuron="cubic"),
+                 lambda: QuadraticLinear(2, 2, neuron="cubic")):
+        with pytest.raises(ValueError, match=r"cubic.*|.*'full'") as err:
+            make()
+        assert "cubic" in str(err.value) and all(k in str(err.value) for k in NEURONS)
+
+
+@pytest.mark.parametrize("layer,bad", [
+    (QuadraticConv2d(3, 4, 3), torch.randn(2, 5, 8, 8)),   # wrong channels
+    (QuadraticConv2d(3, 4, 3), torch.randn(2, 3, 8)),      # too few dimensions
+    (QuadraticConv2d(3, 4, 3), torch.randn(1, 2, 3, 8, 8)),  # too many
+    (QuadraticConv1d(3, 4, 3), torch.randn(2, 4, 8)),
+    (QuadraticLinear(3, 4), torch.randn(2, 5)),
+    (QuadraticLinear(3, 4), torch.tensor(1.0)),
+])
+def test_bad_shape_is_a_value_error(layer, bad):
+    with pytest.raises(ValueError, match=r"expected input"):
+        layer(bad)
+
+
+def test_unbatched_input_like_torch():
+    conv = QuadraticConv2d(3, 4, 3, neuron="full")
+    randomise_(conv)
+    x = torch.randn(3, 6, 6)
+    torch.testing.assert_close(conv(x), conv(x[None])[0])
+    conv1 = randomise_(QuadraticConv1d(3, 4, 3, neuron="parabolic"))
+    x = torch.randn(3, 6)
+    torch.testing.assert_close(conv1(x), conv1(x[None])[0])
+    lin = randomise_(QuadraticLinear(3, 4))
+    x = torch.randn(3)
+    torch.testing.assert_close(lin(x), lin(x[None])[0])
+
+
+@pytest.mark.parametrize("make", [lambda: QuadraticConv2d(3, 4, 3), lambda: QuadraticLinear(3, 4)])
+def test_dtype_mismatch_is_a_value_error(make):
+    layer = make()
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64) if isinstance(layer, nn.Conv2d) else torch.randn(2, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"float64.*float32|float32.*float64"):
+        layer(x)
+
+
+def test_bad_constructor_arguments():
+    with pytest.raises(ValueError):
+        QuadraticConv2d(3, 4, 3, groups=2)  # in_channels not divisible by groups (torch's own check)
+    with pytest.raises(ValueError, match="neuron"):
+        QuadraticLinear(3, 4, neuron=None)
+
+
+def test_factory_kwargs_and_repr():
+    layer = QuadraticConv2d(2, 3, 3, neuron="compact", dtype=torch.float64, device="cpu")
+    assert all(p.dtype == torch.float64 for p in layer.parameters())
+    assert "neuron='compact'" in repr(layer) and "kernel_size=(3, 3)" in repr(layer)
+    assert "neuron='poly'" in repr(QuadraticLinear(2, 3, neuron="poly"))
+    assert isinstance(layer, nn.Conv2d) and isinstance(QuadraticLinear(2, 3), nn.Linear)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bf16_autocast_on_cpu(kind):
+    layer = randomise_(QuadraticConv2d(4, 6, 3, padding=1, neuron=kind))
+    x = torch.randn(2, 4, 8, 8, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = layer(x)
+    assert y.dtype == torch.bfloat16
+    ref = layer(x)
+    torch.testing.assert_close(y.float(), ref, rtol=0.05, atol=0.05 * ref.abs().max().item())
+    y.float().sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    assert all(p.grad is not None and p.grad.dtype == p.dtype for p in layer.parameters())
+
+
+def test_square():
+    x = torch.tensor([-2.0, 0.5, 3.0])
+    assert torch.equal(Square()(x), torch.tensor([4.0, 0.25, 9.0]))
