@@ -1,0 +1,231 @@
+"""Protocols, rows and claims of two report sections: VGG16 training stability on CIFAR-100
+(section "vgg") and the comparative CIFAR-10 study of ResNets and quadratic ResNets
+(section "comparison").
+
+``PROTOCOLS[profile] = {"vgg": ..., "comparison": ...}`` (pick with
+``quadnn.profiles.select(PROTOCOLS, profile)``). ``full`` is the paper's protocol; ``smoke``
+and ``cpu`` train the same models on the 8x8 digits stand-in, with fewer images, epochs,
+seeds and rows (a row outside a profile's ``depths``/``widths`` is marked "full only").
+Training goes through :func:`quadnn.train.run`; this module only says *what* to run.
+
+Reading of the paper used here (it does not spell these out):
+
+- VGG16 recipe ("the authentic VGG16" protocol): SGD, momentum 0.9, batch 128, 200 epochs,
+  lr 0.1, weight decay 5e-4, lr times 0.2 at epochs 60/120/160 (the common CIFAR-100 VGG
+  recipe); the square-activation runs change only lr, the quadratic VGG16 adds ReLinear-sg
+  with lr_g = lr_b = 1e-6.
+- ResNet recipe (He et al., with the paper's three stages 1-100/101-150/151-200): SGD,
+  momentum 0.9, batch 128, 200 epochs, lr 0.1, weight decay 1e-4, lr / 10 at epochs 100, 150.
+- Weight transfer ("w. t."): the quadratic net starts from the conventional ResNet of the
+  same depth and seed at the end of its first stage (epoch 100) and is then trained with the
+  same recipe as a randomly initialised one.
+- Parabolic-/PolyResNets are trained with ReLinear-sg at the QResNet's lr_g of their depth
+  (the paper gives no values for them).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+__all__ = ["PROTOCOLS", "VGG_RECIPE", "RESNET_RECIPE", "Row", "vgg_rows", "comparison_rows", "runs_at",
+           "config_for", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
+
+# -- the paper's protocols ------------------------------------------------------------------
+VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
+                  weight_decay=5e-4, schedule="multistep", milestones=(0.3, 0.6, 0.8), lr_decay=0.2)
+RESNET_RECIPE = dict(dataset="cifar10", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
+                     weight_decay=1e-4, schedule="multistep", milestones=(0.5, 0.75), lr_decay=0.1)
+# The paper's lr_g = lr_b per QResNet depth: ReLinear-sg, ReLinear-sg + ReZero, compact (lr_b).
+LR_G = {20: 1e-4, 32: 1e-5, 56: 1e-5, 110: 1e-5}
+LR_G_REZERO = {20: 1e-5, 32: 1e-4, 56: 1e-4, 110: 1e-6}
+LR_B_COMPACT = {20: 1e-4, 32: 1e-5, 56: 1e-5}
+SQUARE_LRS = (0.05, 0.03, 0.01)
+QVGG_LR_G = 1e-6
+
+_DIGITS = dict(dataset="digits", batch_size=64)
+PROTOCOLS = {
+    "smoke": dict(
+        vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 256}, width=0.125, seeds=(0,), threads=1),
+        comparison=dict(recipe={**RESNET_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 192}, depths=(20,),
+                        widths=(1.0,), seeds=(0,), threads=1),
+    ),
+    "cpu": dict(
+        vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 8, "train_limit": 768}, width=0.25, seeds=(0,), threads=1),
+        comparison=dict(recipe={**RESNET_RECIPE, **_DIGITS, "epochs": 6, "train_limit": 768}, depths=(20, 32),
+                        widths=(1.0, 1.5), seeds=(0, 1), threads=1),
+    ),
+    "full": dict(
+        vgg=dict(recipe=dict(VGG_RECIPE), width=1.0, seeds=(0,), threads=None),
+        comparison=dict(recipe=dict(RESNET_RECIPE), depths=(20, 32, 56, 110, 1202), widths=(1.0, 1.5, 2.0, 2.5),
+                        seeds=(0, 1, 2), threads=None),
+    ),
+}
+
+
+# -- rows -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """One row of a table: a model and how it is trained, with the paper's value."""
+
+    table: str                      # "vgg" | "main" | "compact" | "width"
+    label: str
+    model: str
+    depth: int = 0                  # 0 for VGG
+    width: float = 1.0
+    method: str = "conventional"    # conventional | ri | ri+rezero | wt
+    lr: float | None = None         # None: the recipe's
+    lr_g: float | None = None       # ReLinear-sg rates (None: no ReLinear)
+    lr_b: float | None = None
+    paper: str = "--"               # the paper's error (%) or "no converge"
+    source: str | None = None       # label of the conventional row a "wt" row transfers from
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}-w{self.width:g}-{self.method}"
+
+
+def vgg_rows() -> list[Row]:
+    rows = [Row("vgg", "VGG16 (ReLU)", "cifar_vgg16")]
+    rows += [Row("vgg", f"VGG16 (square activation), lr {lr:g}", "cifar_vgg16_square", lr=lr, paper="no converge")
+             for lr in SQUARE_LRS]
+    rows.append(Row("vgg", "Quadratic-VGG16 (ReLinear)", "cifar_qvgg16", lr=0.1, lr_g=QVGG_LR_G, lr_b=QVGG_LR_G,
+                    paper="28.33"))
+    return rows
+
+
+_PAPER_MAIN = {
+    "ResNet20": "8.75", "ResNet32": "7.51", "ResNet56": "6.97", "ResNet110": "6.61", "ResNet1202": "7.93",
+    "Parabolic-ResNet20": "7.89", "Parabolic-ResNet32": "7.25", "Parabolic-ResNet56": "8.89",
+    "PolyResNet20": "9.80", "PolyResNet32": "7.62", "PolyResNet56": "8.31",
+    "QResNet20 (r.i., ReLinear)": "7.78", "QResNet20 (r.i., ReLinear+ReZero)": "7.97", "QResNet20 (w.t., ReLinear)": "7.17",
+    "QResNet32 (r.i., ReLinear)": "7.18", "QResNet32 (r.i., ReLinear+ReZero)": "6.90", "QResNet32 (w.t., ReLinear)": "6.38",
+    "QResNet56 (r.i., ReLinear)": "6.43", "QResNet56 (r.i., ReLinear+ReZero)": "6.34", "QResNet56 (w.t., ReLinear)": "6.22",
+    "QResNet110 (r.i., ReLinear)": "6.36", "QResNet110 (r.i., ReLinear+ReZero)": "6.12", "QResNet110 (w.t., ReLinear)": "5.44",
+}
+_PAPER_COMPACT = {20: "7.76", 32: "6.56", 56: "6.30"}
+_PAPER_WIDTH = {(32, 1.5): "6.45", (32, 2.0): "6.75", (32, 2.5): "7.44",
+                (56, 1.5): "6.84", (56, 2.0): "6.12", (56, 2.5): "6.58"}
+
+
+def comparison_rows() -> list[Row]:
+    """All rows of the three CIFAR-10 tables, in table order (full protocol)."""
+    P = _PAPER_MAIN
+    rows = [Row("main", f"ResNet{d}", f"cifar_resnet{d}", d, paper=P[f"ResNet{d}"]) for d in (20, 32, 56, 110, 1202)]
+    for kind, name in (("parabolic", "Parabolic-ResNet"), ("poly", "PolyResNet")):
+        rows += [Row("main", f"{name}{d}", f"cifar_{kind}_resnet{d}", d, method="ri", lr_g=LR_G[d], lr_b=LR_G[d],
+                     paper=P[f"{name}{d}"]) for d in (20, 32, 56)]
+    for d in (20, 32, 56, 110):
+        q = f"cifar_qresnet{d}"
+        rows += [
+            Row("main", f"QResNet{d} (r.i., ReLinear)", q, d, method="ri", lr_g=LR_G[d], lr_b=LR_G[d],
+                paper=P[f"QResNet{d} (r.i., ReLinear)"]),
+            Row("main", f"QResNet{d} (r.i., ReLinear+ReZero)", q, d, method="ri+rezero", lr_g=LR_G_REZERO[d],
+                lr_b=LR_G_REZERO[d], paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"]),
+            Row("main", f"QResNet{d} (w.t., ReLinear)", q, d, method="wt", lr_g=LR_G[d], lr_b=LR_G[d],
+                paper=P[f"QResNet{d} (w.t., ReLinear)"], source=f"ResNet{d}"),
+        ]
+    rows += [Row("compact", f"Compact-QResNet{d} (w.t., ReLinear)", f"cifar_qresnet{d}_compact", d, method="wt",
+                 lr_g=LR_B_COMPACT[d], lr_b=LR_B_COMPACT[d], paper=_PAPER_COMPACT[d], source=f"ResNet{d}")
+             for d in (20, 32, 56)]
+    rows += [Row("width", f"ResNet{d} (x{w:g})", f"cifar_resnet{d}", d, width=w, paper=_PAPER_WIDTH[(d, w)])
+             for d in (32, 56) for w in (1.5, 2.0, 2.5)]
+    return rows
+
+
+def runs_at(row: Row, protocol: dict) -> bool:
+    """Whether ``row`` is trained at this profile's ``protocol`` (else it is "full only")."""
+    if row.table == "vgg":
+        return True
+    return row.depth in protocol["depths"] and row.width in protocol["widths"]
+
+
+def config_for(row: Row, protocol: dict, seed: int, out: str, transfer_from: str | None = None,
+               width: float | None = None) -> dict:
+    """The :class:`quadnn.train.Config` fields (a dict) that train ``row`` at ``protocol``."""
+    cfg = dict(protocol["recipe"], model=row.model, seed=seed, out=out, progress=False,
+               threads=protocol.get("threads"))
+    cfg["milestones"] = tuple(cfg["milestones"])
+    w = width if width is not None else row.width
+    if w != 1.0:
+        cfg["width"] = w
+    if row.lr is not None:
+        cfg["lr"] = row.lr
+    if row.lr_g is None:
+        cfg["relinear"] = "none"
+    else:
+        cfg.update(relinear="sg", lr_g=row.lr_g, lr_b=row.lr_b)
+    if row.method == "ri+rezero":
+        cfg["rezero"] = True
+    if row.method == "wt":
+        if transfer_from is None:
+            raise ValueError(f"{row.label}: weight transfer needs the stage-1 checkpoint of {row.source}")
+        cfg["transfer_from"] = str(transfer_from)
+    return cfg
+
+
+# -- summaries --------------------------------------------------------------------------------
+def summarise(results: list[dict]) -> dict:
+    """Mean/std of final test error over the finished seeds; counts of diverged runs."""
+    done = [r["test_error"] for r in results if r["status"] == "finished"]
+    n, k = len(results), len(done)
+    mean = sum(done) / k if k else None
+    std = math.sqrt(sum((e - mean) ** 2 for e in done) / (k - 1)) if k > 1 else (0.0 if k else None)
+    times = [r["epoch_time"] for r in results if r.get("epoch_time")]
+    return dict(n=n, finished=k, diverged=n - k, mean=mean, std=std,
+                epoch_time=sum(times) / len(times) if times else None,
+                reasons=sorted({r["diverged_reason"] for r in results if r["status"] != "finished"}))
+
+
+def error_cell(s: dict | None, run: bool = True) -> str:
+    """Text of an error cell: "7.21 +- 0.30", "no converge" (all seeds diverged), "full only"."""
+    if not run or s is None:
+        return "full only"
+    if s["finished"] == 0:
+        return "no converge" + (f" ({s['diverged']}/{s['n']})" if s["n"] > 1 else "")
+    text = f"{s['mean']:.2f}" + (f" +- {s['std']:.2f}" if s["finished"] > 1 else "")
+    if s["diverged"]:
+        text += f" ({s['diverged']}/{s['n']} diverged)"
+    return text
+
+
+def claims(summary: dict[str, dict], params: dict[str, int]) -> list[tuple[str, str, str]]:
+    """The paper's claims checked against ``summary`` (label -> :func:`summarise` output or None).
+
+    Returns ``(claim, verdict, evidence)``, verdict in {"supported", "not supported",
+    "not tested"} (a row it needs did not run, or diverged, at this profile).
+    """
+    def err(label):
+        s = summary.get(label)
+        return s["mean"] if s and s["finished"] else None
+
+    def compare(pairs):
+        """pairs: (better_label, worse_label); supported when every better < worse."""
+        vals = [(a, b, err(a), err(b)) for a, b in pairs]
+        tested = [(a, b, x, y) for a, b, x, y in vals if x is not None and y is not None]
+        if not tested:
+            return "not tested", "rows did not run at this profile"
+        ok = all(x < y for _, _, x, y in tested)
+        ev = "; ".join(f"{a} {x:.2f} vs {b} {y:.2f}" for a, b, x, y in tested)
+        if len(tested) < len(vals):
+            ev += f" ({len(vals) - len(tested)} of {len(vals)} pairs not run)"
+        return ("supported" if ok else "not supported"), ev
+
+    out = []
+    q_vs_r = [(f"QResNet{d} ({m})", f"ResNet{d}") for d in (20, 32, 56, 110)
+              for m in ("r.i., ReLinear", "r.i., ReLinear+ReZero", "w.t., ReLinear")]
+    out.append(("Every QResNet beats the ResNet of its depth", *compare(q_vs_r)))
+    wt = [(f"QResNet{d} (w.t., ReLinear)", f"QResNet{d} (r.i., ReLinear)") for d in (20, 32, 56, 110)]
+    out.append(("Weight transfer beats random initialisation (QResNet, ReLinear)", *compare(wt)))
+    others = [(f"QResNet{d} (r.i., ReLinear)", f"{n}{d}") for d in (20, 32, 56) for n in ("Parabolic-ResNet", "PolyResNet")]
+    out.append(("QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)", *compare(others)))
+    verdict, ev = compare([("QResNet32 (w.t., ReLinear)", "ResNet110")])
+    if verdict != "not tested":
+        fewer = params["QResNet32 (w.t., ReLinear)"] < params["ResNet110"]
+        ev += f"; params {params['QResNet32 (w.t., ReLinear)']:,} vs {params['ResNet110']:,}"
+        verdict = "supported" if (verdict == "supported" and fewer) else "not supported"
+    out.append(("QResNet32 beats ResNet110 with fewer parameters", verdict, ev))
+    out.append(("Compact-QResNet is worse than QResNet (both w.t.)",
+                *compare([(f"QResNet{d} (w.t., ReLinear)", f"Compact-QResNet{d} (w.t., ReLinear)") for d in (20, 32, 56)])))
+    widen = [(f"QResNet{d} (w.t., ReLinear)", f"ResNet{d} (x{w:g})") for d in (32, 56) for w in (1.5, 2.0, 2.5)]
+    out.append(("QResNet beats every widened ResNet of its depth", *compare(widen)))
+    return out

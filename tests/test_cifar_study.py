@@ -1,0 +1,92 @@
+"""Protocol tables of the VGG-stability and CIFAR comparison sections: full = the paper's."""
+import pytest
+import timm
+
+import quadnn  # noqa: F401
+from quadnn import cifar_study as cs
+from quadnn.profiles import PROFILES, select
+from quadnn.train import Config
+
+
+def test_every_profile_present():
+    assert set(cs.PROTOCOLS) == set(PROFILES)
+    for p in PROFILES:
+        assert set(select(cs.PROTOCOLS, p)) == {"vgg", "comparison"}
+
+
+def test_full_vgg_is_the_papers_protocol():
+    full = cs.PROTOCOLS["full"]["vgg"]
+    r = full["recipe"]
+    assert (r["dataset"], r["epochs"], r["batch_size"], r["lr"]) == ("cifar100", 200, 128, 0.1)
+    assert full["width"] == 1.0
+    rows = cs.vgg_rows()
+    square = [row for row in rows if row.model == "cifar_vgg16_square"]
+    assert sorted(row.lr for row in square) == [0.01, 0.03, 0.05]
+    assert all(row.paper == "no converge" and row.lr_g is None for row in square)
+    (q,) = [row for row in rows if row.model == "cifar_qvgg16"]
+    assert (q.lr, q.lr_g, q.lr_b, q.paper) == (0.1, 1e-6, 1e-6, "28.33")
+    cfg = Config(**cs.config_for(q, full, 0, "runs"))
+    assert (cfg.relinear, cfg.lr_g, cfg.lr_b, cfg.dataset, cfg.epochs) == ("sg", 1e-6, 1e-6, "cifar100", 200)
+
+
+def test_full_comparison_is_the_papers_protocol():
+    full = cs.PROTOCOLS["full"]["comparison"]
+    r = full["recipe"]
+    assert (r["dataset"], r["epochs"], r["batch_size"], r["lr"], r["weight_decay"]) == ("cifar10", 200, 128, 0.1, 1e-4)
+    # stages 1-100, 101-150, 151-200
+    assert [round(m * r["epochs"]) for m in r["milestones"]] == [100, 150] and r["lr_decay"] == 0.1
+    assert cs.LR_G == {20: 1e-4, 32: 1e-5, 56: 1e-5, 110: 1e-5}
+    assert cs.LR_G_REZERO == {20: 1e-5, 32: 1e-4, 56: 1e-4, 110: 1e-6}
+    assert cs.LR_B_COMPACT == {20: 1e-4, 32: 1e-5, 56: 1e-5}
+    rows = cs.comparison_rows()
+    assert all(cs.runs_at(row, full) for row in rows)  # nothing is "full only" at full
+    assert len([r for r in rows if r.table == "main"]) == 5 + 3 + 3 + 12
+    by = {row.label: row for row in rows}
+    assert by["QResNet110 (w.t., ReLinear)"].paper == "5.44" and by["ResNet1202"].paper == "7.93"
+    rz = by["QResNet110 (r.i., ReLinear+ReZero)"]
+    cfg = Config(**cs.config_for(rz, full, 0, "runs"))
+    assert cfg.rezero and cfg.lr_g == cfg.lr_b == 1e-6 and cfg.relinear == "sg"
+    for row in rows:  # every row names a registered model
+        assert timm.is_model(row.model), row.model
+
+
+def test_weight_transfer_needs_a_source():
+    row = next(r for r in cs.comparison_rows() if r.method == "wt")
+    with pytest.raises(ValueError, match="stage-1"):
+        cs.config_for(row, cs.PROTOCOLS["full"]["comparison"], 0, "runs")
+    assert cs.config_for(row, cs.PROTOCOLS["full"]["comparison"], 0, "runs", "x/stage1.pt")["transfer_from"] == "x/stage1.pt"
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_cheap_profiles_use_the_stand_in_and_mark_full_only(profile):
+    p = select(cs.PROTOCOLS, profile)
+    assert p["vgg"]["recipe"]["dataset"] == p["comparison"]["recipe"]["dataset"] == "digits"
+    rows = cs.comparison_rows()
+    skipped = [r.label for r in rows if not cs.runs_at(r, p["comparison"])]
+    assert "ResNet1202" in skipped and "QResNet110 (w.t., ReLinear)" in skipped
+    assert "ResNet20" not in skipped
+
+
+def test_summaries_and_error_cells():
+    fin = lambda e: dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)  # noqa: E731
+    div = dict(status="diverged", test_error=None, epoch_time=1.0, diverged_reason="non-finite loss or parameters")
+    s = cs.summarise([fin(7.0), fin(9.0)])
+    assert s["mean"] == 8.0 and s["std"] == pytest.approx(2 ** 0.5)
+    assert cs.error_cell(s) == "8.00 +- 1.41"
+    assert cs.error_cell(cs.summarise([div])) == "no converge"
+    assert cs.error_cell(cs.summarise([div, fin(5.0)])) == "5.00 (1/2 diverged)"
+    assert cs.error_cell(None, run=False) == "full only"
+
+
+def test_claims_verdicts():
+    mk = lambda e: cs.summarise([dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)])  # noqa: E731
+    summary = {"ResNet20": mk(10.0), "QResNet20 (r.i., ReLinear)": mk(9.0),
+               "QResNet20 (r.i., ReLinear+ReZero)": mk(11.0), "QResNet20 (w.t., ReLinear)": mk(8.0)}
+    params = {"QResNet32 (w.t., ReLinear)": 1, "ResNet110": 2}
+    verdicts = {c: v for c, v, _ in cs.claims(summary, params)}
+    assert verdicts["Every QResNet beats the ResNet of its depth"] == "not supported"  # ReZero row loses
+    assert verdicts["Weight transfer beats random initialisation (QResNet, ReLinear)"] == "supported"
+    assert verdicts["QResNet32 beats ResNet110 with fewer parameters"] == "not tested"
+    summary["QResNet20 (r.i., ReLinear+ReZero)"] = mk(9.5)
+    verdicts = {c: v for c, v, _ in cs.claims(summary, params)}
+    assert verdicts["Every QResNet beats the ResNet of its depth"] == "supported"
