@@ -75,15 +75,15 @@ PAPER_LABEL = {f"imagenet_{p}{d}": f"{q}{l}" for d, l in ((18, 20), (34, 32)) fo
 # One protocol per profile. full = the paper's: He et al.'s models with option-A shortcuts (the
 # setting of the numbers it quotes), batch 256, lr 0.1 / 0.9 / 1e-4, ReLinear-sg 1e-5, 10-crop at
 # 256/224. The paper gives no epoch count; we use the common 90 epochs with /10 at 30 and 60.
-# cpu/smoke: digits rendered as 32x32 PNGs (crop 28 inside 32, the 224-in-256 ratio), narrow
+# cpu/smoke: digits rendered as 24x24 PNGs (crop 21 inside 24, the 224-in-256 ratio), narrow
 # networks (width 1/8: 8..64 channels), batch 64 with lr scaled linearly (0.1 * 64/256).
 # RandomResizedCrop keeps at least 35% of a digit (ImageNet's 8% would often cut the digit away).
 PROTOCOLS = {
-    "smoke": dict(data="digits", image_size=32, resize=32, crop=28, scale=(0.35, 1.0), width=0.125,
+    "smoke": dict(data="digits", image_size=24, resize=24, crop=21, scale=(0.35, 1.0), width=0.125,
                   shortcut="A", models=["imagenet_plain18", "imagenet_resnet18", "imagenet_qresnet18"],
                   seeds=[0], epochs=1, batch_size=64, lr=0.025, momentum=0.9, weight_decay=1e-4,
                   relinear="sg", lr_g=1e-5, lr_b=1e-5, milestones=(0.5, 0.75), max_per_class=20),
-    "cpu": dict(data="digits", image_size=32, resize=32, crop=28, scale=(0.35, 1.0), width=0.125,
+    "cpu": dict(data="digits", image_size=24, resize=24, crop=21, scale=(0.35, 1.0), width=0.125,
                 shortcut="A", models=MODELS[18] + MODELS[34], seeds=[0], epochs=5, batch_size=64,
                 lr=0.025, momentum=0.9, weight_decay=1e-4, relinear="sg", lr_g=1e-5, lr_b=1e-5,
                 milestones=(0.5, 0.75), max_per_class=None),
