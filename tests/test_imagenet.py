@@ -213,3 +213,14 @@ def test_paper_labels_map_20_to_18_and_32_to_34():
     assert I.PAPER_LABEL["imagenet_resnet18"] == "ResNet20" and I.PAPER_LABEL["imagenet_qresnet34"] == "QResNet32"
     assert I.PAPER_LABEL["imagenet_plain34"] == "plain-32"
     assert I.PAPER["imagenet_resnet34"] == 25.03 and I.PAPER["imagenet_qresnet34"] == 24.01
+
+
+def test_digits_folder_rewritten_without_stale_images(tmp_path):
+    root = I.write_digits_folder(tmp_path / "t", size=8, max_per_class=3)
+    stamp = (root / "manifest.json").stat().st_mtime_ns
+    assert I.write_digits_folder(root, size=8, max_per_class=3) == root  # same settings: untouched
+    assert (root / "manifest.json").stat().st_mtime_ns == stamp
+    I.write_digits_folder(root, size=8, max_per_class=2)
+    assert len(list((root / "train").rglob("*.png"))) == 20 and len(list((root / "val").rglob("*.png"))) == 20
+    assert I.folder_name(I.protocol("smoke")) == "digits-imagefolder-24-20"
+    assert I.folder_name(I.protocol("full")) == "imagenet"

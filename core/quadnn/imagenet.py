@@ -118,8 +118,14 @@ def write_digits_folder(root: str | Path, size: int = 32, split_seed: int = 0, t
     spec = dict(source="sklearn.datasets.load_digits", size=int(size), split_seed=int(split_seed),
                 test_size=float(test_size), max_per_class=max_per_class)
     manifest = root / "manifest.json"
-    if manifest.exists() and json.loads(manifest.read_text()).get("spec") == spec:
-        return root
+    if manifest.exists():
+        if json.loads(manifest.read_text()).get("spec") == spec:
+            return root
+        import shutil  # a tree we wrote with other settings: replace it, leaving no stale images
+
+        for split in ("train", "val"):
+            shutil.rmtree(root / split, ignore_errors=True)
+        manifest.unlink()
     d = load_digits()
     idx = np.arange(len(d.target))
     tr, te = train_test_split(idx, test_size=test_size, stratify=d.target, random_state=split_seed)
@@ -256,13 +262,19 @@ class ImageNetConfig:
         return d
 
 
+def folder_name(P: dict) -> str:
+    """The folder (under ``data/``) of a protocol's data: ``imagenet`` or the generated digits tree."""
+    if P["data"] == "imagenet":
+        return "imagenet"
+    return f"digits-imagefolder-{P['image_size']}" + (f"-{P['max_per_class']}" if P.get("max_per_class") else "")
+
+
 def configs(profile: str, data_dir: str | Path = "data", out: str | None = None) -> list[ImageNetConfig]:
     """The runs of a profile: every model x seed, ``data_dir`` the folder holding ``imagenet/``."""
     P = protocol(profile)
     fields = {f.name for f in dataclasses.fields(ImageNetConfig)}
     common = {k: v for k, v in P.items() if k in fields}
-    root = Path(data_dir) / ("imagenet" if P["data"] == "imagenet" else
-                             f"digits-imagefolder-{P['image_size']}" + (f"-{P['max_per_class']}" if P["max_per_class"] else ""))
+    root = Path(data_dir) / folder_name(P)
     return [ImageNetConfig(model=m, seed=s, data_dir=str(root), out=out, **common)
             for m in P["models"] for s in P["seeds"]]
 
@@ -467,8 +479,8 @@ def main(argv=None) -> int:
     fields = {f.name for f in dataclasses.fields(ImageNetConfig)}
     kw = {k: v for k, v in P.items() if k in fields}
     kw.update({k: v for k, v in ns.items() if v is not None})
-    if "data_dir" not in ns or ns["data_dir"] is None:
-        kw["data_dir"] = "data/imagenet" if kw["data"] == "imagenet" else f"data/digits-imagefolder-{kw['image_size']}"
+    if ns.get("data_dir") is None:
+        kw["data_dir"] = str(Path("data") / folder_name(kw))
     cfg = ImageNetConfig(**kw)
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if ddp:
