@@ -90,3 +90,13 @@ def test_claims_verdicts():
     summary["QResNet20 (r.i., ReLinear+ReZero)"] = mk(9.5)
     verdicts = {c: v for c, v, _ in cs.claims(summary, params)}
     assert verdicts["Every QResNet beats the ResNet of its depth"] == "supported"
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_cheap_rows_exist_and_have_their_transfer_source(profile):
+    p = cs.PROTOCOLS[profile]["comparison"]
+    by = {r.label: r for r in cs.comparison_rows()}
+    assert set(p["rows"]) <= set(by), set(p["rows"]) - set(by)
+    for label in p["rows"]:
+        if by[label].method == "wt":
+            assert by[label].source in p["rows"]

@@ -5,7 +5,7 @@
 ``PROTOCOLS[profile] = {"vgg": ..., "comparison": ...}`` (pick with
 ``quadnn.profiles.select(PROTOCOLS, profile)``). ``full`` is the paper's protocol; ``smoke``
 and ``cpu`` train the same models on the 8x8 digits stand-in, with fewer images, epochs,
-seeds and rows (a row outside a profile's ``depths``/``widths`` is marked "full only").
+seeds and rows (a row not in a profile's ``rows`` is marked "full only"; ``rows=None``: all of them).
 Training goes through :func:`quadnn.train.run`; this module only says *what* to run.
 
 Reading of the paper used here (it does not spell these out):
@@ -42,22 +42,25 @@ LR_B_COMPACT = {20: 1e-4, 32: 1e-5, 56: 1e-5}
 SQUARE_LRS = (0.05, 0.03, 0.01)
 QVGG_LR_G = 1e-6
 
-_DIGITS = dict(dataset="digits", batch_size=64)
+_DIGITS = dict(dataset="digits", batch_size=32)
+# Rows trained below full (labels of :func:`comparison_rows`); the others are "full only".
+_CPU_ROWS = ("ResNet20", "Parabolic-ResNet20", "PolyResNet20", "QResNet20 (r.i., ReLinear)",
+             "QResNet20 (r.i., ReLinear+ReZero)", "QResNet20 (w.t., ReLinear)", "Compact-QResNet20 (w.t., ReLinear)",
+             "ResNet32", "QResNet32 (w.t., ReLinear)", "ResNet32 (x1.5)")
 PROTOCOLS = {
     "smoke": dict(
-        vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 256}, width=0.125, seeds=(0,), threads=1),
-        comparison=dict(recipe={**RESNET_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 192}, depths=(20,),
-                        widths=(1.0,), seeds=(0,), threads=1),
+        vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 192}, width=0.125, seeds=(0,), threads=1),
+        comparison=dict(recipe={**RESNET_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 160}, rows=_CPU_ROWS[:7],
+                        seeds=(0,), threads=1),
     ),
     "cpu": dict(
-        vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 8, "train_limit": 768}, width=0.25, seeds=(0,), threads=1),
-        comparison=dict(recipe={**RESNET_RECIPE, **_DIGITS, "epochs": 6, "train_limit": 768}, depths=(20, 32),
-                        widths=(1.0, 1.5), seeds=(0, 1), threads=1),
+        vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 6, "train_limit": 512}, width=0.25, seeds=(0,), threads=1),
+        comparison=dict(recipe={**RESNET_RECIPE, **_DIGITS, "epochs": 6, "train_limit": 512}, rows=_CPU_ROWS,
+                        seeds=(0, 1), threads=1),
     ),
     "full": dict(
         vgg=dict(recipe=dict(VGG_RECIPE), width=1.0, seeds=(0,), threads=None),
-        comparison=dict(recipe=dict(RESNET_RECIPE), depths=(20, 32, 56, 110, 1202), widths=(1.0, 1.5, 2.0, 2.5),
-                        seeds=(0, 1, 2), threads=None),
+        comparison=dict(recipe=dict(RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None),
     ),
 }
 
@@ -134,9 +137,9 @@ def comparison_rows() -> list[Row]:
 
 def runs_at(row: Row, protocol: dict) -> bool:
     """Whether ``row`` is trained at this profile's ``protocol`` (else it is "full only")."""
-    if row.table == "vgg":
+    if row.table == "vgg" or protocol.get("rows") is None:
         return True
-    return row.depth in protocol["depths"] and row.width in protocol["widths"]
+    return row.label in protocol["rows"]
 
 
 def config_for(row: Row, protocol: dict, seed: int, out: str, transfer_from: str | None = None,
