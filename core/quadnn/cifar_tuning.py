@@ -11,7 +11,7 @@ from __future__ import annotations
 from .profiles import select
 from .train import Config, run
 
-__all__ = ["PROTOCOLS", "GRIDS", "PAPER", "configs", "sweep", "conventional_config"]
+__all__ = ["PROTOCOLS", "GRIDS", "PAPER", "grid", "configs", "sweep", "conventional_config"]
 
 # Errors (%) on CIFAR-10 printed in the paper.
 PAPER = {
@@ -38,17 +38,27 @@ GRIDS = {
 _COMMON = dict(model="cifar_qresnet20", conventional="cifar_resnet20", batch_size=128, lr=0.1,
                milestones=(0.5, 0.75), lr_decay=0.1, weight_decay=1e-4, momentum=0.9)
 PROTOCOLS = {
-    "smoke": dict(_COMMON, dataset="digits", width=0.25, epochs=2, train_limit=256, seeds=[0], optimizer="sgd"),
-    "cpu": dict(_COMMON, dataset="digits", width=0.5, epochs=6, train_limit=0, seeds=[0], optimizer="sgd"),
-    "full": dict(_COMMON, dataset="cifar10", width=1.0, epochs=200, train_limit=0, seeds=[0], optimizer="adam"),
+    "smoke": dict(_COMMON, dataset="digits", width=0.25, epochs=4, train_limit=128, seeds=[0], optimizer="sgd",
+                  grid="ends"),
+    "cpu": dict(_COMMON, dataset="digits", width=0.5, epochs=6, train_limit=0, seeds=[0], optimizer="sgd",
+                grid="all"),
+    "full": dict(_COMMON, dataset="cifar10", width=1.0, epochs=200, train_limit=0, seeds=[0], optimizer="adam",
+                 grid="all"),
 }
 _RUN_KEYS = ("dataset", "width", "epochs", "train_limit", "batch_size", "lr", "milestones", "lr_decay",
              "weight_decay", "momentum", "optimizer")
 
 
+def grid(proto: dict, name: str) -> list:
+    """The values of sweep ``name`` a protocol runs: all of them, or (smoke) the two ends."""
+    values = GRIDS[name]
+    return list(values) if proto["grid"] == "all" else [values[0], values[-1]]
+
+
 def _base(proto: dict, seed: int, out: str, **kw) -> Config:
     fields = {k: proto[k] for k in _RUN_KEYS}
-    fields.update(model=proto["model"], seed=seed, out=out, progress=False)
+    # One thread: on a shared two-core machine OpenMP threads contend badly; not part of the hash.
+    fields.update(model=proto["model"], seed=seed, out=out, progress=False, threads=1)
     fields.update(kw)
     return Config(**fields)
 
@@ -62,10 +72,10 @@ def configs(proto: dict, seed: int, out: str, stage_checkpoints: dict | None = N
     """``{experiment: [(value, Config), ...]}`` for one seed; transfer needs the conventional stages."""
     exps = {
         # gamma_g = gamma_b = 0 keeps every quadratic term at its reference: a conventional network.
-        "sg": [(v, _base(proto, seed, out, relinear="sg", lr_g=v)) for v in [0.0] + GRIDS["sg"]],
-        "sw-l1": [(v, _base(proto, seed, out, relinear="sw-l1", alpha_g=v)) for v in GRIDS["sw-l1"]],
-        "sw-l2": [(v, _base(proto, seed, out, relinear="sw-l2", alpha_g=v)) for v in GRIDS["sw-l2"]],
-        "rezero": [(v, _base(proto, seed, out, relinear="sg", lr_g=v, rezero=True)) for v in GRIDS["rezero"]],
+        "sg": [(v, _base(proto, seed, out, relinear="sg", lr_g=v)) for v in [0.0] + grid(proto, "sg")],
+        "sw-l1": [(v, _base(proto, seed, out, relinear="sw-l1", alpha_g=v)) for v in grid(proto, "sw-l1")],
+        "sw-l2": [(v, _base(proto, seed, out, relinear="sw-l2", alpha_g=v)) for v in grid(proto, "sw-l2")],
+        "rezero": [(v, _base(proto, seed, out, relinear="sg", lr_g=v, rezero=True)) for v in grid(proto, "rezero")],
     }
     if stage_checkpoints:
         for k in sorted(stage_checkpoints):
@@ -74,26 +84,69 @@ def configs(proto: dict, seed: int, out: str, stage_checkpoints: dict | None = N
             lr = proto["lr"] * proto["lr_decay"] ** (int(k) - 1)
             exps[f"transfer{k}"] = [(v, _base(proto, seed, out, relinear="sg", lr=lr, lr_g=v,
                                               transfer_from=stage_checkpoints[k]))
-                                    for v in GRIDS["transfer"]]
+                                    for v in grid(proto, "transfer")]
     return exps
 
 
-def sweep(profile: str, out: str, seeds=None, progress=None) -> dict:
+def sweep(profile: str, out: str, seeds=None, workers: int = 1, progress=None) -> dict:
     """Run every configuration of ``profile`` (cached in ``out``); ``{seed: {experiment: [(value, result)]}}``.
 
-    ``progress(name)`` is called before each configuration (e.g. to print).
+    ``workers > 1`` trains that many configurations at once in separate processes (one torch
+    thread each); the weight-transfer runs start once their conventional run has finished.
+    ``progress(done, total)`` is called as runs finish.
     """
     proto = select(PROTOCOLS, profile)
-    results = {}
-    for seed in (seeds if seeds is not None else proto["seeds"]):
-        conv = run(conventional_config(proto, seed, out))
-        exps = configs(proto, seed, out, conv["stage_checkpoints"] if conv["status"] == "finished" else None)
-        res = {"conventional": [(0.0, conv)]}
-        for name, items in exps.items():
-            res[name] = []
-            for value, cfg in items:
-                if progress:
-                    progress(f"seed {seed} {name} {value:g}")
-                res[name].append((value, run(cfg)))
-        results[seed] = res
-    return results
+    seeds = list(seeds if seeds is not None else proto["seeds"])
+    plan = {s: configs(proto, s, out) for s in seeds}
+    total = sum(len(v) for p in plan.values() for v in p.values()) + len(seeds) * (1 + 3 * len(grid(proto, "transfer")))
+    done = 0
+
+    def tick(_=None):
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, total)
+
+    if workers <= 1:
+        def submit(cfg):
+            res = run(cfg)
+            tick()
+            return _Done(res)
+        pool = None
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+
+        def submit(cfg):
+            fut = pool.submit(run, cfg)
+            fut.add_done_callback(tick)
+            return fut
+    try:
+        conv = {s: submit(conventional_config(proto, s, out)) for s in seeds}
+        futures = {s: {name: [(v, submit(cfg)) for v, cfg in items] for name, items in plan[s].items()} for s in seeds}
+        for s in seeds:
+            c = conv[s].result()
+            if c["status"] == "finished":
+                for name, items in configs(proto, s, out, c["stage_checkpoints"]).items():
+                    if name.startswith("transfer"):
+                        futures[s][name] = [(v, submit(cfg)) for v, cfg in items]
+        results = {}
+        for s in seeds:
+            results[s] = {"conventional": [(0.0, conv[s].result())]}
+            results[s].update({name: [(v, f.result()) for v, f in items] for name, items in futures[s].items()})
+        return results
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+class _Done:
+    """A finished result with the ``.result()`` of a future."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
