@@ -55,7 +55,15 @@ def test_flatten_roundtrip_and_batched_forward():
         assert torch.equal(R.flatten(back), P[k])
 
 
-def test_batched_training_equals_plain_training():
+@pytest.fixture
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: threads only add overhead (and the machine is shared)
+    yield
+    torch.set_num_threads(old)
+
+
+def test_batched_training_equals_plain_training(one_thread):
     protocol = dict(R.PAPER, iterations=40, seeds=[0])
     runs = [(s, 1) for s in R.STRATEGIES]
     out = R.train_batched(runs, protocol, log_every=10)
