@@ -264,3 +264,113 @@ def test_bf16_autocast_on_cpu(kind):
 def test_square():
     x = torch.tensor([-2.0, 0.5, 3.0])
     assert torch.equal(Square()(x), torch.tensor([4.0, 0.25, 9.0]))
+
+
+# -- the fast implementation (issue 7) against the naive formulation ------------------------
+IMPL_CASES = {
+    "conv2d-g2-s2": (lambda k: QuadraticConv2d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k), (2, 4, 9, 9)),
+    "conv2d-nobias": (lambda k: QuadraticConv2d(3, 5, 3, padding=1, bias=False, neuron=k), (2, 3, 8, 8)),
+    "conv1d-reflect": (lambda k: QuadraticConv1d(3, 4, 3, padding=2, padding_mode="reflect", neuron=k), (2, 3, 10)),
+    "conv2d-circular-g3": (lambda k: QuadraticConv2d(3, 6, 3, padding=1, groups=3, padding_mode="circular", neuron=k), (2, 3, 6, 6)),
+    "linear-3d": (lambda k: QuadraticLinear(5, 4, neuron=k), (2, 3, 5)),
+}
+
+
+def run_impl(layer, impl, x, memory_format=torch.contiguous_format):
+    layer = randomise_(layer, seed=5)
+    layer.implementation = impl
+    x = x.clone().to(memory_format=memory_format).requires_grad_(True)
+    y = layer(x)
+    (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+    return [y.detach(), x.grad] + [p.grad for p in layer.parameters()]
+
+
+@pytest.mark.parametrize("case", list(IMPL_CASES))
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_and_fused_match_naive_in_float32(kind, case):
+    make, shape = IMPL_CASES[case]
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    naive = run_impl(make(kind), "naive", x)
+    for impl in ("fast", "lean", "fused"):
+        for a, b in zip(run_impl(make(kind), impl, x), naive):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * b.abs().max().item())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_matches_naive_channels_last(kind):
+    x = torch.randn(2, 4, 7, 7)
+    make = lambda: QuadraticConv2d(4, 6, 3, padding=1, neuron=kind).to(memory_format=torch.channels_last)  # noqa: E731
+    fast = run_impl(make(), "fast", x, torch.channels_last)
+    naive = run_impl(make(), "naive", x)
+    assert fast[0].is_contiguous(memory_format=torch.channels_last)
+    for a, b in zip(fast, naive):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * b.abs().max().item())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_without_input_gradient(kind):
+    layer = randomise_(QuadraticConv2d(3, 4, 3, neuron=kind))
+    x = torch.randn(2, 3, 6, 6)  # a network's input: no gradient wanted
+    layer(x).pow(2).sum().backward()
+    grads = [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    layer.implementation = "naive"
+    layer(x).pow(2).sum().backward()
+    for a, p in zip(grads, layer.parameters()):
+        torch.testing.assert_close(a, p.grad, rtol=1e-5, atol=1e-5 * p.grad.abs().max().item())
+
+
+def saved_bytes(layer, x):
+    """Bytes autograd keeps for backward from one forward, counting each storage once."""
+    storages = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        layer(x)
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_keeps_less_for_backward_than_naive(kind):
+    layer = QuadraticConv2d(8, 8, 3, padding=1, neuron=kind)
+    x = torch.randn(4, 8, 16, 16, requires_grad=True)
+    unit = x.numel() * 4  # one activation-sized float32 tensor
+    weights = sum(p.numel() for p in layer.parameters()) * 4 * 2  # weights and their fused copies
+    fast = saved_bytes(layer, x)
+    layer.implementation = "lean"
+    lean = saved_bytes(layer, x)
+    layer.implementation = "naive"
+    naive = saved_bytes(layer, x)
+    assert unit <= lean <= unit + weights  # lean keeps x alone
+    # fast keeps x plus [r, g] (x only for compact); naive keeps x*x and r, g as well
+    expected_units = {"full": 3, "compact": 1, "parabolic": 3, "poly": 3}[kind]
+    assert expected_units * unit <= fast <= expected_units * unit + weights
+    # parabolic and poly: naive keeps just x, r and g too; full and compact naive also keep x*x
+    assert fast <= naive if kind in ("parabolic", "poly") else fast < naive
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_bf16_autocast_matches_naive(kind):
+    x = torch.randn(2, 4, 8, 8)
+    out = {}
+    for impl in ("fast", "naive"):
+        layer = randomise_(QuadraticConv2d(4, 6, 3, padding=1, neuron=kind), seed=7)
+        layer.implementation = impl
+        xi = x.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = layer(xi)
+        y.float().sum().backward()
+        out[impl] = (y.float(), xi.grad, layer.weight.grad)
+        assert y.dtype == torch.bfloat16 and layer.weight.grad.dtype == torch.float32
+    for a, b in zip(out["fast"], out["naive"]):
+        torch.testing.assert_close(a, b, rtol=0.05, atol=0.03 * b.abs().max().item())
+
+
+def test_unknown_implementation_is_a_value_error():
+    layer = QuadraticLinear(2, 2)
+    layer.implementation = "magic"
+    with pytest.raises(ValueError, match="naive"):
+        layer(torch.randn(1, 2))

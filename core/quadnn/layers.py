@@ -125,34 +125,95 @@ class QuadraticLayer(nn.Module):
                 f"{self.weight.dtype}; cast the input or the layer (valid: {self.weight.dtype})"
             )
 
-    def _gated(self, x: torch.Tensor):
-        """Return (r, g): the linear branch and the gate, from one fused op."""
+    # Three ways to compute the same function (``layer.implementation``):
+    #   "fast"  (default) one convolution for r and g (and, for the compact neuron, one over
+    #           [x, x*x]); a custom autograd Function keeps only x and [r, g] for backward and
+    #           recomputes x*x there;
+    #   "fused" the same single r/g convolution, differentiated by autograd (keeps x*x too);
+    #   "lean"  as "fast", but keeps only x and recomputes [r, g] in backward: least memory,
+    #           one more r/g convolution per step;
+    #   "naive" three separate convolutions, as the original code writes the neuron.
+    # All give the same outputs and gradients up to float rounding (tests check it).
+    IMPLEMENTATIONS = ("fast", "lean", "fused", "naive")
+    implementation = "fast"
+
+    def _fused_gate_params(self):
+        """Weight and bias of the single operation computing [r, g] (per group, r then g)."""
         n = self.weight.shape[0]
         groups = getattr(self, "groups", 1)
+        b_r = self.bias if self.bias is not None else self.bias_g.new_zeros(n)
         if groups == 1:
-            w = torch.cat([self.weight, self.weight_g], 0)
-            b = torch.cat([self.bias if self.bias is not None else self.bias_g.new_zeros(n), self.bias_g])
-            r, g = self._linear_op(x, w, b).split(n, dim=self._channel_dim)
-            return r, g
+            return torch.cat([self.weight, self.weight_g], 0), torch.cat([b_r, self.bias_g])
         # Grouped convolution: interleave r and g per group so each group sees its own input slice.
         w = torch.stack([self.weight.unflatten(0, (groups, -1)), self.weight_g.unflatten(0, (groups, -1))], 1)
-        b_r = self.bias if self.bias is not None else self.bias_g.new_zeros(n)
         b = torch.stack([b_r.unflatten(0, (groups, -1)), self.bias_g.unflatten(0, (groups, -1))], 1)
-        y = self._linear_op(x, w.flatten(0, 2), b.flatten())
-        y = y.unflatten(1, (groups, 2, -1))
-        return y[:, :, 0].flatten(1, 2), y[:, :, 1].flatten(1, 2)
+        return w.flatten(0, 2), b.flatten()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self._check_input(x)
-        neuron = self.neuron
+    def _compact_params(self):
+        """Weight of the single operation computing W_r x + W_b (x*x) from [x, x*x] (per group)."""
+        groups = getattr(self, "groups", 1)
+        if groups == 1:
+            return torch.cat([self.weight, self.weight_b], 1)
+        w = torch.stack([self.weight.unflatten(0, (groups, -1)), self.weight_b.unflatten(0, (groups, -1))], 2)
+        return w.flatten(0, 1).flatten(1, 2)  # (out, 2 * in/groups, *k): per group [x, x*x]
+
+    def _op(self) -> "_Op":
+        return _Op(self, keep_rg=self.implementation != "lean")
+
+    def _forward_naive(self, x):
+        op, neuron = self._linear_op, self.neuron
+        r = op(x, self.weight, self.bias)
         if neuron == "compact":
-            return self._linear_op(x, self.weight, self.bias) + self._linear_op(x * x, self.weight_b, None)
-        r, g = self._gated(x)
+            return r + op(x * x, self.weight_b, None)
+        g = op(x, self.weight_g, self.bias_g)
         if neuron == "parabolic":
             return r * g
         if neuron == "poly":
-            return r * (g + 1)
-        return r * g + self._linear_op(x * x, self.weight_b, self.bias_b)
+            return r * g + r
+        return r * g + op(x * x, self.weight_b, self.bias_b)
+
+    def _forward_fused(self, x):
+        neuron = self.neuron
+        if neuron == "compact":
+            return self._linear_op(x, self.weight, self.bias) + self._linear_op(x * x, self.weight_b, None)
+        op = self._op()
+        w, b = self._fused_gate_params()
+        r, g = op.split(self._linear_op(x, w, b))
+        if neuron == "parabolic":
+            y = r * g
+        elif neuron == "poly":
+            y = r * (g + 1)
+        else:
+            y = r * g + op.grouped(self._linear_op(x * x, self.weight_b, self.bias_b))
+        return op.ungrouped(y)
+
+    def _forward_fast(self, x):
+        op = self._op()
+        x = op.pad(x)  # a non-zero padding mode is applied here; autograd differentiates it
+        if self.neuron == "compact":
+            w, b, w_b, b_b = self._compact_params(), self.bias, None, None
+        else:
+            (w, b), w_b, b_b = self._fused_gate_params(), self.weight_b, self.bias_b
+        device = x.device.type
+        if torch.is_autocast_enabled(device):
+            # Cast as autocast would (differentiably, so the gradients come back in the
+            # parameters' dtype), then run the Function in that dtype with autocast off.
+            dtype = torch.get_autocast_dtype(device)
+            x, w, b, w_b, b_b = (t.to(dtype) if t is not None else None for t in (x, w, b, w_b, b_b))
+            with torch.autocast(device, enabled=False):
+                return _QuadraticFunction.apply(x, w, b, w_b, b_b, op)
+        return _QuadraticFunction.apply(x, w, b, w_b, b_b, op)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self._check_input(x)
+        impl = self.implementation
+        if impl in ("fast", "lean"):
+            return self._forward_fast(x)
+        if impl == "fused":
+            return self._forward_fused(x)
+        if impl == "naive":
+            return self._forward_naive(x)
+        raise ValueError(f"implementation must be one of {self.IMPLEMENTATIONS}, got {impl!r}")
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, neuron={self.neuron!r}"
@@ -229,6 +290,145 @@ class QuadraticLinear(QuadraticLayer, nn.Linear):
                 f"got shape {tuple(x.shape)}"
             )
         super()._check_input(x)
+
+
+class _Op:
+    """What the autograd Function needs to know about a layer's linear operation.
+
+    ``forward(x, w, b)`` / ``backward(dy, x, w, mask)`` are the conventional op and its
+    three gradients (input, weight, bias); ``split``/``grouped``/``ungrouped`` handle the
+    layout of the fused [r, g] output (per group: the group's r channels, then its g channels).
+    """
+
+    def __init__(self, layer, keep_rg: bool = True):
+        self.neuron, self.keep_rg = layer.neuron, keep_rg
+        self.conv = not isinstance(layer, nn.Linear)
+        self.groups = getattr(layer, "groups", 1)
+        self.n = layer.weight.shape[0]
+        if self.conv:
+            self.stride, self.dilation = layer.stride, layer.dilation
+            self.padding_mode = layer.padding_mode
+            self._padding = layer.padding
+            self._reversed_padding = layer._reversed_padding_repeated_twice
+            # padding applied inside the convolution (0 when the layer pads explicitly)
+            self.padding = layer.padding if layer.padding_mode == "zeros" else (0,) * len(layer.kernel_size)
+            self.conv_fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[len(layer.kernel_size)]
+
+    # -- the conventional op ----------------------------------------------------------
+    def pad(self, x):
+        if self.conv and self.padding_mode != "zeros":
+            return F.pad(x, self._reversed_padding, mode=self.padding_mode)
+        return x
+
+    def forward(self, x, w, b):
+        if self.conv:
+            return self.conv_fn(x, w, b, self.stride, self.padding, self.dilation, self.groups)
+        return F.linear(x, w, b)
+
+    def backward(self, dy, x, w, mask):
+        if self.conv:
+            return torch.ops.aten.convolution_backward(
+                dy, x, w, [w.shape[0]] if mask[2] else None, self.stride, self.padding, self.dilation,
+                False, [0] * len(self.stride), self.groups, mask)
+        dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
+        dx = (dy @ w) if mask[0] else None
+        dw = (dy2.T @ x2) if mask[1] else None
+        db = dy2.sum(0) if mask[2] else None
+        return dx, dw, db
+
+    # -- layouts ------------------------------------------------------------------------
+    def split(self, rg):
+        """Views (r, g) of a fused output, in the grouped shape when groups > 1."""
+        if self.groups == 1:
+            dim = 1 if self.conv else -1
+            return rg.narrow(dim, 0, self.n), rg.narrow(dim, self.n, self.n)
+        v = rg.unflatten(1, (self.groups, 2, -1))
+        return v.select(2, 0), v.select(2, 1)
+
+    def grouped(self, y):
+        return y if self.groups == 1 else y.unflatten(1, (self.groups, -1))
+
+    def ungrouped(self, y):
+        return y if self.groups == 1 else y.flatten(1, 2)
+
+    def cat_square(self, x):
+        """[x, x*x] along channels (per group for grouped convolutions)."""
+        dim = 1 if self.conv else -1
+        if self.groups == 1:
+            return torch.cat([x, x * x], dim)
+        v = x.unflatten(1, (self.groups, -1))
+        return torch.stack([v, v * v], 2).flatten(1, 3)
+
+    def uncat(self, t):
+        """Inverse layout of :meth:`cat_square`: views (part for x, part for x*x)."""
+        dim = 1 if self.conv else -1
+        if self.groups == 1:
+            half = t.shape[dim] // 2
+            return t.narrow(dim, 0, half), t.narrow(dim, half, half)
+        v = t.unflatten(1, (self.groups, 2, -1))
+        return v.select(2, 0).flatten(1, 2), v.select(2, 1).flatten(1, 2)
+
+
+class _QuadraticFunction(torch.autograd.Function):
+    """A quadratic layer's forward and backward, keeping only x and [r, g] for backward.
+
+    full/parabolic/poly: ``w, b`` compute [r, g] in one op; full adds ``op(x*x, w_b, b_b)``.
+    compact: ``w`` acts on [x, x*x] in one op. x*x is recomputed in backward (one
+    elementwise product) rather than stored.
+    """
+
+    @staticmethod
+    def forward(ctx, x, w, b, w_b, b_b, op):
+        ctx.op = op
+        if op.neuron == "compact":
+            ctx.save_for_backward(x, w)
+            ctx.has_bias = b is not None
+            return op.forward(op.cat_square(x), w, b)
+        rg = op.forward(x, w, b)
+        r, g = op.split(rg)
+        if op.neuron == "parabolic":
+            y = r * g
+        elif op.neuron == "poly":
+            y = torch.addcmul(r, r, g)
+        else:
+            y = op.grouped(op.forward(x * x, w_b, b_b)).addcmul_(r, g)
+        ctx.save_for_backward(x, w, b if not op.keep_rg else None, w_b, rg if op.keep_rg else None)
+        ctx.has_bias = (b is not None, b_b is not None)
+        return op.ungrouped(y)
+
+    @staticmethod
+    def backward(ctx, dy):
+        op = ctx.op
+        need_x, need_w, need_b, need_wb, need_bb, _ = ctx.needs_input_grad
+        if op.neuron == "compact":
+            x, w = ctx.saved_tensors
+            xx = op.cat_square(x)
+            dxx, dw, db = op.backward(dy, xx, w, [need_x, need_w, need_b and ctx.has_bias])
+            dx = None
+            if need_x:
+                d1, d2 = op.uncat(dxx)
+                dx = torch.addcmul(d1, x, d2, value=2)
+            return dx, dw, db, None, None, None
+        x, w, b, w_b, rg = ctx.saved_tensors
+        if rg is None:  # "lean": recompute [r, g] rather than keep it
+            rg = op.forward(x, w, b)
+        r, g = op.split(rg)
+        dyg = op.grouped(dy)
+        drg = torch.empty_like(rg)
+        dr, dg = op.split(drg)
+        if op.neuron == "poly":  # y = r*(g+1)
+            torch.addcmul(dyg, dyg, g, out=dr)
+        else:
+            torch.mul(dyg, g, out=dr)
+        torch.mul(dyg, r, out=dg)
+        dx, dw, db = op.backward(drg, x, w, [need_x, need_w, need_b and ctx.has_bias[0]])
+        del drg, dr, dg
+        dw_b = db_b = None
+        if op.neuron == "full":
+            dx2, dw_b, db_b = op.backward(dy, x * x, w_b, [need_x, need_wb, need_bb and ctx.has_bias[1]])
+            if need_x:
+                dx.addcmul_(x, dx2, value=2)
+        return dx, dw, db, dw_b, db_b, None
 
 
 class Square(nn.Module):

@@ -1,0 +1,55 @@
+"""python -m quadnn.bench: rows, ratios, the equality check, and the JSON output (tiny sizes)."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from quadnn import bench
+
+
+def test_bench_json_rows_and_equality_check():
+    out = subprocess.run(
+        [sys.executable, "-m", "quadnn.bench", "--models", "cifar_qresnet20", "--implementations", "fast", "naive",
+         "--batch-size", "2", "--input", "3x8x8", "--steps", "2", "--warmup", "1", "--threads", "1", "--json"],
+        capture_output=True, text=True, check=True, timeout=300)
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["model"], r["implementation"]) for r in rows] == [
+        ("cifar_resnet20", "conventional"), ("cifar_qresnet20", "fast"), ("cifar_qresnet20", "naive")]
+    base, fast, naive = rows
+    assert base["time_ratio"] == 1.0 and base["mem_ratio"] == 1.0
+    for r in (fast, naive):
+        assert r["equal"] is True and r["max_rel_err"] <= bench.EQUAL_RTOL
+        assert r["time_ratio"] == pytest.approx(r["step_ms"] / base["step_ms"])
+        assert r["mem_ratio"] == pytest.approx(r["extra_mb"] / base["extra_mb"])
+        # the block convolutions triple (stem and classifier stay conventional)
+        assert 2.5 < r["flops_ratio"] < 3.0 and r["params"] == fast["params"]
+    assert naive["max_rel_err"] == 0.0  # the reference against itself
+    assert all(r["extra_mb"] > 0 and r["step_ms"] > 0 and "threads" in r["machine"] for r in rows)
+
+
+def test_compare_implementations_detects_a_difference(monkeypatch):
+    torch.manual_seed(0)
+    model = bench.create("cifar_qresnet20")
+    x, y = bench.batch(2, (3, 8, 8))
+    assert bench.compare_implementations(model, x, y, "fast") < bench.EQUAL_RTOL
+    # a wrong fast path (the gate ignored) must be caught
+    from quadnn.layers import QuadraticLayer
+    monkeypatch.setattr(QuadraticLayer, "_forward_fast", lambda self, x: self._linear_op(x, self.weight, self.bias))
+    assert bench.compare_implementations(model, x, y, "fast") > 1e-2
+
+
+def test_forward_flops_of_a_single_layer():
+    from quadnn import QuadraticConv2d
+    layer = QuadraticConv2d(4, 8, 3, padding=1, bias=False)
+    x = torch.randn(1, 4, 10, 10)
+    conv = 2 * 8 * 4 * 9 * 100  # multiply-adds x 2 of one 3x3 convolution
+    assert bench.forward_gflops(layer, x) * 1e9 == pytest.approx(3 * conv)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="3x32x32"):
+        bench.parse_input("32x32")
+    with pytest.raises(ValueError, match="naive"):
+        bench.set_implementation(torch.nn.Linear(2, 2), "turbo")
