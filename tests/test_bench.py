@@ -53,3 +53,15 @@ def test_bad_arguments():
         bench.parse_input("32x32")
     with pytest.raises(ValueError, match="naive"):
         bench.set_implementation(torch.nn.Linear(2, 2), "turbo")
+
+
+def test_protocols_cover_every_profile_and_full_is_the_papers_setting():
+    from quadnn.profiles import PROFILES, select
+    assert set(bench.PROTOCOLS) == set(PROFILES)
+    full = select(bench.PROTOCOLS, "full")
+    assert full["batch_size"] == 128 and tuple(full["input"]) == (3, 32, 32)  # the paper's CIFAR setting
+    assert {"cifar_qresnet20", "cifar_qresnet56"} <= set(full["models"]) and "naive" in full["implementations"]
+    assert bench.PAPER_EPOCH_SECONDS["cifar_resnet20"] == 10.43 and bench.PAPER_EPOCH_SECONDS["cifar_qresnet20"] == 10.87
+    for p in PROFILES:  # every model has a conventional baseline
+        for m in bench.PROTOCOLS[p]["models"]:
+            assert bench.baseline_name(m).startswith("cifar_resnet")
