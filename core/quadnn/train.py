@@ -37,10 +37,14 @@ configuration, or returns at once if that configuration already finished:
   epoch, history, torch RNG state; removed when the run ends), ``stage<k>.pt`` (weights at
   stage ends), ``result.json`` (written last; its presence means "done, never re-run").
   The hash covers every field except the operational ones in :data:`OPERATIONAL`.
+- Quick runs: ``train_limit=N`` trains on the first N images (hashed); ``threads=1`` (not
+  hashed) avoids OpenMP contention on a shared CPU. A sweep of many configurations is a loop of
+  ``run`` calls (or a process pool of them); see :mod:`quadnn.cifar_tuning`.
 - CLI: ``python -m quadnn.train --help`` / ``quadnn-train``; ``torchrun --nproc_per_node=N
   -m quadnn.train ...`` trains with DistributedDataParallel (gloo on CPU, nccl on CUDA); batch
-  norm statistics are synchronised across ranks so N ranks reproduce one process with the
-  same global ``batch_size``.
+  norm statistics are synchronised across ranks (:class:`SyncBatchNorm2d`, which also works on
+  CPU) so N ranks reproduce one process with the same global ``batch_size``. Every rank
+  evaluates the whole test set (they hold identical models); rank 0 writes the files.
 """
 from __future__ import annotations
 
