@@ -100,3 +100,19 @@ def test_cheap_rows_exist_and_have_their_transfer_source(profile):
     for label in p["rows"]:
         if by[label].method == "wt":
             assert by[label].source in p["rows"]
+
+
+def test_claims_account_for_the_spread_over_seeds():
+    fin = lambda e: dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)  # noqa: E731
+    q = "QResNet20 (w.t., ReLinear)"
+    c = "Compact-QResNet20 (w.t., ReLinear)"
+    name = "Compact-QResNet is worse than QResNet (both w.t.)"
+
+    def verdict(qe, ce):
+        summary = {q: cs.summarise([fin(e) for e in qe]), c: cs.summarise([fin(e) for e in ce])}
+        return {k: v for k, v, _ in cs.claims(summary, {})}[name]
+
+    assert verdict([5.0, 6.0], [5.5, 6.5]) == "within noise"        # 0.5 apart, spread 1
+    assert verdict([5.0, 5.2], [7.0, 7.2]) == "supported"
+    assert verdict([7.0, 7.2], [5.0, 5.2]) == "not supported"
+    assert verdict([5.0], [4.9]) == "not supported"                  # one seed: the order decides

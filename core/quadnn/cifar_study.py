@@ -196,24 +196,33 @@ def error_cell(s: dict | None, run: bool = True) -> str:
 def claims(summary: dict[str, dict], params: dict[str, int]) -> list[tuple[str, str, str]]:
     """The paper's claims checked against ``summary`` (label -> :func:`summarise` output or None).
 
-    Returns ``(claim, verdict, evidence)``, verdict in {"supported", "not supported",
-    "not tested"} (a row it needs did not run, or diverged, at this profile).
+    Returns ``(claim, verdict, evidence)``. A claim orders pairs of rows ("A is better than
+    B"); per pair the spread is ``sqrt(std_A**2 + std_B**2)`` over seeds. Verdicts:
+    "supported" (every pair that ran orders as claimed by more than its spread),
+    "not supported" (some pair orders the other way by more than its spread), "within noise"
+    (neither), "not tested" (no pair ran, or a row of every pair diverged, at this profile).
     """
-    def err(label):
+    def stat(label):
         s = summary.get(label)
-        return s["mean"] if s and s["finished"] else None
+        return (s["mean"], s["std"] or 0.0) if s and s["finished"] else None
 
     def compare(pairs):
-        """pairs: (better_label, worse_label); supported when every better < worse."""
-        vals = [(a, b, err(a), err(b)) for a, b in pairs]
+        """pairs: (better_label, worse_label)."""
+        vals = [(a, b, stat(a), stat(b)) for a, b in pairs]
         tested = [(a, b, x, y) for a, b, x, y in vals if x is not None and y is not None]
         if not tested:
             return "not tested", "rows did not run at this profile"
-        ok = all(x < y for _, _, x, y in tested)
-        ev = "; ".join(f"{a} {x:.2f} vs {b} {y:.2f}" for a, b, x, y in tested)
+        margins = [(y[0] - x[0], math.hypot(x[1], y[1])) for _, _, x, y in tested]
+        if any(d < -sp or (d < 0 and sp == 0) for d, sp in margins):
+            verdict = "not supported"
+        elif all(d > sp for d, sp in margins):
+            verdict = "supported"
+        else:
+            verdict = "within noise"
+        ev = "; ".join(f"{a} {x[0]:.2f} vs {b} {y[0]:.2f}" for a, b, x, y in tested)
         if len(tested) < len(vals):
             ev += f" ({len(vals) - len(tested)} of {len(vals)} pairs not run)"
-        return ("supported" if ok else "not supported"), ev
+        return verdict, ev
 
     out = []
     q_vs_r = [(f"QResNet{d} ({m})", f"ResNet{d}") for d in (20, 32, 56, 110)
@@ -227,7 +236,7 @@ def claims(summary: dict[str, dict], params: dict[str, int]) -> list[tuple[str, 
     if verdict != "not tested":
         fewer = params["QResNet32 (w.t., ReLinear)"] < params["ResNet110"]
         ev += f"; params {params['QResNet32 (w.t., ReLinear)']:,} vs {params['ResNet110']:,}"
-        verdict = "supported" if (verdict == "supported" and fewer) else "not supported"
+        verdict = verdict if fewer else "not supported"
     out.append(("QResNet32 beats ResNet110 with fewer parameters", verdict, ev))
     out.append(("Compact-QResNet is worse than QResNet (both w.t.)",
                 *compare([(f"QResNet{d} (w.t., ReLinear)", f"Compact-QResNet{d} (w.t., ReLinear)") for d in (20, 32, 56)])))
