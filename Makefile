@@ -81,7 +81,7 @@ paper: paper/main.pdf
 # PDF build (skipped with a message when TeX cannot be had).
 test: $(INSTALLED)
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
-	$(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider
+	$(BIN)/python -m pytest tests $(wildcard notebooks/*.ipynb) --nbval-lax -p no:cacheprovider
 
 clean:
 	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile
