@@ -12,7 +12,7 @@ from quadnn import bench
 def test_bench_json_rows_and_equality_check():
     out = subprocess.run(
         [sys.executable, "-m", "quadnn.bench", "--models", "cifar_qresnet20", "--implementations", "fast", "naive",
-         "--batch-size", "2", "--input", "3x8x8", "--steps", "2", "--warmup", "1", "--threads", "1", "--json"],
+         "--batch-size", "8", "--input", "3x16x16", "--steps", "2", "--warmup", "1", "--threads", "1", "--json"],
         capture_output=True, text=True, check=True, timeout=300)
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(r["model"], r["implementation"]) for r in rows] == [
