@@ -51,8 +51,8 @@ _RUN_KEYS = ("dataset", "width", "epochs", "train_limit", "batch_size", "lr", "m
 
 def grid(proto: dict, name: str) -> list:
     """The values of sweep ``name`` a protocol runs: all of them, or (smoke) the two ends."""
-    values = GRIDS[name]
-    return list(values) if proto["grid"] == "all" else [values[0], values[-1]]
+    values = sorted(GRIDS[name])  # ascending, so figures read from weak to strong
+    return values if proto["grid"] == "all" else [values[0], values[-1]]
 
 
 def _base(proto: dict, seed: int, out: str, **kw) -> Config:
