@@ -64,9 +64,9 @@ tex: build/.tex-ok
 # variables into paper/.
 build/$(PROFILE)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	@mkdir -p $(@D)
-	$(BIN)/papermill --cwd notebooks --progress-bar $< $@.part \
+	$(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
 	  -p profile $(PROFILE) -p paper_dir $(CURDIR)/paper -p cache_dir $(CURDIR)/build/cache
-	@mv $@.part $@
+	@mv $(basename $@).part.ipynb $@
 
 paper/.profile: $(EXECUTED)
 	@echo $(PROFILE) > $@
