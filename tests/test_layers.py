@@ -374,3 +374,18 @@ def test_unknown_implementation_is_a_value_error():
     layer.implementation = "magic"
     with pytest.raises(ValueError, match="naive"):
         layer(torch.randn(1, 2))
+
+
+def test_torch_func_transforms_see_the_same_function():
+    # jacrev/vmap cannot trace the custom Function; the layer falls back to the plain form.
+    torch.manual_seed(0)
+    layer = QuadraticLinear(3, 2, dtype=torch.float64)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.normal_()
+    params = dict(layer.named_parameters())
+    x = torch.randn(4, 3, dtype=torch.float64)
+    jac = torch.func.jacrev(lambda ps: torch.func.functional_call(layer, ps, (x,)))(params)
+    y = layer(x)
+    (gw,) = torch.autograd.grad(y[1, 0], layer.weight_g)
+    assert torch.allclose(jac["weight_g"][1, 0], gw)

@@ -50,14 +50,14 @@ PROTOCOLS = {
     "smoke": dict(
         oscillation=dict(widths=(1, 10, 10, 10, 10, 1), sigmas=(0.01, 0.02, 0.03), x_max=100.0, x_max_table=(1.0,),
                          n_points=201, n_draws=50, seed=0),
-        spline=dict(functions=("sin", "runge"), n_knots=12, n_h=5, h_max=0.5, seed=0),
+        spline=dict(functions=("sin", "runge"), n_knots=12, n_h=5, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS, n_trials=1, seed=0),
         amplification=dict(depths=(1, 2, 3, 4), width=10, in_features=10, sigma=1.0, n_draws=50, seed=0),
     ),
     "cpu": dict(
         oscillation=dict(widths=(1, 10, 10, 10, 10, 1), sigmas=(0.01, 0.02, 0.03), x_max=100.0, x_max_table=(1.0,),
                          n_points=401, n_draws=1000, seed=0),
-        spline=dict(functions=("sin", "runge", "exp"), n_knots=16, n_h=9, h_max=0.5, seed=0),
+        spline=dict(functions=("sin", "runge", "exp"), n_knots=16, n_h=9, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS + VARIETY_ARCHS_EXTRA, n_trials=3, seed=0),
         amplification=dict(depths=(1, 2, 3, 4, 5, 6), width=10, in_features=10, sigma=1.0, n_draws=500, seed=0),
     ),
@@ -66,7 +66,7 @@ PROTOCOLS = {
         # It states neither the input range nor a number of draws; those two are ours.
         oscillation=dict(widths=(1, 10, 10, 10, 10, 1), sigmas=(0.01, 0.02, 0.03), x_max=100.0, x_max_table=(1.0,),
                          n_points=1001, n_draws=10000, seed=0),
-        spline=dict(functions=("sin", "runge", "exp"), n_knots=32, n_h=13, h_max=0.5, seed=0),
+        spline=dict(functions=("sin", "runge", "exp"), n_knots=32, n_h=13, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS + VARIETY_ARCHS_EXTRA, n_trials=5, seed=0),
         # The paper's estimate assumes i.i.d. unit-variance Gaussian parameters.
         amplification=dict(depths=(1, 2, 3, 4, 5, 6, 7, 8), width=10, in_features=10, sigma=1.0,

@@ -208,6 +208,10 @@ class QuadraticLayer(nn.Module):
         self._check_input(x)
         impl = self.implementation
         if impl in ("fast", "lean"):
+            # torch.func transforms (jacrev, vmap, ...) cannot trace the custom Function's
+            # backward; the plain formulation computes the same function for them.
+            if _functorch_wrapped(x, self.weight):
+                return self._forward_naive(x)
             return self._forward_fast(x)
         if impl == "fused":
             return self._forward_fused(x)
@@ -367,6 +371,11 @@ class _Op:
             return t.narrow(dim, 0, half), t.narrow(dim, half, half)
         v = t.unflatten(1, (self.groups, 2, -1))
         return v.select(2, 0).flatten(1, 2), v.select(2, 1).flatten(1, 2)
+
+
+def _functorch_wrapped(*tensors) -> bool:
+    is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    return any(is_wrapped(t) for t in tensors)
 
 
 class _QuadraticFunction(torch.autograd.Function):
