@@ -72,7 +72,7 @@ paper/.profile: $(EXECUTED)
 	@echo $(PROFILE) > $@
 
 paper/main.pdf: $(PAPER_SRC) paper/.profile build/.tex-ok
-	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
+	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
 	@echo "paper/main.pdf built from the $(PROFILE) profile"
 
 paper: paper/main.pdf
