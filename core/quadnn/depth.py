@@ -53,7 +53,7 @@ PAPER = {
 
 # full = the paper's protocol. smoke / cpu: synthetic scenes at a small size, a resnet18 encoder.
 PROTOCOLS = {
-    "smoke": dict(data="synthetic", encoder="resnet18", n_train=16, n_test=4, height=64, width=192,
+    "smoke": dict(data="synthetic", encoder="resnet18", n_train=8, n_test=4, height=64, width=192,
                   epochs=2, batch_size=4, optimizer="AdamW", betas=(0.9, 0.999), lr=1e-4, end_lr=1e-5,
                   lr_power=0.5, weight_decay_encoder=5e-4, weight_decay_decoder=0.0, lr_g=1e-5, lr_b=1e-5,
                   max_depth=80.0, threads=1, seeds=[0]),
