@@ -27,6 +27,7 @@ from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..layers import NEURONS, QuadraticConv2d
+from .common import ConvClassifier
 
 __all__ = ["CifarResNet", "BasicBlock", "KINDS", "conv3x3"]
 
@@ -83,7 +84,7 @@ class BasicBlock(nn.Module):
         return F.relu(self.shortcut(x) + out)
 
 
-class CifarResNet(nn.Module):
+class CifarResNet(ConvClassifier):
     """CIFAR ResNet of depth ``6n+2``; see the module docstring."""
 
     def __init__(self, depth: int = 20, num_classes: int = 10, in_chans: int = 3, width: float = 1.0,
@@ -119,25 +120,6 @@ class CifarResNet(nn.Module):
         self.num_features = self.head_hidden_size = cin
         self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.reset_parameters()
-
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        # He et al.: Kaiming-normal convolutions (the linear branch of quadratic ones), BN at (1, 0).
-        # Quadratic terms keep the ReLinear values their layers set.
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-
-    # -- timm interface -----------------------------------------------------------------
-    def get_classifier(self) -> nn.Module:
-        return self.fc
-
-    def reset_classifier(self, num_classes: int, global_pool: str = "avg") -> None:
-        self.num_classes = num_classes
-        self.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.bn1(self.conv1(x)))

@@ -28,6 +28,7 @@ from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..layers import NEURONS, QuadraticConv2d, Square
+from .common import ConvClassifier
 
 __all__ = ["CifarVGG", "VGG16", "ACTIVATIONS", "KINDS"]
 
@@ -44,7 +45,7 @@ def conv3x3(cin: int, cout: int, neuron: str = "conventional", **dd) -> nn.Modul
     return QuadraticConv2d(cin, cout, 3, 1, 1, bias=False, neuron=neuron, **dd)
 
 
-class CifarVGG(nn.Module):
+class CifarVGG(ConvClassifier):
     """VGG with batch norm for 32x32 inputs; see the module docstring."""
 
     def __init__(self, layers=VGG16, num_classes: int = 100, in_chans: int = 3, width: float = 1.0,
@@ -77,25 +78,6 @@ class CifarVGG(nn.Module):
         self.num_features = self.head_hidden_size = cin
         self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.reset_parameters()
-
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        # Kaiming-normal convolutions (the linear branch of quadratic ones), BN at (1, 0), the
-        # classifier as torch initialises it. Quadratic terms keep the ReLinear values their layers set.
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-
-    # -- timm interface -----------------------------------------------------------------
-    def get_classifier(self) -> nn.Module:
-        return self.fc
-
-    def reset_classifier(self, num_classes: int, global_pool: str = "avg") -> None:
-        self.num_classes = num_classes
-        self.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         return self.features(x)

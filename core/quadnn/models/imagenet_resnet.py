@@ -44,6 +44,7 @@ from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from .cifar_resnet import KINDS, ShortcutA, conv3x3
+from .common import ConvClassifier
 
 __all__ = ["ImageNetResNet", "ImageNetBasicBlock", "SHORTCUTS", "DEPTHS", "VARIANTS"]
 
@@ -80,7 +81,7 @@ class ImageNetBasicBlock(nn.Module):
         return F.relu(out + (x if self.downsample is None else self.downsample(x)))
 
 
-class ImageNetResNet(nn.Module):
+class ImageNetResNet(ConvClassifier):
     """ImageNet ResNet / plain net with ``layers`` basic blocks per stage; see the module docstring."""
 
     def __init__(self, layers=(2, 2, 2, 2), num_classes: int = 1000, in_chans: int = 3, width: float = 1.0,
@@ -121,25 +122,6 @@ class ImageNetResNet(nn.Module):
         self.global_pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.reset_parameters()
-
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        # He et al.: Kaiming-normal convolutions (the linear branch of quadratic ones), BN at (1, 0);
-        # the classifier keeps torch's default. Quadratic terms keep their ReLinear values.
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-
-    # -- timm interface -----------------------------------------------------------------
-    def get_classifier(self) -> nn.Module:
-        return self.fc
-
-    def reset_classifier(self, num_classes: int, global_pool: str = "avg") -> None:
-        self.num_classes = num_classes
-        self.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.act1(self.bn1(self.conv1(x))))
