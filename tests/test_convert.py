@@ -10,12 +10,7 @@ from torch import nn
 from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, quadratize, relinear
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def assert_same(actual, expected):

@@ -9,14 +9,7 @@ from quadnn import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticLinear, S
 KINDS = list(NEURONS)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # tiny tensors: a second intra-op thread only adds synchronisation (and, on a busy
-    # machine, waiting for a core), so these tests run single-threaded
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # -- an independent reference: convolution by unfolding, then the neuron's formula ------
