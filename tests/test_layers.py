@@ -284,7 +284,7 @@ def test_fast_and_fused_match_naive_in_float32(kind, case):
     make, shape = IMPL_CASES[case]
     x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
     naive = run_impl(make(kind), "naive", x)
-    for impl in ("fast", "lean", "fused"):
+    for impl in ("fast", "speed", "lean", "fused"):
         for a, b in zip(run_impl(make(kind), impl, x), naive):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * b.abs().max().item())
 
@@ -327,22 +327,36 @@ def saved_bytes(layer, x):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_fast_keeps_less_for_backward_than_naive(kind):
+def test_what_each_implementation_keeps_for_backward(kind):
     layer = QuadraticConv2d(8, 8, 3, padding=1, neuron=kind)
     x = torch.randn(4, 8, 16, 16, requires_grad=True)
     unit = x.numel() * 4  # one activation-sized float32 tensor
     weights = sum(p.numel() for p in layer.parameters()) * 4 * 2  # weights and their fused copies
-    fast = saved_bytes(layer, x)
-    layer.implementation = "lean"
-    lean = saved_bytes(layer, x)
-    layer.implementation = "naive"
-    naive = saved_bytes(layer, x)
-    assert unit <= lean <= unit + weights  # lean keeps x alone
-    # fast keeps x plus [r, g] (x only for compact); naive keeps x*x and r, g as well
-    expected_units = {"full": 3, "compact": 1, "parabolic": 3, "poly": 3}[kind]
-    assert expected_units * unit <= fast <= expected_units * unit + weights
-    # parabolic and poly: naive keeps just x, r and g too; full and compact naive also keep x*x
-    assert fast <= naive if kind in ("parabolic", "poly") else fast < naive
+    kept = {}
+    for impl in ("fast", "speed", "lean", "naive"):
+        layer.implementation = impl
+        kept[impl] = saved_bytes(layer, x)
+    # x alone (lean, compact); x and r (fast); x, r and g (speed)
+    units = {"lean": 1, "fast": 2, "speed": 3} if kind != "compact" else {"lean": 1, "fast": 1, "speed": 1}
+    for impl, n in units.items():
+        assert n * unit <= kept[impl] <= n * unit + weights, (impl, kept[impl] / unit)
+    # naive keeps x, r and g too, and x*x for full and compact
+    assert kept["fast"] < kept["naive"] and kept["speed"] <= kept["naive"] + weights
+    if kind in ("full", "compact"):
+        assert kept["speed"] < kept["naive"]
+
+
+@pytest.mark.parametrize("impl", ["fast", "speed", "lean"])
+def test_inference_keeps_nothing_and_matches_training_forward(impl):
+    layer = randomise_(QuadraticConv2d(4, 6, 3, padding=1), seed=3)
+    layer.implementation = impl
+    x = torch.randn(2, 4, 8, 8)
+    with torch.no_grad():
+        y = layer(x)
+    assert y.grad_fn is None
+    torch.testing.assert_close(y, layer(x).detach(), rtol=0, atol=0)
+    with torch.inference_mode():
+        torch.testing.assert_close(layer(x), y, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("kind", KINDS)

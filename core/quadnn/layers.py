@@ -125,16 +125,21 @@ class QuadraticLayer(nn.Module):
                 f"{self.weight.dtype}; cast the input or the layer (valid: {self.weight.dtype})"
             )
 
-    # Three ways to compute the same function (``layer.implementation``):
-    #   "fast"  (default) one convolution for r and g (and, for the compact neuron, one over
-    #           [x, x*x]); a custom autograd Function keeps only x and [r, g] for backward and
-    #           recomputes x*x there;
-    #   "fused" the same single r/g convolution, differentiated by autograd (keeps x*x too);
-    #   "lean"  as "fast", but keeps only x and recomputes [r, g] in backward: least memory,
-    #           one more r/g convolution per step;
+    # Ways to compute the same function (``layer.implementation``). The first three share one
+    # custom autograd Function: one convolution for [r, g] (one over [x, x*x] for the compact
+    # neuron), x*x recomputed in backward rather than stored; they differ in what they keep
+    # for backward besides x (which the preceding activation keeps anyway):
+    #   "fast"  (default) keeps r and recomputes the gate g (a convolution with half the
+    #           outputs): at most one extra activation-sized tensor per layer, so a network
+    #           keeps at most ~1.5x what its conventional counterpart keeps;
+    #   "speed" keeps r and g: no recomputation, about 2x the activation memory;
+    #   "lean"  keeps nothing and recomputes [r, g]: the conventional layer's memory, one more
+    #           r/g convolution per step;
+    #   "fused" the single r/g convolution differentiated by autograd (keeps x*x too);
     #   "naive" three separate convolutions, as the original code writes the neuron.
-    # All give the same outputs and gradients up to float rounding (tests check it).
-    IMPLEMENTATIONS = ("fast", "lean", "fused", "naive")
+    # Without autograd (inference, torch.no_grad) the first three run the same forward and
+    # keep nothing. All give the same outputs and gradients up to float rounding (tests check it).
+    IMPLEMENTATIONS = ("fast", "speed", "lean", "fused", "naive")
     implementation = "fast"
 
     def _fused_gate_params(self):
@@ -158,7 +163,7 @@ class QuadraticLayer(nn.Module):
         return w.flatten(0, 1).flatten(1, 2)  # (out, 2 * in/groups, *k): per group [x, x*x]
 
     def _op(self) -> "_Op":
-        return _Op(self, keep_rg=self.implementation != "lean")
+        return _Op(self, keep=_KEEP.get(self.implementation, "rg"))
 
     def _forward_naive(self, x):
         op, neuron = self._linear_op, self.neuron
@@ -201,13 +206,13 @@ class QuadraticLayer(nn.Module):
             dtype = torch.get_autocast_dtype(device)
             x, w, b, w_b, b_b = (t.to(dtype) if t is not None else None for t in (x, w, b, w_b, b_b))
             with torch.autocast(device, enabled=False):
-                return _QuadraticFunction.apply(x, w, b, w_b, b_b, op)
-        return _QuadraticFunction.apply(x, w, b, w_b, b_b, op)
+                return _apply(x, w, b, w_b, b_b, op)
+        return _apply(x, w, b, w_b, b_b, op)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check_input(x)
         impl = self.implementation
-        if impl in ("fast", "lean"):
+        if impl in _KEEP:
             # torch.func transforms (jacrev, vmap, ...) cannot trace the custom Function's
             # backward; the plain formulation computes the same function for them.
             if _functorch_wrapped(x, self.weight):
@@ -304,8 +309,8 @@ class _Op:
     layout of the fused [r, g] output (per group: the group's r channels, then its g channels).
     """
 
-    def __init__(self, layer, keep_rg: bool = True):
-        self.neuron, self.keep_rg = layer.neuron, keep_rg
+    def __init__(self, layer, keep: str = "r"):
+        self.neuron, self.keep = layer.neuron, keep
         self.conv = not isinstance(layer, nn.Linear)
         self.groups = getattr(layer, "groups", 1)
         self.n = layer.weight.shape[0]
@@ -341,6 +346,23 @@ class _Op:
         return dx, dw, db
 
     # -- layouts ------------------------------------------------------------------------
+    def gate_params(self, w, b):
+        """The gate's weight and bias (W_g, b_g) out of the fused [r, g] parameters."""
+        if self.groups == 1:
+            return w.narrow(0, self.n, self.n), b.narrow(0, self.n, self.n)
+        return (w.unflatten(0, (self.groups, 2, -1)).select(1, 1).flatten(0, 1),
+                b.unflatten(0, (self.groups, 2, -1)).select(1, 1).flatten())
+
+    def new_fused(self, y):
+        """An empty tensor shaped like [r, g] for an output like ``y`` (same memory format)."""
+        dim = 1 if self.conv else y.dim() - 1
+        shape = list(y.shape)
+        shape[dim] *= 2
+        channels_last = self.conv and y.dim() == 4 and not y.is_contiguous() and y.is_contiguous(
+            memory_format=torch.channels_last)
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+        return torch.empty(shape, dtype=y.dtype, device=y.device, memory_format=fmt)
+
     def split(self, rg):
         """Views (r, g) of a fused output, in the grouped shape when groups > 1."""
         if self.groups == 1:
@@ -373,37 +395,60 @@ class _Op:
         return v.select(2, 0).flatten(1, 2), v.select(2, 1).flatten(1, 2)
 
 
+# What the custom Function keeps for backward, per implementation (see QuadraticLayer).
+_KEEP = {"fast": "r", "lean": "none", "speed": "rg"}
+
+
 def _functorch_wrapped(*tensors) -> bool:
     is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
     return any(is_wrapped(t) for t in tensors)
 
 
-class _QuadraticFunction(torch.autograd.Function):
-    """A quadratic layer's forward and backward, keeping only x and [r, g] for backward.
+def _apply(x, w, b, w_b, b_b, op):
+    """The layer's output: through the autograd Function only when a gradient is wanted."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b, w_b, b_b)):
+        return _QuadraticFunction.apply(x, w, b, w_b, b_b, op)
+    return _quadratic_forward(x, w, b, w_b, b_b, op)[0]
+
+
+def _quadratic_forward(x, w, b, w_b, b_b, op):
+    """(output, [r, g]) of a quadratic layer from its fused parameters; [r, g] is None for compact.
 
     full/parabolic/poly: ``w, b`` compute [r, g] in one op; full adds ``op(x*x, w_b, b_b)``.
-    compact: ``w`` acts on [x, x*x] in one op. x*x is recomputed in backward (one
-    elementwise product) rather than stored.
+    compact: ``w`` acts on [x, x*x] in one op.
+    """
+    if op.neuron == "compact":
+        return op.forward(op.cat_square(x), w, b), None
+    rg = op.forward(x, w, b)
+    r, g = op.split(rg)
+    if op.neuron == "parabolic":
+        y = r * g
+    elif op.neuron == "poly":
+        y = torch.addcmul(r, r, g)
+    else:
+        y = op.grouped(op.forward(x * x, w_b, b_b)).addcmul_(r, g)
+    return op.ungrouped(y), rg
+
+
+class _QuadraticFunction(torch.autograd.Function):
+    """A quadratic layer's forward and backward; keeps x and, by ``op.keep``, r or [r, g].
+
+    x*x is recomputed in backward (one elementwise product) rather than stored.
     """
 
     @staticmethod
     def forward(ctx, x, w, b, w_b, b_b, op):
         ctx.op = op
+        y, rg = _quadratic_forward(x, w, b, w_b, b_b, op)
         if op.neuron == "compact":
             ctx.save_for_backward(x, w)
             ctx.has_bias = b is not None
-            return op.forward(op.cat_square(x), w, b)
-        rg = op.forward(x, w, b)
-        r, g = op.split(rg)
-        if op.neuron == "parabolic":
-            y = r * g
-        elif op.neuron == "poly":
-            y = torch.addcmul(r, r, g)
-        else:
-            y = op.grouped(op.forward(x * x, w_b, b_b)).addcmul_(r, g)
-        ctx.save_for_backward(x, w, b if not op.keep_rg else None, w_b, rg if op.keep_rg else None)
+            return y
+        # "r": a copy of r alone, so the memory of [r, g] is freed now
+        kept = {"rg": rg, "r": op.split(rg)[0].clone() if op.keep == "r" else None, "none": None}[op.keep]
+        ctx.save_for_backward(x, w, b, w_b, kept)
         ctx.has_bias = (b is not None, b_b is not None)
-        return op.ungrouped(y)
+        return y
 
     @staticmethod
     def backward(ctx, dy):
@@ -418,12 +463,16 @@ class _QuadraticFunction(torch.autograd.Function):
                 d1, d2 = op.uncat(dxx)
                 dx = torch.addcmul(d1, x, d2, value=2)
             return dx, dw, db, None, None, None
-        x, w, b, w_b, rg = ctx.saved_tensors
-        if rg is None:  # "lean": recompute [r, g] rather than keep it
-            rg = op.forward(x, w, b)
-        r, g = op.split(rg)
+        x, w, b, w_b, kept = ctx.saved_tensors
+        if op.keep == "rg":
+            r, g = op.split(kept)
+        elif op.keep == "r":  # recompute the gate alone: one convolution with half the outputs
+            w_g, b_g = op.gate_params(w, b)
+            r, g = kept, op.grouped(op.forward(x, w_g, b_g))
+        else:  # recompute [r, g]
+            r, g = op.split(op.forward(x, w, b))
         dyg = op.grouped(dy)
-        drg = torch.empty_like(rg)
+        drg = op.new_fused(dy)
         dr, dg = op.split(drg)
         if op.neuron == "poly":  # y = r*(g+1)
             torch.addcmul(dyg, dyg, g, out=dr)
