@@ -3,14 +3,19 @@
     python -m quadnn.bench [--models ...] [--batch-size 128] [--input 3x32x32] [--steps N] [--json]
 
 For each model (default: the CIFAR QResNet20 family) and for each implementation of its
-quadratic layers (``fast``: quadnn's layer; ``naive``: three separate convolutions, as the
-original code writes the neuron; optionally ``fused``: one r/g convolution, plain autograd)
-one row reports
+quadratic layers (``fast``: quadnn's default layer; ``naive``: three separate convolutions, as
+the original code writes the neuron; optionally ``speed``, ``lean`` and ``fused``, see
+``QuadraticLayer``) one row reports
 
 - ``step_ms``: the median training-step time (forward, backward, SGD step) after warm-up,
   and ``time_ratio`` to the conventional baseline's median. All rows of a run are timed in
   the same process, interleaved step by step, so machine load affects them alike;
 - ``gflops``: forward FLOPs (convolutions and matrix products) by ``torch.utils.flop_counter``;
+- ``conv_share`` (conventional rows): the fraction of the training step spent in convolutions,
+  forward and backward (``torch.profiler``), and ``arith_ratio`` (quadratic rows):
+  ``1 + (flops_ratio - 1) * conv_share``, the time ratio the extra arithmetic alone implies if
+  it ran at the baseline's convolution speed and everything else cost nothing more. An
+  implementation near ``arith_ratio`` has little left to gain without faster convolutions;
 - ``extra_mb``: peak memory of one training step above the memory held before it (model,
   optimiser state, batch), measured for each row in its own process as the rise of the
   resident-set high-water mark (``VmHWM``, reset just before the step), and ``mem_ratio``;
@@ -55,9 +60,9 @@ PROTOCOLS = {
     "smoke": dict(models=("cifar_qresnet20",), batch_size=8, input=(3, 16, 16), steps=2, warmup=1,
                   implementations=("fast", "naive"), threads=1),
     "cpu": dict(models=_FAMILY20 + ("cifar_qresnet56",), batch_size=128, input=(3, 32, 32), steps=7, warmup=2,
-                implementations=("fast", "lean", "naive"), threads=None),
+                implementations=("fast", "speed", "lean", "naive"), threads=None),
     "full": dict(models=_FAMILY20 + _FAMILY56, batch_size=128, input=(3, 32, 32), steps=30, warmup=3,
-                 implementations=("fast", "lean", "fused", "naive"), threads=None),
+                 implementations=("fast", "speed", "lean", "fused", "naive"), threads=None),
 }
 # The paper's Table (CIFAR-10 comparison), "Time" column: training time per epoch in seconds.
 PAPER_EPOCH_SECONDS = {
@@ -84,7 +89,7 @@ def baseline_name(name: str) -> str:
 
 
 def set_implementation(model: nn.Module, implementation: str) -> nn.Module:
-    """Set every quadratic layer of ``model`` to ``implementation`` ("fast", "fused", "naive")."""
+    """Set every quadratic layer of ``model`` to ``implementation`` (see ``QuadraticLayer.IMPLEMENTATIONS``)."""
     if implementation not in QuadraticLayer.IMPLEMENTATIONS:
         raise ValueError(f"implementation must be one of {QuadraticLayer.IMPLEMENTATIONS}, got {implementation!r}")
     for m in model.modules():
@@ -130,6 +135,20 @@ def forward_gflops(model: nn.Module, x: torch.Tensor) -> float:
     with counter, torch.no_grad():
         model(x)
     return counter.get_total_flops() / 1e9
+
+
+def conv_share(step: Callable[[], None], steps: int = 2) -> float:
+    """Fraction of ``step``'s wall time spent in convolutions (forward and backward), on the CPU."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t = time.perf_counter()
+        for _ in range(steps):
+            step()
+        wall = time.perf_counter() - t
+    conv = sum(e.cpu_time_total for e in prof.key_averages()
+               if e.key in ("aten::convolution", "aten::convolution_backward"))
+    return conv / 1e6 / wall
 
 
 def randomise_terms_(model: nn.Module, scale: float = 0.05, seed: int = 0) -> nn.Module:
@@ -278,7 +297,9 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
                    step_ms_iqr=1000 * (statistics.quantiles(times[key], n=4)[2] - statistics.quantiles(times[key], n=4)[0])
                    if len(times[key]) >= 2 else 0.0,
                    batch_size=batch_size, input="x".join(map(str, shape)), steps=steps)
-        if impl is not None:
+        if impl is None:
+            row["conv_share"] = conv_share(steps_fn[key])
+        else:
             torch.manual_seed(seed)
             row["max_rel_err"] = compare_implementations(create(name, in_chans=shape[0]), ex, ey, impl)
             row["equal"] = row["max_rel_err"] <= EQUAL_RTOL
@@ -290,6 +311,8 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
         b = base_rows[r["baseline"]]
         r["time_ratio"] = r["step_ms"] / b["step_ms"]
         r["flops_ratio"] = r["gflops"] / b["gflops"]
+        if r["implementation"] != "conventional":
+            r["arith_ratio"] = 1 + (r["flops_ratio"] - 1) * b["conv_share"]
         if memory:
             r["mem_ratio"] = r["extra_mb"] / b["extra_mb"] if b["extra_mb"] > 0 else float("nan")
         r["machine"] = machine()
@@ -298,7 +321,7 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
 
 def format_table(rows: list[dict]) -> str:
     cols = [("model", "{}"), ("implementation", "{}"), ("params", "{:,}"), ("gflops", "{:.3f}"),
-            ("step_ms", "{:.1f}"), ("time_ratio", "{:.2f}"), ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"),
+            ("step_ms", "{:.1f}"), ("time_ratio", "{:.2f}"), ("conv_share", "{:.2f}"), ("arith_ratio", "{:.2f}"), ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"),
             ("max_rel_err", "{:.1e}"), ("equal", "{}")]
     cols = [(c, f) for c, f in cols if any(c in r for r in rows)]
     cells = [[c for c, _ in cols]] + [[f.format(r[c]) if c in r else "-" for c, f in cols] for r in rows]
