@@ -2,11 +2,12 @@
 from .layers import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticLayer, QuadraticLinear, Square
 from . import relinear
 from .convert import quadratize
+from .recompute import plan_recompute
 from . import models
 
 __version__ = "0.1.0"
 
 __all__ = [
     "NEURONS", "QuadraticConv1d", "QuadraticConv2d", "QuadraticLayer", "QuadraticLinear", "Square",
-    "relinear", "quadratize",
+    "relinear", "quadratize", "plan_recompute",
 ]

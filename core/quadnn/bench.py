@@ -3,9 +3,10 @@
     python -m quadnn.bench [--models ...] [--batch-size 128] [--input 3x32x32] [--steps N] [--json]
 
 For each model (default: the CIFAR QResNet20 family) and for each implementation of its
-quadratic layers (``fast``: quadnn's default layer; ``naive``: three separate convolutions, as
-the original code writes the neuron; optionally ``speed``, ``lean`` and ``fused``, see
-``QuadraticLayer``) one row reports
+quadratic layers (``default``: the model as quadnn builds it, each layer's backward memory
+planned by ``quadnn.plan_recompute``; ``naive``: three separate convolutions, as the original
+code writes the neuron; ``fast``, ``speed``, ``lean``, ``fused``: that implementation in every
+layer, see ``QuadraticLayer``) one row reports
 
 - ``step_ms``: the median training-step time (forward, backward, SGD step) after warm-up,
   and ``time_ratio`` to the conventional baseline's median. All rows of a run are timed in
@@ -58,11 +59,11 @@ _FAMILY56 = ("cifar_qresnet56", "cifar_qresnet56_compact", "cifar_parabolic_resn
 # epoch on its GPU, which a CPU cannot reproduce.
 PROTOCOLS = {
     "smoke": dict(models=("cifar_qresnet20",), batch_size=8, input=(3, 16, 16), steps=2, warmup=1,
-                  implementations=("fast", "naive"), threads=1),
+                  implementations=("default", "naive"), threads=1),
     "cpu": dict(models=_FAMILY20 + ("cifar_qresnet56",), batch_size=128, input=(3, 32, 32), steps=7, warmup=2,
-                implementations=("fast", "speed", "lean", "naive"), threads=None),
+                implementations=("default", "fast", "speed", "lean", "naive"), threads=None),
     "full": dict(models=_FAMILY20 + _FAMILY56, batch_size=128, input=(3, 32, 32), steps=30, warmup=3,
-                 implementations=("fast", "speed", "lean", "fused", "naive"), threads=None),
+                 implementations=("default", "fast", "speed", "lean", "fused", "naive"), threads=None),
 }
 # The paper's Table (CIFAR-10 comparison), "Time" column: training time per epoch in seconds.
 PAPER_EPOCH_SECONDS = {
@@ -88,10 +89,18 @@ def baseline_name(name: str) -> str:
     raise ValueError(f"no conventional baseline known for {name!r}; pass --baseline")
 
 
+# "default": the model as quadnn builds it (its layers planned by plan_recompute at budget 1);
+# the others set every quadratic layer to that implementation.
+IMPLEMENTATIONS = ("default",) + QuadraticLayer.IMPLEMENTATIONS
+
+
 def set_implementation(model: nn.Module, implementation: str) -> nn.Module:
-    """Set every quadratic layer of ``model`` to ``implementation`` (see ``QuadraticLayer.IMPLEMENTATIONS``)."""
-    if implementation not in QuadraticLayer.IMPLEMENTATIONS:
-        raise ValueError(f"implementation must be one of {QuadraticLayer.IMPLEMENTATIONS}, got {implementation!r}")
+    """Set every quadratic layer of ``model`` to ``implementation`` (one of :data:`IMPLEMENTATIONS`;
+    "default" leaves the model as it is)."""
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
+    if implementation == "default":
+        return model
     for m in model.modules():
         if isinstance(m, QuadraticLayer):
             m.implementation = implementation
@@ -204,8 +213,8 @@ def step_memory(name: str, implementation: str, batch_size: int, shape: tuple[in
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = set_implementation(create(name, in_chans=shape[0]), implementation).train()
     x, y = batch(batch_size, shape)
+    model = set_implementation(create(name, in_chans=shape[0]), implementation).train()
     step = make_step(model, x, y)
     step()
     import gc
@@ -250,7 +259,7 @@ def machine() -> str:
 
 
 def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), steps: int = 10,
-        warmup: int = 2, implementations=("fast", "naive"), baseline: str | None = None,
+        warmup: int = 2, implementations=("default", "naive"), baseline: str | None = None,
         memory: bool = True, threads: int | None = None, seed: int = 0) -> list[dict]:
     """Measure every (model, implementation) against its baseline; return one dict per row."""
     if threads:
@@ -304,7 +313,7 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
             row["max_rel_err"] = compare_implementations(create(name, in_chans=shape[0]), ex, ey, impl)
             row["equal"] = row["max_rel_err"] <= EQUAL_RTOL
         if memory:
-            row["extra_mb"] = _memory_in_subprocess(name, impl or "fast", batch_size, shape, threads)
+            row["extra_mb"] = _memory_in_subprocess(name, impl or "default", batch_size, shape, threads)
         results.append(row)
     base_rows = {r["model"]: r for r in results if r["implementation"] == "conventional"}
     for r in results:
@@ -338,8 +347,8 @@ def main(argv=None) -> int:
     p.add_argument("--input", default="3x32x32", help="CxHxW")
     p.add_argument("--steps", type=int, default=10, help="timed steps per row (after warm-up)")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--implementations", nargs="+", default=["fast", "naive"],
-                   choices=list(QuadraticLayer.IMPLEMENTATIONS))
+    p.add_argument("--implementations", nargs="+", default=["default", "naive"],
+                   choices=list(IMPLEMENTATIONS))
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-row memory processes")
     p.add_argument("--json", action="store_true", help="one JSON object per row")

@@ -130,8 +130,8 @@ class QuadraticLayer(nn.Module):
     # neuron), x*x recomputed in backward rather than stored; they differ in what they keep
     # for backward besides x (which the preceding activation keeps anyway):
     #   "fast"  (default) keeps r and recomputes the gate g (a convolution with half the
-    #           outputs): at most one extra activation-sized tensor per layer, so a network
-    #           keeps at most ~1.5x what its conventional counterpart keeps;
+    #           outputs): one output-sized tensor more than a conventional layer, about 1.5x
+    #           the activations of a conv-BN-ReLU network;
     #   "speed" keeps r and g: no recomputation, about 2x the activation memory;
     #   "lean"  keeps nothing and recomputes [r, g]: the conventional layer's memory, one more
     #           r/g convolution per step;

@@ -17,7 +17,9 @@ the identity on the non-negative activations it receives.
 Registered in timm: ``cifar_resnet{20,32,44,56,110,1202}``, ``cifar_qresnet{20,32,44,56,110}``,
 ``cifar_qresnet{20,32,56}_compact``, ``cifar_parabolic_resnet{20,32,56}``,
 ``cifar_poly_resnet{20,32,56}``; every variant takes ``width=`` (1.5, 2, 2.5 are the
-paper's widened ResNets), ``rezero=``, ``num_classes=``, ``in_chans=``.
+paper's widened ResNets), ``rezero=``, ``num_classes=``, ``in_chans=``, and
+``recompute_budget=`` (what the quadratic layers keep for backward, see
+:func:`quadnn.plan_recompute`; default 1.0).
 """
 from __future__ import annotations
 
@@ -89,7 +91,8 @@ class CifarResNet(ConvClassifier):
 
     def __init__(self, depth: int = 20, num_classes: int = 10, in_chans: int = 3, width: float = 1.0,
                  neuron: str = "conventional", rezero: bool = False, drop_rate: float = 0.0,
-                 global_pool: str = "avg", device=None, dtype=None):
+                 global_pool: str = "avg", recompute_budget: float | None = 1.0,
+                 device=None, dtype=None):
         super().__init__()
         if (depth - 2) % 6 or depth < 8:
             raise ValueError(f"depth must be 6n+2 with n >= 1 (20, 32, 44, 56, 110, 1202, ...), got {depth}")
@@ -120,6 +123,7 @@ class CifarResNet(ConvClassifier):
         self.num_features = self.head_hidden_size = cin
         self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.reset_parameters()
+        self.plan_recompute_(recompute_budget, in_chans, 32, **dd)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.bn1(self.conv1(x)))

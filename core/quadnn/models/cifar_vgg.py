@@ -18,7 +18,8 @@ The pools use ``ceil_mode=True``, so inputs smaller than 32x32 (the 8x8 digits s
 8, 4, 2, 1, 1, 1) pass through without error; on 32x32 inputs this changes nothing.
 
 Registered in timm: ``cifar_vgg16``, ``cifar_vgg16_square``, ``cifar_qvgg16``; each takes
-``width=``, ``num_classes=`` (default 100, CIFAR-100), ``in_chans=``, ``drop_rate=``.
+``width=``, ``num_classes=`` (default 100, CIFAR-100), ``in_chans=``, ``drop_rate=``,
+``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default 1.0).
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ class CifarVGG(ConvClassifier):
 
     def __init__(self, layers=VGG16, num_classes: int = 100, in_chans: int = 3, width: float = 1.0,
                  activation: str = "relu", neuron: str = "conventional", drop_rate: float = 0.0,
-                 global_pool: str = "avg", device=None, dtype=None):
+                 global_pool: str = "avg", recompute_budget: float | None = 1.0,
+                 device=None, dtype=None):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
@@ -78,6 +80,7 @@ class CifarVGG(ConvClassifier):
         self.num_features = self.head_hidden_size = cin
         self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.reset_parameters()
+        self.plan_recompute_(recompute_budget, in_chans, 32, **dd)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         return self.features(x)

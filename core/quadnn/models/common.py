@@ -1,4 +1,5 @@
-"""What the model families share: He et al.'s initialisation and timm's classifier interface."""
+"""What the model families share: He et al.'s initialisation, the backward-memory plan of their
+quadratic layers, and timm's classifier interface."""
 from __future__ import annotations
 
 import torch
@@ -14,6 +15,19 @@ class ConvClassifier(nn.Module):
 
     fc: nn.Module
     num_features: int
+
+    @torch.no_grad()
+    def plan_recompute_(self, budget: float | None, in_chans: int, size: int, device=None, dtype=None) -> None:
+        """Choose what each quadratic layer keeps for backward (:func:`quadnn.plan_recompute`).
+
+        ``budget`` is the average number of extra output-sized tensors a quadratic layer may
+        keep (None: leave every layer at its own default). The plan depends only on relative
+        activation sizes, so one probe image of ``size`` x ``size`` is enough.
+        """
+        from ..recompute import plan_recompute
+
+        if budget is not None:
+            plan_recompute(self, torch.zeros(1, in_chans, size, size, device=device, dtype=dtype), budget=budget)
 
     @torch.no_grad()
     def reset_parameters(self) -> None:

@@ -34,7 +34,7 @@ name                       paper's label                    neuron
 =========================  ===============================  ====================
 
 Every variant takes ``width=``, ``shortcut=``, ``num_classes=``, ``in_chans=``, ``drop_rate=``,
-and works with ``timm.create_model(name, features_only=True)`` (stem, then the four stages).
+``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default 1.0), and works with ``timm.create_model(name, features_only=True)`` (stem, then the four stages).
 """
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ class ImageNetResNet(ConvClassifier):
 
     def __init__(self, layers=(2, 2, 2, 2), num_classes: int = 1000, in_chans: int = 3, width: float = 1.0,
                  neuron: str = "conventional", shortcut: str = "B", drop_rate: float = 0.0,
-                 global_pool: str = "avg", device=None, dtype=None):
+                 global_pool: str = "avg", recompute_budget: float | None = 1.0,
+                 device=None, dtype=None):
         super().__init__()
         layers = tuple(int(n) for n in layers)
         if len(layers) != 4 or min(layers) < 1:
@@ -122,6 +123,7 @@ class ImageNetResNet(ConvClassifier):
         self.global_pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.reset_parameters()
+        self.plan_recompute_(recompute_budget, in_chans, 64, **dd)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.act1(self.bn1(self.conv1(x))))
