@@ -119,7 +119,7 @@ class QuadraticLayer(nn.Module):
 
     # -- forward ----------------------------------------------------------------
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.dtype != self.weight.dtype and not torch.is_autocast_enabled(x.device.type):
+        if x.dtype != self.weight.dtype and not _autocast_on(x.device.type):
             raise ValueError(
                 f"{type(self).__name__}: input dtype {x.dtype} does not match the weight dtype "
                 f"{self.weight.dtype}; cast the input or the layer (valid: {self.weight.dtype})"
@@ -200,7 +200,7 @@ class QuadraticLayer(nn.Module):
         else:
             (w, b), w_b, b_b = self._fused_gate_params(), self.weight_b, self.bias_b
         device = x.device.type
-        if torch.is_autocast_enabled(device):
+        if _autocast_on(device):
             # Cast as autocast would (differentiably, so the gradients come back in the
             # parameters' dtype), then run the Function in that dtype with autocast off.
             dtype = torch.get_autocast_dtype(device)
@@ -397,6 +397,11 @@ class _Op:
 
 # What the custom Function keeps for backward, per implementation (see QuadraticLayer).
 _KEEP = {"fast": "r", "lean": "none", "speed": "rg"}
+
+
+def _autocast_on(device_type: str) -> bool:
+    # torch raises for device types without autocast (e.g. "meta")
+    return torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type)
 
 
 def _functorch_wrapped(*tensors) -> bool:
