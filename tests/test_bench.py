@@ -11,22 +11,32 @@ from quadnn import bench
 
 def test_bench_json_rows_and_equality_check():
     out = subprocess.run(
-        [sys.executable, "-m", "quadnn.bench", "--models", "cifar_qresnet20", "--implementations", "fast", "naive",
+        [sys.executable, "-m", "quadnn.bench", "--models", "cifar_qresnet20", "--implementations", "default", "naive",
          "--batch-size", "8", "--input", "3x16x16", "--steps", "2", "--warmup", "1", "--threads", "1", "--json"],
         capture_output=True, text=True, check=True, timeout=300)
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(r["model"], r["implementation"]) for r in rows] == [
-        ("cifar_resnet20", "conventional"), ("cifar_qresnet20", "fast"), ("cifar_qresnet20", "naive")]
-    base, fast, naive = rows
+        ("cifar_resnet20", "conventional"), ("cifar_qresnet20", "default"), ("cifar_qresnet20", "naive")]
+    base, quad, naive = rows
     assert base["time_ratio"] == 1.0 and base["mem_ratio"] == 1.0
-    for r in (fast, naive):
+    for r in (quad, naive):
         assert r["equal"] is True and r["max_rel_err"] <= bench.EQUAL_RTOL
         assert r["time_ratio"] == pytest.approx(r["step_ms"] / base["step_ms"])
         assert r["mem_ratio"] == pytest.approx(r["extra_mb"] / base["extra_mb"])
         # the block convolutions triple (stem and classifier stay conventional)
-        assert 2.5 < r["flops_ratio"] < 3.0 and r["params"] == fast["params"]
+        assert 2.5 < r["flops_ratio"] < 3.0 and r["params"] == quad["params"]
+        # the time the arithmetic implies: between 1 and the FLOP ratio, by the baseline's conv share
+        assert 0 < base["conv_share"] < 1
+        assert r["arith_ratio"] == pytest.approx(1 + (r["flops_ratio"] - 1) * base["conv_share"])
     assert naive["max_rel_err"] == 0.0  # the reference against itself
     assert all(r["extra_mb"] > 0 and r["step_ms"] > 0 and "threads" in r["machine"] for r in rows)
+
+
+def test_conv_share_counts_convolutions_only():
+    x, w = torch.randn(8, 16, 32, 32), torch.randn(16, 16, 3, 3)
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    assert bench.conv_share(lambda: torch.nn.functional.conv2d(x, w, padding=1)) > 0.5
+    assert bench.conv_share(lambda: a @ b) == 0.0
 
 
 def test_compare_implementations_detects_a_difference(monkeypatch):
