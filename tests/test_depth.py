@@ -57,6 +57,14 @@ def test_loader_crop_cap_and_synthetic_files(tmp_path):
     assert (raw[:10] == 0).all()  # sky / above the horizon: no measurement
 
 
+def test_synthetic_tree_follows_the_last_settings(tmp_path):
+    # smoke, then cpu, then smoke again into the same folder (make test after make paper)
+    split = tmp_path / "kitti" / "splits" / "eigen_train_files.txt"
+    for n in (2, 3, 2):
+        depth.write_synthetic_kitti(tmp_path / "kitti", n_train=n, n_test=1, height=16, width=32)
+        assert len(split.read_text().splitlines()) == n
+
+
 def test_loader_missing_data_message(tmp_path):
     with pytest.raises(FileNotFoundError, match="data/kitti"):
         depth.KittiSplit(tmp_path / "nowhere", "splits/eigen_test_files.txt")

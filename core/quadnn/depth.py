@@ -296,13 +296,15 @@ def write_synthetic_kitti(root, n_train: int = 16, n_test: int = 4, height: int 
     ``root/synthetic/drive_{train,test}/image_02/data/NNNNNNNNNN.png`` (RGB),
     ``root/synthetic/drive_*/proj_depth/groundtruth/image_02/NNNNNNNNNN.png`` (16-bit depth * 256,
     sparse) and ``root/splits/eigen_{train,test}_files.txt``. Deterministic in ``seed``; an
-    existing tree with the same settings is reused.
+    existing tree is reused when it was last written with the same settings.
     """
     from PIL import Image
 
     root = Path(root)
-    stamp = root / "synthetic" / f"spec_{n_train}_{n_test}_{height}_{width}_{seed}"
-    if stamp.exists():
+    # One stamp naming the settings of the last write: the split files are shared, so a tree
+    # written later with other settings (another profile) must not pass for this one.
+    stamp, spec = root / "synthetic" / "spec.txt", f"{n_train} {n_test} {height} {width} {seed}\n"
+    if stamp.exists() and stamp.read_text() == spec:
         return root
     rng = np.random.default_rng(seed)
     f = 0.9 * width
@@ -320,7 +322,7 @@ def write_synthetic_kitti(root, n_train: int = 16, n_test: int = 4, height: int 
         (root / "splits").mkdir(parents=True, exist_ok=True)
         (root / "splits" / f"eigen_{split}_files.txt").write_text("\n".join(lines) + "\n")
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text("ok\n")
+    stamp.write_text(spec)
     return root
 
 
