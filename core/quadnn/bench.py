@@ -281,7 +281,8 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
         model = create(name, in_chans=shape[0]).train()
         if impl is not None:
             if not is_quadratic(model):
-                raise ValueError(f"{name!r} has no quadratic layers")
+                raise ValueError(f"{name!r} has no quadratic layers: pass quadratic models to --models "
+                                 "(each one's conventional baseline is added by itself)")
             set_implementation(model, impl)
         built[key] = model
         steps_fn[key] = make_step(model, x, y)
