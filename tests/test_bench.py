@@ -58,6 +58,13 @@ def test_forward_flops_of_a_single_layer():
     assert bench.forward_gflops(layer, x) * 1e9 == pytest.approx(3 * conv)
 
 
+def test_cli_names_a_bad_model_and_exits_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--models", "cifar_resnet20", "--no-memory", "--steps", "1"])
+    assert exit_info.value.code == 2
+    assert "'cifar_resnet20' has no quadratic layers" in capsys.readouterr().err
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="3x32x32"):
         bench.parse_input("32x32")

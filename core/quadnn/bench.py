@@ -355,12 +355,18 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="one JSON object per row")
     p.add_argument("--_memory", nargs=2, metavar=("MODEL", "IMPL"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    shape = parse_input(args.input)
+    try:
+        shape = parse_input(args.input)
+    except ValueError as e:
+        p.error(str(e))
     if args._memory:
         print(step_memory(args._memory[0], args._memory[1], args.batch_size, shape, args.threads))
         return 0
-    rows = run(args.models, args.batch_size, shape, args.steps, args.warmup, tuple(args.implementations),
-               args.baseline, not args.no_memory, args.threads)
+    try:
+        rows = run(args.models, args.batch_size, shape, args.steps, args.warmup, tuple(args.implementations),
+                   args.baseline, not args.no_memory, args.threads)
+    except ValueError as e:  # a bad model name or baseline: say it like argparse does
+        p.error(str(e))
     if args.json:
         for r in rows:
             print(json.dumps(r))
