@@ -359,20 +359,21 @@ def test_inference_keeps_nothing_and_matches_training_forward(impl):
         torch.testing.assert_close(layer(x), y, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("impl", ["fast", "speed", "lean"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_fast_bf16_autocast_matches_naive(kind):
+def test_bf16_autocast_matches_naive(kind, impl):
     x = torch.randn(2, 4, 8, 8)
     out = {}
-    for impl in ("fast", "naive"):
+    for name in (impl, "naive"):
         layer = randomise_(QuadraticConv2d(4, 6, 3, padding=1, neuron=kind), seed=7)
-        layer.implementation = impl
+        layer.implementation = name
         xi = x.clone().requires_grad_(True)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             y = layer(xi)
         y.float().sum().backward()
-        out[impl] = (y.float(), xi.grad, layer.weight.grad)
+        out[name] = (y.float(), xi.grad, layer.weight.grad)
         assert y.dtype == torch.bfloat16 and layer.weight.grad.dtype == torch.float32
-    for a, b in zip(out["fast"], out["naive"]):
+    for a, b in zip(out[impl], out["naive"]):
         torch.testing.assert_close(a, b, rtol=0.05, atol=0.03 * b.abs().max().item())
 
 
