@@ -12,8 +12,9 @@ ResNet, the 16-channel stage at full resolution).
     plan = quadnn.plan_recompute(model, torch.randn(1, 3, 32, 32), budget=1.0)
 
 ``budget`` is the average number of extra output-sized tensors a quadratic layer may keep.
-``budget=1.0`` keeps as much as the default ``"fast"`` everywhere, but recomputes in the layers
-where recomputing is cheapest, so the same memory costs fewer recomputed convolutions.
+``budget=1.0`` keeps as much as ``"fast"`` (a lone layer's default) everywhere, but recomputes
+in the layers where recomputing is cheapest, so the same memory costs fewer recomputed
+convolutions.
 ``budget=2.0`` is ``"speed"`` everywhere, ``0`` is ``"lean"`` everywhere.
 """
 from __future__ import annotations
@@ -26,8 +27,6 @@ from torch import nn
 from .layers import QuadraticLayer
 
 __all__ = ["plan_recompute"]
-
-_KEPT = {"speed": 2, "fast": 1, "lean": 0}  # output-sized tensors kept besides the input
 
 
 def _cost_per_output(layer: QuadraticLayer) -> int:

@@ -21,7 +21,8 @@ class ConvClassifier(nn.Module):
         """Choose what each quadratic layer keeps for backward (:func:`quadnn.plan_recompute`).
 
         ``budget`` is the average number of extra output-sized tensors a quadratic layer may
-        keep (None: leave every layer at its own default). The plan depends only on relative
+        keep (None: leave every layer at its own default; ``timm.create_model`` drops None
+        arguments, so pass None to the class itself). The plan depends only on relative
         activation sizes, so one probe image of ``size`` x ``size`` is enough.
         """
         from ..recompute import plan_recompute
