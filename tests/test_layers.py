@@ -347,7 +347,8 @@ def test_what_each_implementation_keeps_for_backward(kind):
 
 
 @pytest.mark.parametrize("impl", ["fast", "speed", "lean"])
-def test_inference_keeps_nothing_and_matches_training_forward(impl):
+def test_no_grad_forward_matches_training_forward(impl):
+    # without autograd the layer skips the Function (and its copy of r): same output, bit for bit
     layer = randomise_(QuadraticConv2d(4, 6, 3, padding=1), seed=3)
     layer.implementation = impl
     x = torch.randn(2, 4, 8, 8)

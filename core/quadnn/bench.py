@@ -213,8 +213,8 @@ def step_memory(name: str, implementation: str, batch_size: int, shape: tuple[in
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
-    x, y = batch(batch_size, shape)
     model = set_implementation(create(name, in_chans=shape[0]), implementation).train()
+    x, y = batch(batch_size, shape)
     step = make_step(model, x, y)
     step()
     import gc
@@ -331,7 +331,8 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
 
 def format_table(rows: list[dict]) -> str:
     cols = [("model", "{}"), ("implementation", "{}"), ("params", "{:,}"), ("gflops", "{:.3f}"),
-            ("step_ms", "{:.1f}"), ("time_ratio", "{:.2f}"), ("conv_share", "{:.2f}"), ("arith_ratio", "{:.2f}"), ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"),
+            ("step_ms", "{:.1f}"), ("time_ratio", "{:.2f}"), ("conv_share", "{:.2f}"), ("arith_ratio", "{:.2f}"),
+            ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"),
             ("max_rel_err", "{:.1e}"), ("equal", "{}")]
     cols = [(c, f) for c, f in cols if any(c in r for r in rows)]
     cells = [[c for c, _ in cols]] + [[f.format(r[c]) if c in r else "-" for c, f in cols] for r in rows]

@@ -449,8 +449,12 @@ class _QuadraticFunction(torch.autograd.Function):
             ctx.save_for_backward(x, w)
             ctx.has_bias = b is not None
             return y
-        # "r": a copy of r alone, so the memory of [r, g] is freed now
-        kept = {"rg": rg, "r": op.split(rg)[0].clone() if op.keep == "r" else None, "none": None}[op.keep]
+        if op.keep == "rg":
+            kept = rg
+        elif op.keep == "r":
+            kept = op.split(rg)[0].clone()  # r alone, so the memory of [r, g] is freed now
+        else:
+            kept = None
         ctx.save_for_backward(x, w, b, w_b, kept)
         ctx.has_bias = (b is not None, b_b is not None)
         return y

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..recompute import plan_recompute
+
 
 class ConvClassifier(nn.Module):
     """Base of the CIFAR ResNet, CIFAR VGG and ImageNet ResNet families.
@@ -16,7 +18,6 @@ class ConvClassifier(nn.Module):
     fc: nn.Module
     num_features: int
 
-    @torch.no_grad()
     def plan_recompute_(self, budget: float | None, in_chans: int, size: int, device=None, dtype=None) -> None:
         """Choose what each quadratic layer keeps for backward (:func:`quadnn.plan_recompute`).
 
@@ -25,8 +26,6 @@ class ConvClassifier(nn.Module):
         arguments, so pass None to the class itself). The plan depends only on relative
         activation sizes, so one probe image of ``size`` x ``size`` is enough.
         """
-        from ..recompute import plan_recompute
-
         if budget is not None:
             plan_recompute(self, torch.zeros(1, in_chans, size, size, device=device, dtype=dtype), budget=budget)
 

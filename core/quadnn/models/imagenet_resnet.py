@@ -34,7 +34,8 @@ name                       paper's label                    neuron
 =========================  ===============================  ====================
 
 Every variant takes ``width=``, ``shortcut=``, ``num_classes=``, ``in_chans=``, ``drop_rate=``,
-``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default 1.0), and works with ``timm.create_model(name, features_only=True)`` (stem, then the four stages).
+``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default 1.0), and works with
+``timm.create_model(name, features_only=True)`` (stem, then the four stages).
 """
 from __future__ import annotations
 
