@@ -3,9 +3,9 @@ import pytest
 import timm
 
 import quadnn  # noqa: F401
-from quadnn import cifar_study as cs
-from quadnn.profiles import PROFILES, select
-from quadnn.train import Config
+from quadnn_paper import cifar_study as cs
+from quadnn_paper.profiles import PROFILES, select
+from quadnn_paper.train import Config
 
 
 def test_every_profile_present():

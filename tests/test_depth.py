@@ -1,11 +1,11 @@
-"""quadnn.depth: metrics, KITTI-format I/O, loader crop/cap, quadratic encoder at init, the paper's protocol."""
+"""quadnn_paper.depth: metrics, KITTI-format I/O, loader crop/cap, quadratic encoder at init, the paper's protocol."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from quadnn import depth
+from quadnn_paper import depth
 
 
 def test_metrics_hand_computed_with_invalid_pixels_masked():

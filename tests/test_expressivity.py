@@ -1,4 +1,4 @@
-"""quadnn.expressivity: spline construction, variety dimensions and bounds, protocols."""
+"""quadnn_paper.expressivity: spline construction, variety dimensions and bounds, protocols."""
 import math
 
 import numpy as np
@@ -7,7 +7,7 @@ import torch
 from scipy.interpolate import CubicSpline
 
 from quadnn import QuadraticLinear
-from quadnn import expressivity as E
+from quadnn_paper import expressivity as E
 
 
 def _eval(net, xs):

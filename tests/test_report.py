@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from quadnn.cache import cached, config_hash
-from quadnn.profiles import PROFILES, select
-from quadnn.report import Report, fmt
+from quadnn_paper.cache import cached, config_hash
+from quadnn_paper.profiles import PROFILES, select
+from quadnn_paper.report import Report, fmt
 
 
 def test_table_writes_csv_and_tex(tmp_path):

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from quadnn import QuadraticLinear, runge as R
-from quadnn.piecewise import piecewise_polynomials
+from quadnn import QuadraticLinear
+from quadnn_paper import runge as R
+from quadnn_paper.piecewise import piecewise_polynomials
 
 
 def test_full_protocol_is_the_papers():

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-import quadnn.data as qdata
-from quadnn import cifar_tuning
-from quadnn.train import Config, _parser, _transfer, build_model, config_from_args, lr_factor, run, run_dir, stage_ends
+import quadnn_paper.data as qdata
+from quadnn_paper import cifar_tuning
+from quadnn_paper.train import Config, _parser, _transfer, build_model, config_from_args, lr_factor, run, run_dir, stage_ends
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -130,7 +130,7 @@ def test_stage_checkpoints_and_weight_transfer(tmp_path):
 # -- resume after kill -----------------------------------------------------------------------
 def test_killed_run_resumes_to_the_same_numbers(tmp_path):
     cfg = tiny(tmp_path, epochs=4, train_limit=512)
-    code = f"from quadnn.train import Config, run; run(Config(**{asdict(cfg)!r}))"
+    code = f"from quadnn_paper.train import Config, run; run(Config(**{asdict(cfg)!r}))"
     proc = subprocess.Popen([PY, "-c", code], cwd=tmp_path)
     metrics = run_dir(cfg) / "metrics.json"
     deadline = time.time() + 120
@@ -160,9 +160,9 @@ def test_ddp_two_processes_match_one_process_with_the_same_global_batch(tmp_path
     with socket.socket() as sock:  # a free port, so concurrent test runs do not collide
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    subprocess.run([str(torchrun), "--nproc_per_node=2", "--master_port", str(port), "-m", "quadnn.train",
+    subprocess.run([str(torchrun), "--nproc_per_node=2", "--master_port", str(port), "-m", "quadnn_paper.train",
                     *args, "--out", str(tmp_path / "ddp")], check=True, env=env, capture_output=True)
-    subprocess.run([PY, "-m", "quadnn.train", *args, "--out", str(tmp_path / "one")], check=True, env=env,
+    subprocess.run([PY, "-m", "quadnn_paper.train", *args, "--out", str(tmp_path / "one")], check=True, env=env,
                    capture_output=True)
     (ddp,) = [json.loads(p.read_text()) for p in (tmp_path / "ddp").glob("*/result.json")]
     (one,) = [json.loads(p.read_text()) for p in (tmp_path / "one").glob("*/result.json")]

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.polynomial.polynomial as npoly
 from torch import nn
 
-from .layers import QuadraticLinear
+from quadnn.layers import QuadraticLinear
 
 __all__ = ["piecewise_polynomials", "evaluate", "count_distinct", "check_against_model"]
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .layers import QuadraticLinear, Square
+from quadnn.layers import QuadraticLinear, Square
 from .profiles import select
 
 __all__ = [
@@ -535,7 +535,7 @@ def amplification(depths, width, in_features, sigma, n_draws, seed) -> dict:
     conventional net's weights as its linear branch and ReLinear values for the quadratic terms
     ("relinear"). Also returns the paper's scale ``prod_h sqrt(d_h d_{h-1})``.
     """
-    from .relinear import transfer_weights_
+    from quadnn.relinear import transfer_weights_
     out = {}
     for H in depths:
         widths = [in_features] + [width] * (H - 1) + [1]

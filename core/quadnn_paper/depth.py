@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import relinear
+from quadnn import relinear
 from .cache import cached
-from .convert import quadratize
+from quadnn.convert import quadratize
 from .profiles import select
 
 __all__ = ["PROTOCOLS", "PAPER", "METRICS", "LapDepth", "quadratic_lapdepth", "depth_metrics",

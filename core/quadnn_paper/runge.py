@@ -43,9 +43,9 @@ import torch
 from torch import nn
 
 from .cache import cached
-from .layers import QuadraticLinear
+from quadnn.layers import QuadraticLinear
 from .profiles import select
-from .relinear import Shrink, param_groups
+from quadnn.relinear import Shrink, param_groups
 
 __all__ = [
     "PAPER", "PAPER_RMSE", "PROTOCOLS", "STRATEGIES", "Strategy", "runge", "dataset", "build_model",

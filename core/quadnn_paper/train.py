@@ -65,7 +65,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import data as qdata
-from . import relinear
+from quadnn import relinear
 from .cache import atomic_write_text, config_hash
 from .profiles import PROFILES
 
@@ -234,7 +234,7 @@ def _sync_batchnorm(module: nn.Module) -> nn.Module:
 def build_model(cfg: Config, num_classes: int, in_chans: int) -> nn.Module:
     import timm
 
-    from . import models  # noqa: F401  (registers quadnn's models)
+    import quadnn.models  # noqa: F401  (registers quadnn's models)
 
     if not timm.is_model(cfg.model):
         ours = sorted(n for n in timm.list_models() if

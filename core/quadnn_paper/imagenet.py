@@ -44,7 +44,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from . import relinear
+from quadnn import relinear
 from .cache import atomic_write_text, config_hash
 from .profiles import select
 
@@ -283,8 +283,8 @@ def configs(profile: str, data_dir: str | Path = "data", out: str | None = None)
 def build_model(cfg: ImageNetConfig, num_classes: int) -> nn.Module:
     import timm
 
-    from . import models  # noqa: F401  (registers the imagenet_* models)
-    from .models.imagenet_resnet import VARIANTS
+    import quadnn.models  # noqa: F401  (registers the imagenet_* models)
+    from quadnn.models.imagenet_resnet import VARIANTS
 
     kwargs = dict(num_classes=num_classes, width=cfg.width)
     if cfg.model in VARIANTS and VARIANTS[cfg.model][2] != "none":
