@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from quadnn import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticLinear, Square
+from quadnn.layers import QuadraticConv3d
 
 KINDS = list(NEURONS)
 
@@ -45,7 +46,7 @@ def formula(layer, x):
     r = op(x, layer.weight, layer.bias)
     kind = layer.neuron
     if kind == "compact":
-        return r + op(x * x, layer.weight_b, None)
+        return r + op(x * x, layer.weight_b, layer.bias_b)
     g = op(x, layer.weight_g, layer.bias_g)
     if kind == "parabolic":
         return r * g
@@ -92,7 +93,7 @@ def test_terms_present_per_kind(kind):
     has = {n: getattr(layer, n) is not None for n in ("weight_g", "bias_g", "weight_b", "bias_b")}
     expected = {
         "full": dict(weight_g=True, bias_g=True, weight_b=True, bias_b=True),
-        "compact": dict(weight_g=False, bias_g=False, weight_b=True, bias_b=False),
+        "compact": dict(weight_g=False, bias_g=False, weight_b=True, bias_b=True),  # c, as the official code
         "parabolic": dict(weight_g=True, bias_g=True, weight_b=False, bias_b=False),
         "poly": dict(weight_g=True, bias_g=True, weight_b=False, bias_b=False),
     }[kind]
@@ -100,7 +101,7 @@ def test_terms_present_per_kind(kind):
     # parameter count: the linear branch plus one weight-sized tensor per extra weight term
     conv = nn.Conv2d(2, 3, 3)
     n_conv = sum(p.numel() for p in conv.parameters())
-    n_extra = {"full": 2 * 3 * 2 * 9 + 2 * 3, "compact": 3 * 2 * 9, "parabolic": 3 * 2 * 9 + 3, "poly": 3 * 2 * 9 + 3}
+    n_extra = {"full": 2 * 3 * 2 * 9 + 2 * 3, "compact": 3 * 2 * 9 + 3, "parabolic": 3 * 2 * 9 + 3, "poly": 3 * 2 * 9 + 3}
     assert sum(p.numel() for p in layer.parameters()) == n_conv + n_extra[kind]
 
 
@@ -398,3 +399,31 @@ def test_torch_func_transforms_see_the_same_function():
     y = layer(x)
     (gw,) = torch.autograd.grad(y[1, 0], layer.weight_g)
     assert torch.allclose(jac["weight_g"][1, 0], gw)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_conv3d_matches_naive_and_torch(kind):
+    x = torch.randn(2, 4, 5, 6, 5, generator=torch.Generator().manual_seed(4))
+    make = lambda: QuadraticConv3d(4, 6, 3, stride=(1, 2, 1), padding=1, groups=2, neuron=kind)  # noqa: E731
+    naive = run_impl(make(), "naive", x)
+    for impl in ("fast", "speed", "lean"):
+        for a, b in zip(run_impl(make(), impl, x), naive):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * b.abs().max().item())
+    conv = nn.Conv3d(4, 6, 3, padding=1)
+    q = QuadraticConv3d(4, 6, 3, padding=1, neuron=kind)
+    q.load_state_dict(conv.state_dict())  # a conventional Conv3d checkpoint, at ReLinear init
+    torch.testing.assert_close(q(x), conv(x), rtol=1e-5, atol=1e-6)
+    assert q(x[0]).shape == conv(x[0]).shape  # unbatched
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fx_symbolic_trace_records_the_same_function(kind):
+    # torch.fx.symbolic_trace follows the plain formulation (no value-dependent checks)
+    for layer, shape in ((QuadraticConv2d(4, 6, 3, padding=1, groups=2, neuron=kind), (2, 4, 7, 7)),
+                         (QuadraticConv1d(3, 4, 3, padding=1, padding_mode="reflect", neuron=kind), (2, 3, 9)),
+                         (QuadraticLinear(5, 3, neuron=kind), (4, 5))):
+        randomise_(layer)
+        gm = torch.fx.symbolic_trace(layer)
+        x = torch.randn(shape)
+        torch.testing.assert_close(gm(x), layer(x), rtol=1e-5, atol=1e-5)
+        assert not any(n.op == "call_module" for n in gm.graph.nodes)

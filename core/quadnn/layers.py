@@ -1,13 +1,21 @@
-"""Quadratic neurons as drop-in replacements for ``nn.Conv1d``/``nn.Conv2d``/``nn.Linear``.
+"""Quadratic neurons as drop-in replacements for ``nn.Conv1d``/``nn.Conv2d``/``nn.Conv3d``/``nn.Linear``.
 
 For an input ``x`` (and ``x*x`` taken elementwise) the neuron kinds are
 
 ==============  ==========================================================
 ``"full"``      ``(W_r x + b_r) * (W_g x + b_g) + W_b (x*x) + c``  (the paper's)
-``"compact"``   ``W_r x + b_r + W_b (x*x)``                         (the paper's compact form)
-``"parabolic"`` ``(W_r x + b_r) * (W_g x + b_g)``                   (Tsapanos et al.)
+``"compact"``   ``W_r x + b_r + W_b (x*x) + c``                     (the paper's compact form)
+``"parabolic"`` ``(W_r x + b_r) * (W_g x + b_g)``                   (product of two affine maps)
 ``"poly"``      ``(W_r x + b_r) * (W_g x + b_g) + W_r x + b_r``     (Chrysos et al., order 2)
 ==============  ==========================================================
+
+"parabolic" is the name the paper uses for its Parabolic-ResNet: the product of two affine
+maps, QuadraLib's corresponding neuron type. It is *not* the paraboloid neuron of Tsapanos et
+al., ``(h^T x + h_0)^2 - ||x - p||^2``, which is a different function family.
+
+The compact form has two additive constants, ``b_r`` and ``c``, as the official ReLinear code
+builds it (one bias per convolution); they are redundant (only ``b_r + c`` matters), and the
+paper writes a single ``c``. Keeping both makes the parameter counts those of the official code.
 
 Each layer subclasses the torch layer it extends: ``weight``/``bias`` are the linear
 branch ``W_r``/``b_r``, so a conventional state_dict loads into it. The extra terms are
@@ -16,6 +24,12 @@ a kind without a term registers it as ``None``.
 
 ``bias=False`` drops the additive biases ``b_r`` and ``c``. The gate bias ``b_g`` is kept
 whenever there is a gate: ReLinear needs ``b_g = 1`` for the neuron to start out linear.
+
+Compilers and tracers. Under ``torch.compile`` and ``torch.fx.symbolic_trace`` the layer
+computes the same function in plain torch operations (one convolution for [r, g], see
+``QuadraticLayer._forward_plain``) instead of its custom autograd Function; timm's fx feature
+extraction treats the layers as leaf modules (``timm.models.register_notrace_module``, done in
+:mod:`quadnn.models.common`). TorchScript is not supported (it is deprecated in PyTorch).
 """
 from __future__ import annotations
 
@@ -29,6 +43,7 @@ __all__ = [
     "NEURONS",
     "QuadraticConv1d",
     "QuadraticConv2d",
+    "QuadraticConv3d",
     "QuadraticLinear",
     "QuadraticLayer",
     "Square",
@@ -40,7 +55,7 @@ NEURONS = ("full", "compact", "parabolic", "poly")
 # Which extra terms each neuron kind has: (gate g, power term W_b, constant c)
 _TERMS = {
     "full": (True, True, True),
-    "compact": (False, True, False),
+    "compact": (False, True, True),
     "parabolic": (True, False, False),
     "poly": (True, False, False),
 }
@@ -72,9 +87,13 @@ class QuadraticLayer(nn.Module):
 
     neuron: str
 
+    @property
+    def _out(self) -> int:
+        return self.out_features if isinstance(self, nn.Linear) else self.out_channels
+
     def _init_quadratic(self, neuron: str, bias: bool, factory_kwargs: dict) -> None:
         has_gate, has_power, has_const = _TERMS[neuron]
-        shape, out = self.weight.shape, self.weight.shape[0]
+        shape, out = self.weight.shape, self._out
         present = {"weight_g": has_gate, "bias_g": has_gate, "weight_b": has_power, "bias_b": has_const and bias}
         for name, here in present.items():
             size = shape if name.startswith("weight") else (out,)
@@ -144,7 +163,7 @@ class QuadraticLayer(nn.Module):
 
     def _fused_gate_params(self):
         """Weight and bias of the single operation computing [r, g] (per group, r then g)."""
-        n = self.weight.shape[0]
+        n = self._out
         groups = getattr(self, "groups", 1)
         b_r = self.bias if self.bias is not None else self.bias_g.new_zeros(n)
         if groups == 1:
@@ -169,7 +188,7 @@ class QuadraticLayer(nn.Module):
         op, neuron = self._linear_op, self.neuron
         r = op(x, self.weight, self.bias)
         if neuron == "compact":
-            return r + op(x * x, self.weight_b, None)
+            return r + op(x * x, self.weight_b, self.bias_b)
         g = op(x, self.weight_g, self.bias_g)
         if neuron == "parabolic":
             return r * g
@@ -180,7 +199,7 @@ class QuadraticLayer(nn.Module):
     def _forward_fused(self, x):
         neuron = self.neuron
         if neuron == "compact":
-            return self._linear_op(x, self.weight, self.bias) + self._linear_op(x * x, self.weight_b, None)
+            return self._linear_op(x, self.weight, self.bias) + self._linear_op(x * x, self.weight_b, self.bias_b)
         op = self._op()
         w, b = self._fused_gate_params()
         r, g = op.split(self._linear_op(x, w, b))
@@ -192,13 +211,19 @@ class QuadraticLayer(nn.Module):
             y = r * g + op.grouped(self._linear_op(x * x, self.weight_b, self.bias_b))
         return op.ungrouped(y)
 
+    def _fused_params(self):
+        """(w, b, w_b, b_b) of :func:`_quadratic_forward`: the fused [r, g] (or compact [x, x*x])
+        operation's weight and bias, and the power term's."""
+        if self.neuron == "compact":  # b_r and c act as one constant
+            b = None if self.bias is None else self.bias + self.bias_b
+            return self._compact_params(), b, None, None
+        w, b = self._fused_gate_params()
+        return w, b, self.weight_b, self.bias_b
+
     def _forward_fast(self, x):
         op = self._op()
         x = op.pad(x)  # a non-zero padding mode is applied here; autograd differentiates it
-        if self.neuron == "compact":
-            w, b, w_b, b_b = self._compact_params(), self.bias, None, None
-        else:
-            (w, b), w_b, b_b = self._fused_gate_params(), self.weight_b, self.bias_b
+        w, b, w_b, b_b = self._fused_params()
         device = x.device.type
         if _autocast_on(device):
             # Cast as autocast would (differentiably, so the gradients come back in the
@@ -209,10 +234,25 @@ class QuadraticLayer(nn.Module):
                 return _apply(x, w, b, w_b, b_b, op)
         return _apply(x, w, b, w_b, b_b, op)
 
+    def _forward_plain(self, x):
+        """The fast implementation's forward in plain torch operations, differentiated by whoever
+        runs it. Under ``torch.compile`` this is what the layer computes: the custom Function
+        would break the graph, while AOTAutograd differentiates these operations and its
+        partitioner chooses what to keep for backward and what to recompute (x*x, the gate),
+        the job the Function's ``keep`` policy does by hand in eager mode; inductor can then fuse
+        r*g + W_b(x*x) with the neighbouring batch norm and activation. Under
+        ``torch.fx.symbolic_trace`` it records these operations as the graph."""
+        op = self._op()
+        return _quadratic_forward(op.pad(x), *self._fused_params(), op)[0]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(x, torch.fx.Proxy):  # torch.fx.symbolic_trace: no values to check
+            return self._forward_plain(x)
         self._check_input(x)
         impl = self.implementation
         if impl in _KEEP:
+            if torch.compiler.is_compiling():  # see _forward_plain
+                return self._forward_plain(x)
             # torch.func transforms (jacrev, vmap, ...) cannot trace the custom Function's
             # backward; the plain formulation computes the same function for them.
             if _functorch_wrapped(x, self.weight):
@@ -245,7 +285,8 @@ class _QuadraticConvNd(QuadraticLayer):
         super()._check_input(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == len(self.kernel_size) + 1:  # unbatched, as torch's convolutions accept
+        if not isinstance(x, torch.fx.Proxy) and x.dim() == len(self.kernel_size) + 1:
+            # unbatched, as torch's convolutions accept
             self._check_input(x)
             return super().forward(x.unsqueeze(0)).squeeze(0)
         return super().forward(x)
@@ -266,6 +307,19 @@ class QuadraticConv1d(_QuadraticConvNd, nn.Conv1d):
 
 class QuadraticConv2d(_QuadraticConvNd, nn.Conv2d):
     """``nn.Conv2d`` whose neurons are quadratic; see the module docstring for ``neuron``."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", neuron="full", device=None, dtype=None):
+        self.neuron = check_neuron(neuron)
+        dd = dict(device=device, dtype=dtype)
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, **dd)
+        self._init_quadratic(neuron, bias, dd)
+        self.reset_parameters()
+
+
+class QuadraticConv3d(_QuadraticConvNd, nn.Conv3d):
+    """``nn.Conv3d`` whose neurons are quadratic; see the module docstring for ``neuron``."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", neuron="full", device=None, dtype=None):
@@ -313,7 +367,7 @@ class _Op:
         self.neuron, self.keep = layer.neuron, keep
         self.conv = not isinstance(layer, nn.Linear)
         self.groups = getattr(layer, "groups", 1)
-        self.n = layer.weight.shape[0]
+        self.n = layer._out
         if self.conv:
             self.stride, self.dilation = layer.stride, layer.dilation
             self.padding_mode = layer.padding_mode
