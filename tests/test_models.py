@@ -12,7 +12,7 @@ def n_params(m):
 
 
 REQUIRED = ([f"cifar_resnet{d}" for d in (20, 32, 44, 56, 110, 1202)]
-            + [f"cifar_qresnet{d}" for d in (20, 32, 56, 110)]
+            + [f"cifar_qresnet{d}" for d in (20, 32, 44, 56, 110)]
             + [f"cifar_qresnet{d}_compact" for d in (20, 32, 56)]
             + [f"cifar_parabolic_resnet{d}" for d in (20, 32, 56)]
             + [f"cifar_poly_resnet{d}" for d in (20, 32, 56)])
@@ -41,17 +41,51 @@ def test_parameter_counts_match_the_printed_ones(name):
     assert n_params(m) / 1e6 == pytest.approx(PAPER_PARAMS[name], rel=0.02)
 
 
+# The official ReLinear code's QResNets (qresnet.py, qresnet_smaller.py), counted exactly: every
+# quadratic convolution carries b_r and c (the compact one: b_r and c too, one bias per conv).
+OFFICIAL_COUNTS = {"cifar_qresnet20": 806_266, "cifar_qresnet32": 1_389_114, "cifar_qresnet44": 1_971_962,
+                   "cifar_qresnet56": 2_554_810, "cifar_qresnet110": 5_177_626,
+                   "cifar_qresnet20_compact": 538_330, "cifar_qresnet32_compact": 927_194,
+                   "cifar_qresnet56_compact": 1_704_922}
+
+
+@pytest.mark.parametrize("name", sorted(OFFICIAL_COUNTS))
+def test_parameter_counts_are_the_official_codes_exactly(name):
+    assert n_params(timm.create_model(name)) == OFFICIAL_COUNTS[name]
+
+
 def test_resnet20_exact_count_and_quadratic_block_multiple():
     conv = timm.create_model("cifar_resnet20")
     assert n_params(conv) == 269_722  # He et al.'s 0.27M
-    block_w = sum(m.weight.numel() for n, m in conv.named_modules()
-                  if isinstance(m, torch.nn.Conv2d) and n.startswith("layer"))
-    gate_b = sum(m.weight.shape[0] for n, m in conv.named_modules()
-                 if isinstance(m, torch.nn.Conv2d) and n.startswith("layer"))
+    block = [m for n, m in conv.named_modules() if isinstance(m, torch.nn.Conv2d) and n.startswith("layer")]
+    assert all(m.bias is None for m in block)  # conventional convolutions before BN: no bias
+    block_w = sum(m.weight.numel() for m in block)
+    outs = sum(m.weight.shape[0] for m in block)
     full = timm.create_model("cifar_qresnet20")
-    assert n_params(full) == n_params(conv) + 2 * block_w + gate_b  # + W_g, W_b and b_g per block conv
+    assert n_params(full) == n_params(conv) + 2 * block_w + 3 * outs  # + W_g, W_b and b_r, b_g, c
     compact = timm.create_model("cifar_qresnet20_compact")
-    assert n_params(compact) == n_params(conv) + block_w
+    assert n_params(compact) == n_params(conv) + block_w + 2 * outs  # + W_b and b_r, c
+    for name in ("cifar_parabolic_resnet20", "cifar_poly_resnet20"):
+        assert n_params(timm.create_model(name)) == n_params(conv) + block_w + 2 * outs  # + W_g and b_r, b_g
+
+
+def test_official_initialisation_kaiming_fan_in():
+    torch.manual_seed(0)
+    m = timm.create_model("cifar_qresnet56", zero_init_last=False)
+    w = m.layer3[4].conv1.weight  # 64 -> 64, 3x3: fan_in 576
+    assert w.std().item() == pytest.approx((2 / 576) ** 0.5, rel=0.03)
+    w = m.layer2[0].conv1.weight  # 16 -> 32, the first conv of a stage: fan_in 144
+    assert w.std().item() == pytest.approx((2 / 144) ** 0.5, rel=0.05)
+    assert all(b.bn2.weight.eq(1).all() for b in m.layer1)
+
+
+def test_zero_init_last_starts_every_block_as_the_identity():
+    m = timm.create_model("cifar_qresnet20").eval()  # timm's default
+    assert all(b.bn2.weight.eq(0).all() for s in (m.layer1, m.layer2, m.layer3) for b in s)
+    x = torch.relu(torch.randn(2, 16, 8, 8))
+    assert torch.equal(m.layer1[1](x), x)
+    r = timm.create_model("cifar_qresnet20", rezero=True)  # ReZero blocks keep gamma = 1 (zeta = 0)
+    assert all(b.bn2.weight.eq(1).all() for b in r.layer1)
 
 
 @pytest.mark.parametrize("name", ["cifar_resnet20", "cifar_qresnet20", "cifar_qresnet20_compact",
@@ -104,16 +138,28 @@ def test_rezero_blocks_are_identity_at_init():
     assert any(z.grad.abs().item() > 0 for z in zetas)
 
 
-def test_quadratic_model_with_transferred_weights_computes_the_conventional_one():
+@pytest.mark.parametrize("name", ["cifar_qresnet20", "cifar_qresnet20_compact"])
+def test_quadratic_model_with_transferred_weights_computes_the_conventional_one(name):
     torch.manual_seed(0)
     conv = timm.create_model("cifar_resnet20").eval()
-    for mod in conv.modules():  # non-trivial BN statistics
+    for mod in conv.modules():  # non-trivial BN statistics and affine parameters
         if isinstance(mod, torch.nn.BatchNorm2d):
             mod.running_mean.normal_()
             mod.running_var.uniform_(0.5, 2)
-    q = quadnn.relinear.transfer_weights_(conv, timm.create_model("cifar_qresnet20")).eval()
+            mod.weight.data.uniform_(0.5, 1.5)
+    q = timm.create_model(name)
+    with torch.no_grad():
+        for _, p in q.named_parameters():
+            p.add_(torch.randn_like(p))
+    quadnn.relinear.transfer_weights_(conv, q).eval()
+    quadratic_convs = [m for m in q.modules() if isinstance(m, quadnn.QuadraticLayer)]
+    assert all(m.bias.eq(0).all() and m.bias_b.eq(0).all() for m in quadratic_convs)  # b_r = 0, c = 0
     x = torch.randn(3, 3, 32, 32)
     torch.testing.assert_close(q(x), conv(x), rtol=1e-5, atol=1e-5)
+    # and a conventional checkpoint loads strictly into the quadratic model, with the same result
+    q2 = timm.create_model(name)
+    q2.load_state_dict(conv.state_dict())
+    torch.testing.assert_close(q2.eval()(x), conv(x), rtol=1e-5, atol=1e-5)
 
 
 def test_bad_arguments_name_valid_choices():

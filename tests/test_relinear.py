@@ -199,6 +199,38 @@ def test_reference_weight_decay_pulls_toward_reference():
     torch.testing.assert_close(model.stem.weight, before[id(model.stem.weight)] * (1 - lr * wd))
 
 
+def test_quadratic_decay_zero_is_the_official_coupled_l2_toward_zero():
+    torch.manual_seed(0)
+    model = Net("full")
+    disturb_terms_(model, scale=1.0)
+    lr, lr_g, lr_b, wd = 0.1, 0.05, 0.02, 0.1
+    groups = relinear.param_groups(model, lr=lr, lr_g=lr_g, lr_b=lr_b, weight_decay=wd, quadratic_decay="zero")
+    assert [g["weight_decay"] for g in groups] == [wd, wd, wd]
+    assert not any("reference_weight_decay" in g for g in groups)
+    opt = torch.optim.SGD(groups, lr=lr)
+    decay = relinear.ReferenceWeightDecay(opt)  # harmless: nothing to do in this mode
+    before = {id(p): p.detach().clone() for p in model.parameters()}
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    decay.step()
+    for _, p, group, _ in relinear.quadratic_terms(model):  # b_g included: toward 0, not 1
+        torch.testing.assert_close(p, before[id(p)] * (1 - (lr_g if group == "g" else lr_b) * wd))
+    # coupled: with momentum, the decay enters the gradient (torch's weight_decay), as the official code
+    assert opt.param_groups[1]["weight_decay"] == wd
+
+
+def test_quadratic_decay_bad_value_names_the_choices():
+    with pytest.raises(ValueError, match=r"quadratic_decay.*'reference'.*'zero'"):
+        relinear.param_groups(Net(), lr=0.1, lr_g=0.01, lr_b=0.01, quadratic_decay="l1")
+
+
+def test_describe_groups_says_toward_what():
+    ref = relinear.describe_groups(relinear.param_groups(Net(), 0.1, 0.01, 0.01, weight_decay=1e-4))
+    zero = relinear.describe_groups(relinear.param_groups(Net(), 0.1, 0.01, 0.01, 1e-4, quadratic_decay="zero"))
+    assert "toward the reference" in ref.splitlines()[1] and "toward 0" in zero.splitlines()[1]
+
+
 def small_pair(kind="full"):
     torch.manual_seed(1)
     conv = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))

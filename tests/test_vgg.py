@@ -14,14 +14,14 @@ NAMES = ("cifar_vgg16", "cifar_vgg16_square", "cifar_qvgg16")
 
 def expected_params(num_classes=100, in_chans=3, width=1.0, quadratic=False):
     """Count by hand from configuration D: per conv 9*cin*cout weights (x3 when quadratic, plus
-    the gate bias b_g), per BN 2*cout, one linear classifier."""
+    the biases b_r, b_g and c), per BN 2*cout, one linear classifier."""
     total, cin = 0, in_chans
     for v in VGG16:
         if v == "M":
             continue
         cout = max(1, round(v * width))
         conv = 9 * cin * cout
-        total += (3 * conv + cout if quadratic else conv) + 2 * cout
+        total += (3 * conv + 3 * cout if quadratic else conv) + 2 * cout
         cin = cout
     return total + cin * num_classes + num_classes
 

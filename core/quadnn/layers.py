@@ -125,14 +125,20 @@ class QuadraticLayer(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
         # A conventional checkpoint (no quadratic term at all) loads, strictly, as the linear
-        # branch with the quadratic terms at their ReLinear reference; a checkpoint holding
-        # only some of the terms is still reported as incomplete.
+        # branch with the quadratic terms at their ReLinear reference (and b_r = 0 when the
+        # conventional layer had no bias); a checkpoint holding only some of the terms is still
+        # reported as incomplete.
         names = [prefix + name for name, *_ in self.quadratic_terms()]
         conventional = not any(n in state_dict for n in names)
+        no_bias = conventional and self.bias is not None and prefix + "bias" not in state_dict
         before = len(missing_keys)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
         if conventional and names:
+            if no_bias:
+                names.append(prefix + "bias")
+                with torch.no_grad():
+                    self.bias.zero_()
             missing_keys[before:] = [k for k in missing_keys[before:] if k not in names]
             self.relinear_init_()
 

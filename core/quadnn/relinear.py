@@ -21,7 +21,8 @@ from torch import nn
 
 from .layers import QuadraticLayer
 
-__all__ = ["init_", "quadratic_terms", "param_groups", "Shrink", "ReferenceWeightDecay", "transfer_weights_"]
+__all__ = ["init_", "quadratic_terms", "param_groups", "QUADRATIC_DECAY", "Shrink", "ReferenceWeightDecay",
+           "transfer_weights_"]
 
 
 def quadratic_terms(model: nn.Module) -> Iterator[tuple[str, nn.Parameter, str, float]]:
@@ -41,8 +42,11 @@ def init_(model: nn.Module) -> nn.Module:
     return model
 
 
+QUADRATIC_DECAY = ("reference", "zero")
+
+
 def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_decay: float = 0.0,
-                 verbose: bool = False) -> list[dict]:
+                 quadratic_decay: str = "reference", verbose: bool = False) -> list[dict]:
     """ReLinear-sg as torch parameter groups, usable with any optimiser.
 
     Returns three groups, named ``"linear"`` (everything that is not a quadratic term:
@@ -50,14 +54,20 @@ def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_d
     and ``"b"`` at ``lr_b``. Schedulers that scale every group's lr by the same factor
     (StepLR, MultiStepLR, cosine with ``eta_min=0``) keep the ratios between them.
 
-    ``weight_decay`` applies to all three groups, but on the g- and b-groups it must pull
-    toward each term's reference value (b_g toward 1), not toward 0. Those groups therefore
-    carry torch's ``weight_decay=0`` and a ``reference_weight_decay`` entry, which
-    :class:`ReferenceWeightDecay` applies after each optimiser step.
+    ``weight_decay`` applies to all three groups; ``quadratic_decay`` says how on the g- and
+    b-groups:
+
+    - ``"reference"``: toward each term's ReLinear reference value (b_g toward 1), decoupled.
+      Those groups carry torch's ``weight_decay=0`` and a ``reference_weight_decay`` entry, which
+      :class:`ReferenceWeightDecay` applies after each optimiser step.
+    - ``"zero"``: the official ReLinear code's, ordinary (coupled, L2) weight decay toward 0 on
+      every group, b_g included: the g- and b-groups carry torch's ``weight_decay``.
     """
     for name, value in (("lr", lr), ("lr_g", lr_g), ("lr_b", lr_b), ("weight_decay", weight_decay)):
         if not value >= 0:
             raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+    if quadratic_decay not in QUADRATIC_DECAY:
+        raise ValueError(f"quadratic_decay must be one of {QUADRATIC_DECAY}, got {quadratic_decay!r}")
     g, b, refs = [], [], {}
     for _, p, group, ref in quadratic_terms(model):
         if p not in refs:  # a layer shared between two places is listed once
@@ -65,23 +75,33 @@ def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_d
             refs[p] = ref
     quadratic = {id(p) for p in g + b}
     linear = [p for p in model.parameters() if id(p) not in quadratic]
-    groups = [
-        dict(name="linear", params=linear, lr=lr, weight_decay=weight_decay),
-        dict(name="g", params=g, lr=lr_g, weight_decay=0.0, reference_weight_decay=weight_decay,
-             references=[refs[p] for p in g]),
-        dict(name="b", params=b, lr=lr_b, weight_decay=0.0, reference_weight_decay=weight_decay,
-             references=[refs[p] for p in b]),
-    ]
+    if quadratic_decay == "zero":
+        decay = dict(weight_decay=weight_decay)
+        groups = [dict(name="linear", params=linear, lr=lr, **decay),
+                  dict(name="g", params=g, lr=lr_g, **decay),
+                  dict(name="b", params=b, lr=lr_b, **decay)]
+    else:
+        groups = [
+            dict(name="linear", params=linear, lr=lr, weight_decay=weight_decay),
+            dict(name="g", params=g, lr=lr_g, weight_decay=0.0, reference_weight_decay=weight_decay,
+                 references=[refs[p] for p in g]),
+            dict(name="b", params=b, lr=lr_b, weight_decay=0.0, reference_weight_decay=weight_decay,
+                 references=[refs[p] for p in b]),
+        ]
     if verbose:
         print(describe_groups(groups))
     return groups
 
 
 def describe_groups(groups: list[dict]) -> str:
-    """One line per group: name, tensors, parameters, lr."""
+    """One line per group: name, tensors, parameters, lr, weight decay (and toward what)."""
+    def decay(grp):
+        if grp.get("reference_weight_decay"):
+            return f"{grp['reference_weight_decay']:g} toward the reference (decoupled)"
+        return f"{grp.get('weight_decay', 0.0):g} toward 0"
     return "\n".join(
         f"param group {grp.get('name', i)!s:>6}: {len(grp['params']):4d} tensors, "
-        f"{sum(p.numel() for p in grp['params']):>10,d} parameters, lr {grp['lr']:g}"
+        f"{sum(p.numel() for p in grp['params']):>10,d} parameters, lr {grp['lr']:g}, weight decay {decay(grp)}"
         for i, grp in enumerate(groups)
     )
 
@@ -153,7 +173,8 @@ def transfer_weights_(conventional: nn.Module, quadratic: nn.Module) -> nn.Modul
 
     Every parameter and buffer of ``conventional`` (convolutions, norms, classifier, ...) is
     copied into the entry of the same name in ``quadratic``; for a quadratic layer that is
-    its linear branch. The quadratic terms are then ReLinear-initialised, so ``quadratic``
+    its linear branch (``b_r = 0`` where the conventional layer has no bias, as before batch
+    norm). The quadratic terms are then ReLinear-initialised, so ``quadratic``
     computes what ``conventional`` computes. Returns ``quadratic``.
 
     Raises ``ValueError`` naming the layer when the two structures or shapes disagree.
@@ -161,6 +182,10 @@ def transfer_weights_(conventional: nn.Module, quadratic: nn.Module) -> nn.Modul
     source = conventional.state_dict()
     target = quadratic.state_dict()
     terms = {name for name, *_ in quadratic_terms(quadratic)}
+    # b_r of a quadratic layer whose conventional counterpart has no bias starts at 0
+    no_bias = {f"{name}.bias" if name else "bias" for name, m in quadratic.named_modules()
+               if isinstance(m, QuadraticLayer) and m.bias is not None}
+    no_bias -= set(source)
     for key, value in source.items():
         if key not in target:
             raise ValueError(f"transfer_weights_: {key!r} of the conventional model has no counterpart in the quadratic model")
@@ -169,9 +194,11 @@ def transfer_weights_(conventional: nn.Module, quadratic: nn.Module) -> nn.Modul
                 f"transfer_weights_: shape mismatch at {key!r}: conventional {tuple(value.shape)} "
                 f"vs quadratic {tuple(target[key].shape)}"
             )
-    extra = sorted(set(target) - set(source) - terms)
+    extra = sorted(set(target) - set(source) - terms - no_bias)
     if extra:
         raise ValueError(f"transfer_weights_: the quadratic model has entries the conventional one lacks: {extra[:5]}")
     for key, value in source.items():
         target[key].copy_(value)
+    for key in no_bias:
+        target[key].zero_()
     return init_(quadratic)

@@ -6,9 +6,18 @@ pooling and a linear classifier; depth = 6n + 2. Downsampling blocks use the par
 "option A" shortcut (stride-2 subsampling and zero-padding of the new channels).
 
 ``neuron`` chooses the kind of the two 3x3 convolutions inside every block:
-``"conventional"`` (``nn.Conv2d``) or one of :data:`quadnn.NEURONS` (``QuadraticConv2d``).
-The stem and the classifier stay conventional, as in the paper's QResNets (so a QResNet20
-with full neurons has three times the block weights of ResNet20: 0.81M vs 0.27M).
+``"conventional"`` (``nn.Conv2d`` without bias, batch norm follows) or one of
+:data:`quadnn.NEURONS` (``QuadraticConv2d`` with ``b_r`` and ``c``, the paper's neuron, as the
+official QResNets). The stem and the classifier stay conventional, as in the paper's QResNets,
+so the parameter counts are the official code's: QResNet20/32/44/56/110 806,266 / 1,389,114 /
+1,971,962 / 2,554,810 / 5,177,626, compact QResNet20/32/56 538,330 / 927,194 / 1,704,922.
+
+Initialisation: Kaiming-normal (fan_in) convolutions as the official code, ReLinear quadratic
+terms, and, with ``zero_init_last=True`` (the default, as timm's ResNets), the last batch norm
+of every block at gamma = 0, so every block starts as the identity (a ResNet1202 is then finite
+at initialisation in eval mode). The paper's recipe (He et al.) does not zero them: pass
+``zero_init_last=False`` to reproduce it. ReZero blocks ignore it (zeta = 0 already starts them
+as the identity; zeroing gamma too would leave zeta without a gradient).
 
 ``rezero=True`` gives every block a scalar ``zeta`` (initialised 0) and computes
 ``relu(shortcut(x) + zeta * F(x))`` (Bachlechner et al.); at initialisation every block is
@@ -17,7 +26,8 @@ the identity on the non-negative activations it receives.
 Registered in timm: ``cifar_resnet{20,32,44,56,110,1202}``, ``cifar_qresnet{20,32,44,56,110}``,
 ``cifar_qresnet{20,32,56}_compact``, ``cifar_parabolic_resnet{20,32,56}``,
 ``cifar_poly_resnet{20,32,56}``; every variant takes ``width=`` (1.5, 2, 2.5 are the
-paper's widened ResNets), ``rezero=``, ``num_classes=``, ``in_chans=``, and
+paper's widened ResNets), ``rezero=``, ``zero_init_last=``, ``num_classes=``, ``in_chans=``,
+``global_pool=`` (timm's; ``""`` returns the unpooled map), ``drop_rate=``, and
 ``recompute_budget=`` (what the quadratic layers keep for backward, see
 :func:`quadnn.plan_recompute`; default 1.0).
 """
@@ -29,7 +39,7 @@ from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..layers import NEURONS, QuadraticConv2d
-from .common import ConvClassifier
+from .common import ConvClassifier, quadratic_conv_bias
 
 __all__ = ["CifarResNet", "BasicBlock", "KINDS", "conv3x3"]
 
@@ -37,11 +47,12 @@ KINDS = ("conventional",) + NEURONS
 
 
 def conv3x3(cin: int, cout: int, stride: int = 1, neuron: str = "conventional", **dd) -> nn.Module:
-    """A 3x3 convolution without bias (batch norm follows), conventional or quadratic."""
+    """A 3x3 convolution followed by batch norm: conventional without bias, or quadratic with
+    ``b_r`` and ``c`` (:func:`~quadnn.models.common.quadratic_conv_bias`)."""
+    bias = quadratic_conv_bias(neuron)
     if neuron == "conventional":
-        return nn.Conv2d(cin, cout, 3, stride, 1, bias=False, **dd)
-    # bias=False drops b_r and c; the gate keeps b_g so ReLinear can start it at 1.
-    return QuadraticConv2d(cin, cout, 3, stride, 1, bias=False, neuron=neuron, **dd)
+        return nn.Conv2d(cin, cout, 3, stride, 1, bias=bias, **dd)
+    return QuadraticConv2d(cin, cout, 3, stride, 1, bias=bias, neuron=neuron, **dd)
 
 
 class ShortcutA(nn.Module):
@@ -78,6 +89,10 @@ class BasicBlock(nn.Module):
         else:
             self.register_parameter("zeta", None)
 
+    def zero_init_last(self) -> None:
+        if self.zeta is None:  # ReZero blocks already start as the identity
+            nn.init.zeros_(self.bn2.weight)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
@@ -91,7 +106,7 @@ class CifarResNet(ConvClassifier):
 
     def __init__(self, depth: int = 20, num_classes: int = 10, in_chans: int = 3, width: float = 1.0,
                  neuron: str = "conventional", rezero: bool = False, drop_rate: float = 0.0,
-                 global_pool: str = "avg", recompute_budget: float | None = 1.0,
+                 global_pool: str = "avg", zero_init_last: bool = True, recompute_budget: float | None = 1.0,
                  device=None, dtype=None):
         super().__init__()
         if (depth - 2) % 6 or depth < 8:
@@ -100,13 +115,11 @@ class CifarResNet(ConvClassifier):
             raise ValueError(f"neuron must be one of {KINDS}, got {neuron!r}")
         if not width > 0:
             raise ValueError(f"width must be positive, got {width!r}")
-        if global_pool != "avg":
-            raise ValueError(f"global_pool must be 'avg', got {global_pool!r}")
         dd = dict(device=device, dtype=dtype)
         n = (depth - 2) // 6
         widths = [max(1, round(c * width)) for c in (16, 32, 64)]
         self.depth, self.width, self.neuron, self.rezero = depth, width, neuron, rezero
-        self.num_classes, self.drop_rate = num_classes, drop_rate
+        self.zero_init_last = zero_init_last
 
         self.conv1 = nn.Conv2d(in_chans, widths[0], 3, 1, 1, bias=False, **dd)
         self.bn1 = nn.BatchNorm2d(widths[0], **dd)
@@ -120,23 +133,19 @@ class CifarResNet(ConvClassifier):
             stages.append(nn.Sequential(*blocks))
             self.feature_info.append(dict(num_chs=cout, reduction=2 ** i, module=f"layer{i + 1}"))
         self.layer1, self.layer2, self.layer3 = stages
-        self.num_features = self.head_hidden_size = cin
-        self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
         self.reset_parameters()
         self.plan_recompute_(recompute_budget, in_chans, 32, **dd)
+
+    def _stage1(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer1(F.relu(self.bn1(self.conv1(x))))
+
+    def _feature_stages(self):
+        return [self._stage1, self.layer2, self.layer3]
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.bn1(self.conv1(x)))
         return self.layer3(self.layer2(self.layer1(x)))
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = x.mean((2, 3))
-        if self.drop_rate:
-            x = F.dropout(x, self.drop_rate, self.training)
-        return x if pre_logits else self.fc(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 def _cfg(**kwargs) -> dict:

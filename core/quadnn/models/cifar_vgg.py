@@ -24,12 +24,11 @@ Registered in timm: ``cifar_vgg16``, ``cifar_vgg16_square``, ``cifar_qvgg16``; e
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..layers import NEURONS, QuadraticConv2d, Square
-from .common import ConvClassifier
+from .common import ConvClassifier, quadratic_conv_bias
 
 __all__ = ["CifarVGG", "VGG16", "ACTIVATIONS", "KINDS"]
 
@@ -40,10 +39,12 @@ KINDS = ("conventional",) + NEURONS
 
 
 def conv3x3(cin: int, cout: int, neuron: str = "conventional", **dd) -> nn.Module:
-    """A bias-free 3x3 convolution (batch norm follows), conventional or quadratic."""
+    """A 3x3 convolution followed by batch norm: conventional without bias, or quadratic with
+    ``b_r`` and ``c`` (:func:`~quadnn.models.common.quadratic_conv_bias`)."""
+    bias = quadratic_conv_bias(neuron)
     if neuron == "conventional":
-        return nn.Conv2d(cin, cout, 3, 1, 1, bias=False, **dd)
-    return QuadraticConv2d(cin, cout, 3, 1, 1, bias=False, neuron=neuron, **dd)
+        return nn.Conv2d(cin, cout, 3, 1, 1, bias=bias, **dd)
+    return QuadraticConv2d(cin, cout, 3, 1, 1, bias=bias, neuron=neuron, **dd)
 
 
 class CifarVGG(ConvClassifier):
@@ -60,11 +61,8 @@ class CifarVGG(ConvClassifier):
             raise ValueError(f"neuron must be one of {KINDS}, got {neuron!r}")
         if not width > 0:
             raise ValueError(f"width must be positive, got {width!r}")
-        if global_pool != "avg":
-            raise ValueError(f"global_pool must be 'avg', got {global_pool!r}")
         dd = dict(device=device, dtype=dtype)
         self.activation, self.neuron, self.width = activation, neuron, width
-        self.num_classes, self.drop_rate = num_classes, drop_rate
 
         feats, cin, reduction, self.feature_info = [], in_chans, 1, []
         for v in layers:
@@ -77,22 +75,18 @@ class CifarVGG(ConvClassifier):
             feats += [conv3x3(cin, cout, neuron, **dd), nn.BatchNorm2d(cout, **dd), ACTIVATIONS[activation]()]
             cin = cout
         self.features = nn.Sequential(*feats)
-        self.num_features = self.head_hidden_size = cin
-        self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
         self.reset_parameters()
         self.plan_recompute_(recompute_budget, in_chans, 32, **dd)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         return self.features(x)
 
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = x.mean((2, 3))
-        if self.drop_rate:
-            x = F.dropout(x, self.drop_rate, self.training)
-        return x if pre_logits else self.fc(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
+    def _feature_stages(self):
+        # features up to and including each pool; layers after the last pool join the last stage
+        ends = [int(f["module"].split(".")[1]) + 1 for f in self.feature_info]
+        ends[-1] = len(self.features)
+        return [self.features[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
 def _cfg(**kwargs) -> dict:

@@ -1,22 +1,58 @@
-"""What the model families share: He et al.'s initialisation, the backward-memory plan of their
-quadratic layers, and timm's classifier interface."""
+"""What the model families share: the official code's initialisation, the backward-memory plan of
+their quadratic layers, and timm's classifier and feature interface."""
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
+import torch.nn.functional as F
+from timm.layers import create_classifier
+from timm.models import register_notrace_module
+from timm.models._features import feature_take_indices
 from torch import nn
 
+from ..layers import QuadraticLayer
 from ..recompute import plan_recompute
+
+# timm's fx feature extraction (and its generic fx tests) keep the quadratic layers as leaf modules,
+# so a traced model calls the very same layer (custom autograd Function included).
+register_notrace_module(QuadraticLayer)
+
+POOLS = ("avg", "max", "avgmax", "catavgmax", "")
+
+
+def quadratic_conv_bias(neuron: str) -> bool:
+    """``bias`` for a convolution of kind ``neuron`` followed by batch norm.
+
+    Conventional convolutions drop their bias (the batch norm's shift replaces it). Quadratic ones
+    keep ``b_r`` and ``c``, as the paper's neuron and the official QResNets do: ``c`` is absorbed by
+    the batch norm too, but ``b_r`` is not (it contributes ``b_r * W_g x``).
+    """
+    return neuron != "conventional"
 
 
 class ConvClassifier(nn.Module):
     """Base of the CIFAR ResNet, CIFAR VGG and ImageNet ResNet families.
 
-    Subclasses build ``self.fc`` (a Linear, or Identity for ``num_classes=0``) on top of
-    ``self.num_features`` channels and call :meth:`reset_parameters` at the end of ``__init__``.
+    Subclasses build their body, call :meth:`_init_head` for ``self.global_pool``/``self.fc``,
+    implement :meth:`_feature_stages` (one callable per ``feature_info`` entry), and call
+    :meth:`reset_parameters` at the end of ``__init__``.
     """
 
     fc: nn.Module
+    global_pool: nn.Module
     num_features: int
+    drop_rate: float
+    zero_init_last: bool = False
+
+    def _init_head(self, num_features: int, num_classes: int, global_pool: str, drop_rate: float,
+                   device=None, dtype=None) -> None:
+        if global_pool not in POOLS:
+            raise ValueError(f"global_pool must be one of {POOLS}, got {global_pool!r}")
+        self.num_classes, self.drop_rate = num_classes, drop_rate
+        self.num_features = self.head_hidden_size = num_features
+        self.global_pool, self.fc = create_classifier(num_features, num_classes, pool_type=global_pool,
+                                                      device=device, dtype=dtype)
 
     def plan_recompute_(self, budget: float | None, in_chans: int, size: int, device=None, dtype=None) -> None:
         """Choose what each quadratic layer keeps for backward (:func:`quadnn.plan_recompute`).
@@ -31,20 +67,69 @@ class ConvClassifier(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        # He et al.: Kaiming-normal convolutions (the linear branch of quadratic ones), BN at
-        # (1, 0), the classifier as torch initialises it. Quadratic terms keep the ReLinear
-        # values their layers set.
+        # As the official ReLinear code: Kaiming-normal convolutions in fan_in mode (the linear
+        # branch W_r of quadratic ones; b_r keeps torch's default, as there), BN at (1, 0), the
+        # classifier as torch initialises it. Quadratic terms keep the ReLinear values their layers
+        # set. zero_init_last (timm's ResNets; not the paper's recipe, which passes False) starts
+        # the last batch norm of every residual block at gamma = 0, so each block starts as the
+        # identity and a deep network's output stays finite at initialisation.
         for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
             elif isinstance(m, nn.BatchNorm2d):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
+        if self.zero_init_last:
+            for m in self.modules():
+                if callable(getattr(m, "zero_init_last", None)):  # the blocks' method
+                    m.zero_init_last()
 
     # -- timm interface -----------------------------------------------------------------
     def get_classifier(self) -> nn.Module:
         return self.fc
 
-    def reset_classifier(self, num_classes: int, global_pool: str = "avg") -> None:
-        self.num_classes = num_classes
-        self.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+    def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
+        """New classifier for ``num_classes`` (0: none); ``global_pool=''`` also drops the pooling,
+        so the model returns the unpooled feature map."""
+        if global_pool is None:
+            global_pool = self.global_pool.pool_type
+        p = self.fc.weight if isinstance(self.fc, nn.Linear) else next(self.parameters())
+        self._init_head(self.num_features, num_classes, global_pool, self.drop_rate, device=p.device, dtype=p.dtype)
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = self.global_pool(x)
+        if self.drop_rate:
+            x = F.dropout(x, self.drop_rate, self.training)
+        return x if pre_logits else self.fc(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+    def _feature_stages(self) -> list[Callable[[torch.Tensor], torch.Tensor]]:
+        """Callables applied in turn to the input, the i-th returning ``feature_info[i]``'s map;
+        the last one's output is ``forward_features``'."""
+        raise NotImplementedError
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        for stage in self._feature_stages():
+            x = stage(x)
+        return x
+
+    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
+                              stop_early: bool = False, output_fmt: str = "NCHW",
+                              intermediates_only: bool = False):
+        """timm's ``forward_intermediates``: the feature maps at ``indices`` of ``feature_info``
+        (None: all; an int n: the last n), and unless ``intermediates_only`` the final features.
+        ``norm`` has no effect (no final norm layer); ``stop_early`` stops at the last index taken."""
+        if output_fmt != "NCHW":
+            raise ValueError(f"output_fmt must be 'NCHW', got {output_fmt!r}")
+        stages = self._feature_stages()
+        take, last = feature_take_indices(len(stages), indices)
+        intermediates = []
+        if stop_early or intermediates_only:
+            stages = stages[:last + 1]
+        for i, stage in enumerate(stages):
+            x = stage(x)
+            if i in take:
+                intermediates.append(x)
+        return intermediates if intermediates_only else (x, intermediates)

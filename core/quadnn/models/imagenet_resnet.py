@@ -16,9 +16,12 @@ channels (times ``width``), global average pooling and a linear classifier.
 - ``"none"``: no shortcut at all, the "plain" networks of the same depth.
 
 ``neuron`` chooses the kind of the two 3x3 convolutions inside every block: ``"conventional"``
-(``nn.Conv2d``) or one of :data:`quadnn.NEURONS` (``QuadraticConv2d`` without the additive biases;
-the gate keeps ``b_g`` for ReLinear). The stem, the projection shortcuts and the classifier stay
-conventional, as in the CIFAR QResNets of :mod:`quadnn.models.cifar_resnet`.
+(``nn.Conv2d`` without bias) or one of :data:`quadnn.NEURONS` (``QuadraticConv2d`` with ``b_r`` and
+``c``, the paper's neuron). The stem, the projection shortcuts and the classifier stay
+conventional, as in the CIFAR QResNets of :mod:`quadnn.models.cifar_resnet`. Initialisation as
+there: Kaiming-normal (fan_in), and ``zero_init_last=True`` (timm's default; pass False for the
+paper's recipe) starts the last batch norm of every residual block at gamma = 0 (plain nets have
+no residual to fall back on and are never zeroed).
 
 Registered in timm (the ``imagenet_`` prefix keeps clear of timm's own ``resnet18``):
 
@@ -33,7 +36,8 @@ name                       paper's label                    neuron
 ``imagenet_{q,parabolic_,poly_}plain{18,34}``  --           (plain, quadratic)
 =========================  ===============================  ====================
 
-Every variant takes ``width=``, ``shortcut=``, ``num_classes=``, ``in_chans=``, ``drop_rate=``,
+Every variant takes ``width=``, ``shortcut=``, ``zero_init_last=``, ``global_pool=``, ``num_classes=``,
+``in_chans=``, ``drop_rate=``,
 ``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default 1.0), and works with
 ``timm.create_model(name, features_only=True)`` (stem, then the four stages).
 """
@@ -74,6 +78,10 @@ class ImageNetBasicBlock(nn.Module):
         else:
             self.downsample = ShortcutA(cin, cout, stride)
 
+    def zero_init_last(self) -> None:
+        if not self.plain:  # a plain block zeroed would cut the network
+            nn.init.zeros_(self.bn2.weight)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
@@ -87,7 +95,7 @@ class ImageNetResNet(ConvClassifier):
 
     def __init__(self, layers=(2, 2, 2, 2), num_classes: int = 1000, in_chans: int = 3, width: float = 1.0,
                  neuron: str = "conventional", shortcut: str = "B", drop_rate: float = 0.0,
-                 global_pool: str = "avg", recompute_budget: float | None = 1.0,
+                 global_pool: str = "avg", zero_init_last: bool = True, recompute_budget: float | None = 1.0,
                  device=None, dtype=None):
         super().__init__()
         layers = tuple(int(n) for n in layers)
@@ -99,12 +107,10 @@ class ImageNetResNet(ConvClassifier):
             raise ValueError(f"shortcut must be one of {SHORTCUTS}, got {shortcut!r}")
         if not width > 0:
             raise ValueError(f"width must be positive, got {width!r}")
-        if global_pool != "avg":
-            raise ValueError(f"global_pool must be 'avg', got {global_pool!r}")
         dd = dict(device=device, dtype=dtype)
         widths = [max(1, round(c * width)) for c in (64, 128, 256, 512)]
         self.layers, self.width, self.neuron, self.shortcut = layers, width, neuron, shortcut
-        self.num_classes, self.drop_rate = num_classes, drop_rate
+        self.zero_init_last = zero_init_last
 
         self.conv1 = nn.Conv2d(in_chans, widths[0], 7, 2, 3, bias=False, **dd)
         self.bn1 = nn.BatchNorm2d(widths[0], **dd)
@@ -120,24 +126,22 @@ class ImageNetResNet(ConvClassifier):
                 cin = cout
             self.add_module(f"layer{i + 1}", nn.Sequential(*blocks))
             self.feature_info.append(dict(num_chs=cout, reduction=4 * 2 ** i, module=f"layer{i + 1}"))
-        self.num_features = self.head_hidden_size = cin
-        self.global_pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(cin, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
         self.reset_parameters()
         self.plan_recompute_(recompute_budget, in_chans, 64, **dd)
+
+    def _stem(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act1(self.bn1(self.conv1(x)))
+
+    def _stage1(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer1(self.maxpool(x))
+
+    def _feature_stages(self):
+        return [self._stem, self._stage1, self.layer2, self.layer3, self.layer4]
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.maxpool(self.act1(self.bn1(self.conv1(x))))
         return self.layer4(self.layer3(self.layer2(self.layer1(x))))
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = self.global_pool(x).flatten(1)
-        if self.drop_rate:
-            x = F.dropout(x, self.drop_rate, self.training)
-        return x if pre_logits else self.fc(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
 
 
 def _cfg(**kwargs) -> dict:
