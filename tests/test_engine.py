@@ -1,4 +1,4 @@
-"""Training engine: CLI, schedules, caching, divergence, resume after a kill, DDP, CIFAR loader."""
+"""Training engine: CLI, schedules, caching, divergence, transfer, resume after a kill, DDP, CIFAR loader."""
 import json
 import os
 import pickle
@@ -16,31 +16,36 @@ import torch
 
 import quadnn_paper.data as qdata
 from quadnn_paper import cifar_tuning
-from quadnn_paper.train import Config, _parser, _transfer, build_model, config_from_args, lr_factor, run, run_dir, stage_ends
+from quadnn_paper.engine import RunConfig, RunStore, lr_factor, run, stage_ends
+from quadnn_paper.engine.tasks import make_task
+from quadnn_paper.train import _parser, config_from_args
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 
-def tiny(tmp_path, **kw):
+def tiny(**kw):
     """A seconds-long run: digits, a quarter-width QResNet20, 256 training images."""
     base = dict(model="cifar_qresnet20", width=0.25, dataset="digits", train_limit=256, epochs=2,
-                batch_size=64, optimizer="sgd", lr=0.05, relinear="sg", lr_g=1e-3,
-                out=str(tmp_path / "runs"), threads=1, progress=False)
+                batch_size=64, optimizer="sgd", lr=0.05, relinear="sg", lr_g=1e-3, threads=1, progress=False)
     base.update(kw)
-    return Config(**base)
+    return RunConfig(**base)
+
+
+def run_dir(cfg, out):
+    return RunStore(out).dir(cfg)
 
 
 def curve(result):
-    return [(h["train_loss"], h.get("test_loss"), h.get("test_acc")) for h in result["history"]]
+    return [(h["train_loss"], h.get("test_loss"), h.get("test_error")) for h in result["history"]]
 
 
 # -- CLI -------------------------------------------------------------------------------------
 def test_help_documents_every_flag_of_the_issue():
     text = _parser().format_help()
     for flag in ("--model", "--dataset", "--epochs", "--batch-size", "--optimizer", "--lr", "--lr-g", "--lr-b",
-                 "--relinear", "--alpha-g", "--alpha-b", "--transfer-from", "--rezero", "--seed", "--out",
-                 "--device", "--amp", "--compile", "--download", "--profile"):
+                 "--relinear", "--alpha-g", "--alpha-b", "--rezero", "--seed", "--out", "--quadratic-decay",
+                 "--device", "--amp", "--compile", "--profile", "--task"):
         assert flag in text
     assert all(a.help for a in _parser()._actions)
 
@@ -48,11 +53,16 @@ def test_help_documents_every_flag_of_the_issue():
 @pytest.mark.parametrize("argv,needle", [
     (["--relinear", "sgd"], "'none', 'sg', 'sw-l1', 'sw-l2'"),
     (["--optimizer", "lion"], "'sgd', 'adam', 'adamw'"),
-    (["--dataset", "mnist"], "'cifar10', 'cifar100', 'digits'"),
     (["--profile", "huge"], "'smoke', 'cpu', 'full'"),
-    (["--epochs", "0"], "epochs must be a positive integer"),
-    (["--lr", "-1"], "lr must be >= 0"),
+    (["--epochs", "0"], "must be >= 1"),
+    (["--lr", "-1"], "must be >= 0"),
+    (["--lr-decay", "nan"], "not finite"),
+    (["--train-limit", "-5"], "must be >= 0"),
+    (["--dim-alpha", "0"], "must be > 0"),
+    (["--model-kwargs", "[1]"], "must be a JSON object"),
+    (["--model-kwargs", "{bad"], "is not JSON"),
     (["--device", "tpu"], "device must be one of"),
+    (["--quadratic-decay", "l1"], "'reference', 'zero'"),
 ])
 def test_bad_flags_name_the_valid_choices(argv, needle, capsys):
     with pytest.raises(SystemExit) as e:
@@ -61,78 +71,118 @@ def test_bad_flags_name_the_valid_choices(argv, needle, capsys):
 
 
 def test_flags_map_onto_the_config():
-    cfg = config_from_args(["--profile", "cpu", "--model", "cifar_qresnet32", "--lr-g", "1e-5", "--relinear",
+    cfg, out = config_from_args(["--profile", "cpu", "--model", "cifar_qresnet32", "--lr-g", "1e-5", "--relinear",
                             "sw-l2", "--alpha-g", "0.9", "--rezero", "--epochs", "3", "--milestones", "0.5"])
     assert (cfg.dataset, cfg.epochs, cfg.model, cfg.lr_g, cfg.relinear, cfg.alpha_g, cfg.rezero, cfg.milestones) == \
         ("digits", 3, "cifar_qresnet32", 1e-5, "sw-l2", 0.9, True, (0.5,))
 
 
-def test_unknown_model_lists_ours(tmp_path):
+def test_out_that_is_a_file_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(SystemExit) as e:
+        config_from_args(["--out", str(tmp_path / "f")])
+    assert e.value.code == 2 and "not a directory" in capsys.readouterr().err
+
+
+def test_unknown_model_lists_ours():
     with pytest.raises(ValueError, match="cifar_qresnet20"):
-        build_model(tiny(tmp_path, model="cifar_qresnet21"), 10, 1)
+        make_task(tiny(model="cifar_qresnet21")).build_model()
+
+
+def test_unknown_model_kwargs_are_named(tmp_path):
+    with pytest.raises(ValueError, match="nosuch"):
+        make_task(tiny(model_kwargs={"nosuch": 1})).build_model()
 
 
 # -- schedules -------------------------------------------------------------------------------
 def test_multistep_is_the_papers_schedule_at_full_length_and_keeps_its_shape_when_short():
-    full = Config(epochs=200)
-    lrs = [lr_factor(full, e, 0) for e in range(200)]
+    full = RunConfig(epochs=200)
+    lrs = [lr_factor(full, e, 0, 0) for e in range(200)]
     assert lrs[99] == 1 and lrs[100] == pytest.approx(0.1) and lrs[149] == pytest.approx(0.1)
     assert lrs[150] == pytest.approx(0.01) and lrs[199] == pytest.approx(0.01)
     assert stage_ends(full) == [100, 150, 200]
-    assert stage_ends(Config(epochs=12)) == [6, 9, 12]
+    assert stage_ends(RunConfig(epochs=12)) == [6, 9, 12]
 
 
-def test_diminishing_step_size():
-    cfg = Config(schedule="diminishing", dim_alpha=100.0)
-    assert lr_factor(cfg, 0, 0) == 1 and lr_factor(cfg, 5, 100) == pytest.approx(0.5)
+def test_diminishing_and_poly_step_sizes():
+    cfg = RunConfig(schedule="diminishing", dim_alpha=100.0)
+    assert lr_factor(cfg, 0, 0, 10) == 1 and lr_factor(cfg, 5, 100, 10) == pytest.approx(0.5)
+    poly = RunConfig(schedule="poly", lr=1e-4, end_lr=1e-5, lr_power=0.5)
+    assert lr_factor(poly, 0, 0, 100) == 1 and lr_factor(poly, 0, 100, 100) == pytest.approx(0.1)
+    assert lr_factor(poly, 0, 75, 100) == pytest.approx((0.9e-4 * 0.5 + 1e-5) / 1e-4)
 
 
 # -- results: cache, divergence ------------------------------------------------------------
 def test_finished_config_is_never_rerun(tmp_path, monkeypatch):
-    cfg = tiny(tmp_path, epochs=1)
-    first = run(cfg)
+    cfg, out = tiny(epochs=1), tmp_path / "runs"
+    first = run(cfg, out)
     assert first["status"] == "finished" and len(first["history"]) == 1
-    assert (run_dir(cfg) / "result.json").exists() and not (run_dir(cfg) / "last.pt").exists()
+    assert first["metrics"] == {k: first[k] for k in ("test_loss", "test_error", "test_images")}
+    assert (run_dir(cfg, out) / "result.json").exists() and not (run_dir(cfg, out) / "last.pt").exists()
     monkeypatch.setattr(qdata, "load", lambda *a, **k: pytest.fail("a cached configuration was recomputed"))
-    assert run(cfg) == first
-    # The hash ignores where results go... but not what is computed.
-    assert run_dir(cfg).name == run_dir(tiny(tmp_path / "elsewhere", epochs=1)).name
-    assert run_dir(cfg) != run_dir(tiny(tmp_path, epochs=1, lr_g=1e-4))
+    assert run(cfg, out) == first
+    # The hash ignores where data and results live and how many threads run... not what is computed.
+    assert cfg.run_id == tiny(epochs=1, data_dir="elsewhere", threads=2).run_id
+    assert cfg.run_id != tiny(epochs=1, lr_g=1e-4).run_id
 
 
 def test_divergence_is_recorded_not_raised(tmp_path):
-    cfg = tiny(tmp_path, relinear="none", lr=1e4, epochs=3)
-    res = run(cfg)
-    assert res["status"] == "diverged" and res["test_error"] is None
+    cfg, out = tiny(relinear="none", lr=1e4, epochs=3), tmp_path / "runs"
+    res = run(cfg, out)
+    assert res["status"] == "diverged" and res["test_error"] is None and res["metrics"] == {}
     assert res["history"] and res["epochs_run"] < 3
     assert "10 ln(10)" in res["diverged_reason"] or "non-finite" in res["diverged_reason"]
-    assert json.loads((run_dir(cfg) / "result.json").read_text())["status"] == "diverged"
+    assert json.loads((run_dir(cfg, out) / "result.json").read_text())["status"] == "diverged"
     # A sane neighbour in the same sweep still trains.
-    assert run(tiny(tmp_path, epochs=1))["status"] == "finished"
+    assert run(tiny(epochs=1), out)["status"] == "finished"
 
 
-def test_stage_checkpoints_and_weight_transfer(tmp_path):
-    conv = run(tiny(tmp_path, model="cifar_resnet20", epochs=4))
-    assert sorted(conv["stage_checkpoints"]) == ["1", "2", "3"]
-    ck = torch.load(conv["stage_checkpoints"]["1"], weights_only=True)
+def test_weight_transfer_is_a_declared_dependency_resolved_by_hash(tmp_path):
+    out = tmp_path / "runs"
+    source = tiny(model="cifar_resnet20", relinear="none", epochs=4)
+    cfg = tiny(transfer_from=source, transfer_stage=1)
+    assert cfg.dependencies() == [source] and cfg.run_id != tiny().run_id
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg
+    res = run(cfg, out)  # trains the source first (inline)
+    conv = run(source, out)
+    assert sorted(conv["stage_checkpoints"]) == ["1", "2", "3"] and conv["stage_checkpoints"]["1"] == "stage1.pt"
+    assert res["status"] == "finished"
+    # The quadratic network starts as the conventional one at the end of its stage 1.
+    task = make_task(cfg)
+    q, c = task.build_model(), task.build_model(source)
+    from quadnn_paper.engine.loop import _transfer
+
+    _transfer(cfg, RunStore(out), q, task, run_dependencies=False)
+    ck = RunStore(out).load_checkpoint(source, "stage1.pt")
     assert ck["epoch"] == 2
-    cfg = tiny(tmp_path, transfer_from=conv["stage_checkpoints"]["1"])
-    q = build_model(cfg, 10, 1)
-    _transfer(cfg, q, 10, 1)
-    c = build_model(Config(**{**asdict(cfg), "model": "cifar_resnet20", "transfer_from": None}), 10, 1)
     c.load_state_dict(ck["model"])
     x = torch.randn(5, 1, 8, 8)
     torch.testing.assert_close(q.eval()(x), c.eval()(x), rtol=1e-5, atol=1e-5)
-    res = run(cfg)
-    assert res["status"] == "finished"
+
+
+def test_dependent_run_without_its_source_says_so(tmp_path):
+    from quadnn_paper.engine import DependencyNotReady
+
+    cfg = tiny(transfer_from=tiny(model="cifar_resnet20", relinear="none"))
+    with pytest.raises(DependencyNotReady, match=cfg.transfer_from.run_id):
+        run(cfg, tmp_path, run_dependencies=False)
+
+
+def test_relocated_cache_reads_its_own_checkpoints(tmp_path):
+    source = tiny(model="cifar_resnet20", relinear="none", epochs=2)
+    cfg = tiny(transfer_from=source, epochs=1)
+    run(source, tmp_path / "a")
+    (tmp_path / "a").rename(tmp_path / "b")
+    res = run(cfg, tmp_path / "b", run_dependencies=False)  # finds the source under the moved cache
+    assert res["status"] == "finished" and "/a/" not in json.dumps(res)
 
 
 # -- resume after kill -----------------------------------------------------------------------
 def test_killed_run_resumes_to_the_same_numbers(tmp_path):
-    cfg = tiny(tmp_path, epochs=4, train_limit=512)
-    code = f"from quadnn_paper.train import Config, run; run(Config(**{asdict(cfg)!r}))"
+    cfg, out = tiny(epochs=4, train_limit=512), tmp_path / "runs"
+    code = f"from quadnn_paper.engine import RunConfig, run; run(RunConfig(**{asdict(cfg)!r}), {str(out)!r})"
     proc = subprocess.Popen([PY, "-c", code], cwd=tmp_path)
-    metrics = run_dir(cfg) / "metrics.json"
+    metrics = run_dir(cfg, out) / "metrics.json"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         if metrics.exists() and len(json.loads(metrics.read_text())) >= 1:
@@ -140,12 +190,12 @@ def test_killed_run_resumes_to_the_same_numbers(tmp_path):
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not (run_dir(cfg) / "result.json").exists(), "the run finished before it could be killed"
-    assert (run_dir(cfg) / "last.pt").exists()
-    done_before = torch.load(run_dir(cfg) / "last.pt", weights_only=True)["epoch"]
+    assert not (run_dir(cfg, out) / "result.json").exists(), "the run finished before it could be killed"
+    assert (run_dir(cfg, out) / "last.pt").exists()
+    done_before = torch.load(run_dir(cfg, out) / "last.pt", weights_only=True)["epoch"]
     assert 1 <= done_before < 4
-    resumed = run(cfg)
-    fresh = run(Config(**{**asdict(cfg), "out": str(tmp_path / "fresh")}))
+    resumed = run(cfg, out)
+    fresh = run(cfg, tmp_path / "fresh")
     assert resumed["status"] == fresh["status"] == "finished"
     assert curve(resumed) == curve(fresh)  # bitwise equal on CPU
 
@@ -170,8 +220,9 @@ def test_ddp_two_processes_match_one_process_with_the_same_global_batch(tmp_path
     for a, b in zip(ddp["history"], one["history"]):
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
         assert a["test_loss"] == pytest.approx(b["test_loss"], rel=1e-3)
-    wa = torch.load(Path(ddp["stage_checkpoints"][max(ddp["stage_checkpoints"])]), weights_only=True)["model"]
-    wb = torch.load(Path(one["stage_checkpoints"][max(one["stage_checkpoints"])]), weights_only=True)["model"]
+    last = max(ddp["stage_checkpoints"])
+    wa = torch.load(tmp_path / "ddp" / ddp["run_id"] / ddp["stage_checkpoints"][last], weights_only=True)["model"]
+    wb = torch.load(tmp_path / "one" / one["run_id"] / one["stage_checkpoints"][last], weights_only=True)["model"]
     for k in wa:
         torch.testing.assert_close(wa[k].double(), wb[k].double(), rtol=1e-3, atol=1e-4)
 
@@ -201,12 +252,12 @@ def test_cifar_loader_reads_torchvision_format_and_augments(tmp_path):
     assert x.shape == (8, 3, 32, 32) and x.dtype == torch.float32
     same = qdata.augment(data, data.x_train[:8], torch.Generator().manual_seed(0))
     assert torch.equal(x, same)
-    res = run(tiny(tmp_path, dataset="cifar10", data_dir=str(tmp_path), epochs=1, batch_size=32, train_limit=0))
+    res = run(tiny(dataset="cifar10", data_dir=str(tmp_path), epochs=1, batch_size=32, train_limit=0), tmp_path / "r")
     assert res["status"] == "finished" and res["params"] > 0
 
 
 def test_missing_cifar_says_where_and_how(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"cifar-10-batches-py.*--download.*tar xzf"):
+    with pytest.raises(FileNotFoundError, match=r"cifar-10-batches-py.*tar xzf"):
         qdata.load("cifar10", tmp_path)
 
 
@@ -222,6 +273,6 @@ def test_full_protocol_is_the_papers():
     assert cifar_tuning.GRIDS["sw-l2"] == [0.1, 0.5, 0.9, 0.99]
     assert cifar_tuning.GRIDS["transfer"] == [1e-1, 1e-2, 1e-3, 1e-4, 1e-5]
     assert cifar_tuning.GRIDS["rezero"] == [1e-1, 1e-2, 1e-3, 1e-4]
-    assert stage_ends(Config(epochs=full["epochs"], milestones=full["milestones"])) == [100, 150, 200]
+    assert stage_ends(RunConfig(epochs=full["epochs"], milestones=full["milestones"])) == [100, 150, 200]
     for profile, proto in cifar_tuning.PROTOCOLS.items():
         assert set(proto) == set(full), profile

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from quadnn_paper.cache import cached, config_hash
+from quadnn_paper.engine import cached
+from quadnn_paper.engine import run_id as config_hash
 from quadnn_paper.profiles import PROFILES, select
 from quadnn_paper.report import Report, fmt
 

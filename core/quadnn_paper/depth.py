@@ -18,13 +18,13 @@ from 1e-4 to 1e-5; the Eigen split (23,488 train / 697 test images).
   the Garg evaluation crop and the 80 m cap (:class:`KittiSplit`).
 - :func:`write_synthetic_kitti`: driving-like scenes (ground plane, boxes, sky) with known depth
   and a sparse, scan-line LiDAR-like ground-truth mask, written in that format with split files.
-- ``PROTOCOLS`` and :func:`run` (smoke / cpu: a few small synthetic images, resnet18, 1 thread;
-  results through :func:`quadnn.cache.cached`).
+- ``PROTOCOLS`` and :func:`runs` (smoke / cpu: a few small synthetic images, resnet18, 1 thread):
+  the section's runs as configurations of the training engine (:mod:`quadnn_paper.engine`, task
+  ``"depth"``), which trains them with AdamW, polynomial decay and the scale-invariant log loss.
 """
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,13 +33,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from quadnn import relinear
-from .cache import cached
 from quadnn.convert import quadratize
 from .profiles import select
 
-__all__ = ["PROTOCOLS", "PAPER", "METRICS", "LapDepth", "quadratic_lapdepth", "depth_metrics",
-           "read_depth_png", "write_depth_png", "garg_crop_mask", "KittiSplit", "write_synthetic_kitti",
-           "make_optimizer", "poly_lr", "protocol", "train", "evaluate", "run"]
+__all__ = ["PROTOCOLS", "PAPER", "METRICS", "MODELS", "LABELS", "DATA_DEFAULTS", "LapDepth", "quadratic_lapdepth",
+           "build_model", "depth_metrics", "read_depth_png", "write_depth_png", "garg_crop_mask", "KittiSplit",
+           "write_synthetic_kitti", "silog_loss", "protocol", "runs"]
 
 METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
 
@@ -200,7 +199,7 @@ _WHERE = ("Put KITTI under data/kitti/: the raw images (e.g. data/kitti/2011_09_
           "2011_09_26_drive_0002_sync/image_02/data/*.png), the projected LiDAR ground truth as 16-bit "
           "PNGs, and the Eigen split lists data/kitti/splits/eigen_train_files.txt and "
           "eigen_test_files.txt with one '<rgb path> <depth path> [focal]' line per image, paths "
-          "relative to data/kitti/. Offline, write synthetic scenes with quadnn.depth.write_synthetic_kitti.")
+          "relative to data/kitti/. Offline, write synthetic scenes with quadnn_paper.depth.write_synthetic_kitti.")
 
 
 class KittiSplit(torch.utils.data.Dataset):
@@ -326,23 +325,52 @@ def write_synthetic_kitti(root, n_train: int = 16, n_test: int = 4, height: int 
     return root
 
 
-# -- training --------------------------------------------------------------------------------------
-def make_optimizer(model: LapDepth, cfg: dict) -> torch.optim.Optimizer:
-    """AdamW: encoder with weight decay (ReLinear groups for quadratic terms), decoder without."""
-    groups = relinear.param_groups(model.encoder, cfg["lr"], cfg["lr_g"], cfg["lr_b"], cfg["weight_decay_encoder"])
-    groups = [g for g in groups if g["params"]]
-    groups.append(dict(name="decoder", params=model.decoder_parameters(), lr=cfg["lr"],
-                       weight_decay=cfg["weight_decay_decoder"]))
-    for g in groups:
-        g["base_lr"] = g["lr"]
-    return torch.optim.AdamW(groups, lr=cfg["lr"], betas=tuple(cfg["betas"]))
+# -- models and runs -------------------------------------------------------------------------------
+# What the engine's depth task reads from a run's ``task_kwargs`` (with these defaults).
+DATA_DEFAULTS = dict(n_train=16, n_test=4, height=64, width=192, max_depth=80.0, weight_decay_decoder=0.0,
+                     train_split="splits/eigen_train_files.txt", test_split="splits/eigen_test_files.txt")
+MODELS = ("lapdepth", "quadratic_lapdepth")
+# Display names of the two models in the paper's table.
+LABELS = {"lapdepth": "LapDepth", "quadratic_lapdepth": "Quadratic-LapDepth"}
 
 
-def poly_lr(base: float, step: int, total: int, end: float, start: float, power: float = 0.5) -> float:
-    """Polynomial decay from ``start`` to ``end`` (power ``power``), scaled to a group whose lr is ``base``."""
-    frac = min(step / max(total, 1), 1.0)
-    lr = (start - end) * (1.0 - frac) ** power + end
-    return base * lr / start
+def build_model(name: str, encoder: str = "resnext101_32x8d", max_depth: float = 80.0,
+                decoder_width: int = 128, neuron: str = "full") -> LapDepth:
+    """``"lapdepth"`` or ``"quadratic_lapdepth"`` (the engine's depth task builds models here).
+
+    Built under the same seed, both start from the same conventional weights: the quadratic one
+    draws LapDepth's weights first and then turns its encoder quadratic (ReLinear-initialised).
+    """
+    if name == "lapdepth":
+        return LapDepth(encoder, max_depth, decoder_width)
+    if name == "quadratic_lapdepth":
+        return quadratic_lapdepth(encoder, max_depth, decoder_width, neuron=neuron)
+    raise ValueError(f"depth model must be one of {MODELS}, got {name!r}")
+
+
+def runs(profile: str, data_dir: str | Path | None = None) -> list:
+    """The runs of ``profile``: both models x seeds, as engine configurations.
+
+    ``data_dir``: the KITTI tree (full; default ``data/kitti``) or where the synthetic scenes are
+    written (smoke/cpu; default ``build/data/kitti_synthetic``).
+    """
+    from .engine import RunConfig
+
+    P = protocol(profile)
+    if data_dir is None:
+        data_dir = "data/kitti" if P["data"] == "kitti" else "build/data/kitti_synthetic"
+    task_kwargs = dict(n_train=P["n_train"], n_test=P["n_test"], height=P["height"], width=P["width"],
+                       max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"])
+    if P["data"] == "kitti":  # the real split files decide the sizes
+        task_kwargs = dict(max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"])
+    return [RunConfig(task="depth", model=m, model_kwargs=dict(encoder=P["encoder"], max_depth=P["max_depth"]),
+                      dataset=P["data"], task_kwargs=task_kwargs, epochs=P["epochs"], batch_size=P["batch_size"],
+                      optimizer="adamw", lr=P["lr"], momentum=P["betas"][0], beta2=P["betas"][1],
+                      weight_decay=P["weight_decay_encoder"], relinear="sg", lr_g=P["lr_g"], lr_b=P["lr_b"],
+                      schedule="poly", end_lr=P["end_lr"], lr_power=P["lr_power"], seed=s,
+                      data_dir=str(data_dir), threads=P["threads"], progress=False, split_seed=s,
+                      train_limit=P.get("train_limit", 0))
+            for s in P["seeds"] for m in MODELS]
 
 
 def silog_loss(pred, gt, mask, lam: float = 0.85) -> torch.Tensor:
@@ -351,79 +379,3 @@ def silog_loss(pred, gt, mask, lam: float = 0.85) -> torch.Tensor:
     return torch.sqrt((d ** 2).mean() - lam * d.mean() ** 2 + 1e-8) * 10.0
 
 
-@torch.no_grad()
-def evaluate(model: nn.Module, dataset, max_depth: float = 80.0) -> dict:
-    """Metrics pooled over the valid (crop and cap) pixels of ``dataset``."""
-    model.eval()
-    preds, gts, masks = [], [], []
-    for rgb, gt, mask in dataset:
-        preds.append(model(rgb[None])[0])
-        gts.append(gt)
-        masks.append(mask)
-    return depth_metrics(torch.stack(preds), torch.stack(gts), max_depth=max_depth, mask=torch.stack(masks))
-
-
-def train(model: LapDepth, dataset, cfg: dict, seed: int = 0) -> list[float]:
-    """A small training loop (AdamW + poly decay, ReLinear groups); returns the mean loss per epoch."""
-    torch.manual_seed(seed)
-    opt = make_optimizer(model, cfg)
-    ref = relinear.ReferenceWeightDecay(opt)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=cfg["batch_size"], shuffle=True,
-                                         generator=torch.Generator().manual_seed(seed))
-    total, step, history = cfg["epochs"] * len(loader), 0, []
-    for _ in range(cfg["epochs"]):
-        model.train()
-        losses = []
-        for rgb, gt, mask in loader:
-            for g in opt.param_groups:
-                g["lr"] = poly_lr(g["base_lr"], step, total, cfg["end_lr"], cfg["lr"], cfg["lr_power"])
-            if torch.rand(()) < 0.5:  # horizontal flip
-                rgb, gt, mask = rgb.flip(-1), gt.flip(-1), mask.flip(-1)
-            loss = silog_loss(model(rgb), gt, mask & (gt > 0))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            ref.step()
-            losses.append(loss.item())
-            step += 1
-        history.append(float(np.mean(losses)))
-    return history
-
-
-def run(profile: str = "smoke", data_dir="../build/data/kitti_synthetic", cache_dir=None, seed: int = 0) -> dict:
-    """Train and evaluate LapDepth and Quadratic-LapDepth under ``profile``; cached per configuration.
-
-    Both start from the same weights (the quadratic one by transfer + ReLinear init), see the same
-    batches, and are evaluated on the test split. Returns ``{"LapDepth": {...}, "Quadratic-LapDepth": {...}}``,
-    each with the metrics, ``history`` and ``seconds``.
-    """
-    cfg = protocol(profile)
-    if cfg["data"] == "synthetic":
-        write_synthetic_kitti(data_dir, cfg["n_train"], cfg["n_test"], cfg["height"], cfg["width"], seed=seed)
-    config = dict(cfg, seed=seed, data_dir=str(data_dir) if cfg["data"] == "kitti" else "synthetic")
-
-    def compute():
-        threads = torch.get_num_threads()
-        if cfg["threads"]:
-            torch.set_num_threads(cfg["threads"])
-        try:
-            tr = KittiSplit(data_dir, "splits/eigen_train_files.txt", cfg["max_depth"], garg=False)
-            te = KittiSplit(data_dir, "splits/eigen_test_files.txt", cfg["max_depth"], garg=True)
-            torch.manual_seed(seed)
-            base = LapDepth(cfg["encoder"], cfg["max_depth"])
-            out = {}
-            for name in ("LapDepth", "Quadratic-LapDepth"):
-                model = (LapDepth(cfg["encoder"], cfg["max_depth"]) if name == "LapDepth"
-                         else quadratic_lapdepth(cfg["encoder"], cfg["max_depth"], conventional=base))
-                if name == "LapDepth":
-                    model.load_state_dict(base.state_dict())
-                t0 = time.perf_counter()
-                history = train(model, tr, cfg, seed)
-                res = evaluate(model, te, cfg["max_depth"])
-                out[name] = dict(res, history=history, seconds=time.perf_counter() - t0,
-                                 params=sum(p.numel() for p in model.parameters()))
-            return out
-        finally:
-            torch.set_num_threads(threads)
-
-    return cached(cache_dir, "kitti_lapdepth", config, compute)

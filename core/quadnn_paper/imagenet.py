@@ -15,41 +15,25 @@ Offline stand-in: :func:`write_digits_folder` renders scikit-learn's 8x8 digits 
 ``size`` PNG files in the same layout, so the same loader, augmentation and 10-crop path run end
 to end; the profile table scales the 256/224 sizes down (e.g. 32/28).
 
-Training runs in one small loop here (:func:`run`) rather than in :mod:`quadnn.train`, whose
-data sets live in memory as tensors; what it reuses is the library: models from timm's registry,
-ReLinear-sg groups (:func:`quadnn.relinear.param_groups` + :class:`~quadnn.relinear.ReferenceWeightDecay`),
-and the config-hash result layout of :mod:`quadnn.cache`.
-
-Results: ``run(ImageNetConfig(...))`` returns a dict (``status``, ``top1``, ``top5`` in %
-errors, ``history``, ``params``, ``epoch_time``, ...) and, with ``out`` set, stores it as
-``out/<config hash>/result.json`` (a finished configuration is not re-run; ``last.pt`` resumes
-an interrupted one). Multi-GPU / multi-node: ``torchrun ... -m quadnn.imagenet ...`` (DDP; the
-global ``batch_size`` is split over the ranks, validation images are split and counts summed).
+:func:`runs` turns a profile's protocol into configurations of the training engine
+(:mod:`quadnn_paper.engine`, task ``"imagefolder"``), which trains them and reports ``top1_error``
+and ``top5_error`` (%, 10-crop). Multi-GPU / multi-node: ``torchrun ... -m quadnn_paper.imagenet
+--model ...`` (DDP; the global batch is split over the ranks, validation images are split and
+counts summed), or a SLURM runner.
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
-import math
-import os
-import sys
-import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch import nn
 
-from quadnn import relinear
-from .cache import atomic_write_text, config_hash
+from .engine.store import atomic_write_text
 from .profiles import select
 
-__all__ = ["PROTOCOLS", "PAPER", "IMAGENET_MEAN", "IMAGENET_STD", "ImageNetConfig", "protocol", "configs",
-           "write_digits_folder", "train_transform", "eval_transform", "datasets", "evaluate", "run", "main"]
+__all__ = ["PROTOCOLS", "PAPER", "MODELS", "IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "protocol", "runs",
+           "write_digits_folder", "train_transform", "eval_transform", "datasets", "main"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -198,303 +182,87 @@ def datasets(data_dir: str | Path, crop: int = 224, resize: int = 256, scale=(0.
     return train, val
 
 
-# -- configuration ---------------------------------------------------------------------------------
-OPERATIONAL = ("out", "data_dir", "workers", "progress", "threads", "eval_batch_size")
-
-
-@dataclass
-class ImageNetConfig:
-    """One ImageNet run. Defaults: the paper's protocol for QResNet-34 (its "QResNet32")."""
-
-    model: str = "imagenet_qresnet34"
-    width: float = 1.0
-    shortcut: str = "A"                    # resnet variants only: "A" (He et al. Table 2) or "B"
-    data: str = "imagenet"                 # "imagenet" (ImageFolder at data_dir) | "digits" (stand-in)
-    image_size: int | None = None          # digits stand-in: PNG size
-    max_per_class: int | None = None       # digits stand-in: images per class and split
-    resize: int = 256
-    crop: int = 224
-    scale: tuple = (0.08, 1.0)
-    epochs: int = 90
-    batch_size: int = 256                  # global (split over DDP ranks)
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    relinear: str = "sg"                   # "sg" (groups at lr / lr_g / lr_b) or "none" (one lr)
-    lr_g: float = 1e-5
-    lr_b: float = 1e-5
-    milestones: tuple = (1 / 3, 2 / 3)     # fractions of epochs; lr /10 at each
-    lr_decay: float = 0.1
-    seed: int = 0
-    device: str = "cpu"
-    amp: bool = False                      # bf16 autocast
-    sync_bn: bool = False                  # CUDA DDP only: torch.nn.SyncBatchNorm
-    # operational (not hashed)
-    out: str | None = None
-    data_dir: str = "data/imagenet"
-    workers: int = 0
-    eval_batch_size: int = 64
-    progress: bool = False
-    threads: int | None = None
-
-    def __post_init__(self):
-        self.scale = tuple(float(s) for s in self.scale)
-        self.milestones = tuple(float(m) for m in self.milestones)
-        if self.data not in ("imagenet", "digits"):
-            raise ValueError(f"data must be 'imagenet' or 'digits', got {self.data!r}")
-        if self.relinear not in ("sg", "none"):
-            raise ValueError(f"relinear must be 'sg' or 'none', got {self.relinear!r}")
-        if self.data == "digits" and not self.image_size:
-            raise ValueError("data='digits' needs image_size (the PNG size of the stand-in)")
-        if not (0 < self.scale[0] <= self.scale[1] <= 1):
-            raise ValueError(f"scale must be 0 < lo <= hi <= 1, got {self.scale}")
-        if self.crop > self.resize:
-            raise ValueError(f"crop ({self.crop}) must not exceed resize ({self.resize})")
-        for name in ("epochs", "batch_size"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-
-    def key(self) -> dict:
-        d = asdict(self)
-        for k in OPERATIONAL:
-            d.pop(k)
-        d["scale"], d["milestones"] = list(d["scale"]), list(d["milestones"])
-        return d
+# -- runs ------------------------------------------------------------------------------------------
+# What the engine's imagefolder task reads from a run's ``task_kwargs`` (with these defaults).
+DATA_DEFAULTS = dict(image_size=None, max_per_class=None, resize=256, crop=224, scale=(0.08, 1.0))
 
 
 def folder_name(P: dict) -> str:
-    """The folder (under ``data/``) of a protocol's data: ``imagenet`` or the generated digits tree."""
+    """The folder of a protocol's data: ``imagenet`` or the generated digits tree."""
     if P["data"] == "imagenet":
         return "imagenet"
     return f"digits-imagefolder-{P['image_size']}" + (f"-{P['max_per_class']}" if P.get("max_per_class") else "")
 
 
-def configs(profile: str, data_dir: str | Path = "data", out: str | None = None) -> list[ImageNetConfig]:
-    """The runs of a profile: every model x seed, ``data_dir`` the folder holding ``imagenet/``."""
-    P = protocol(profile)
-    fields = {f.name for f in dataclasses.fields(ImageNetConfig)}
-    common = {k: v for k, v in P.items() if k in fields}
-    root = Path(data_dir) / folder_name(P)
-    return [ImageNetConfig(model=m, seed=s, data_dir=str(root), out=out, **common)
-            for m in P["models"] for s in P["seeds"]]
+def runs(profile: str, data_root: str | Path | None = None) -> list:
+    """The runs of ``profile`` (every model x seed) as engine configurations (task ``imagefolder``).
 
-
-# -- model, evaluation, training -----------------------------------------------------------------
-def build_model(cfg: ImageNetConfig, num_classes: int) -> nn.Module:
-    import timm
-
-    import quadnn.models  # noqa: F401  (registers the imagenet_* models)
+    ``data_root`` holds the data folder: ``data/`` for ImageNet (``data/imagenet/{train,val}``),
+    ``build/data/`` for the generated digits tree (default by profile).
+    """
     from quadnn.models.imagenet_resnet import VARIANTS
 
-    kwargs = dict(num_classes=num_classes, width=cfg.width)
-    if cfg.model in VARIANTS and VARIANTS[cfg.model][2] != "none":
-        kwargs["shortcut"] = cfg.shortcut
-    return timm.create_model(cfg.model, **kwargs)
+    from .engine import RunConfig
 
-
-def _world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, loader, device, amp: bool = False) -> dict:
-    """10-crop evaluation: batches (B, n_crops, C, H, W); logits averaged over crops.
-
-    Returns summed ``loss`` (of the averaged logits), ``top1``/``top5`` correct counts and ``n``
-    for this process (callers sum them over DDP ranks).
-    """
-    model.eval()
-    tot = torch.zeros(4, dtype=torch.float64)
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        b, n_crops = x.shape[:2]
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            logits = model(x.flatten(0, 1))
-        logits = logits.float().view(b, n_crops, -1).mean(1)
-        k = min(5, logits.shape[1])
-        top = logits.topk(k, 1).indices
-        hit = top == y[:, None]
-        tot += torch.tensor([F.cross_entropy(logits, y, reduction="sum").item(), hit[:, 0].sum().item(),
-                             hit.any(1).sum().item(), b], dtype=torch.float64)
-    return dict(loss=tot[0].item(), top1=tot[1].item(), top5=tot[2].item(), n=int(tot[3].item()))
-
-
-def _save(obj, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-def run(config: ImageNetConfig | dict | None = None, **overrides) -> dict:
-    """Train and 10-crop-evaluate one configuration; see the module docstring for the result."""
-    cfg = config if isinstance(config, ImageNetConfig) else ImageNetConfig(**(config or {}))
-    if overrides:
-        cfg = dataclasses.replace(cfg, **overrides)
-    out = Path(cfg.out) / config_hash(cfg.key()) if cfg.out else None
-    if out is not None and (out / "result.json").exists():
-        return json.loads((out / "result.json").read_text())
-
-    rank, world = _world()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    if cfg.device == "cuda":
-        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device(cfg.device)
-    if cfg.data == "digits" and rank == 0:
-        write_digits_folder(cfg.data_dir, cfg.image_size, max_per_class=cfg.max_per_class)
-    if world > 1:
-        dist.barrier()
-    train_set, val_set = datasets(cfg.data_dir, cfg.crop, cfg.resize, cfg.scale)
-    num_classes = len(train_set.classes)
-
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, num_classes)
-    params = sum(p.numel() for p in model.parameters())
-    if world > 1 and cfg.sync_bn:
-        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    model.to(device)
-    groups = relinear.param_groups(model, cfg.lr, cfg.lr_g if cfg.relinear == "sg" else cfg.lr,
-                                   cfg.lr_b if cfg.relinear == "sg" else cfg.lr, cfg.weight_decay)
-    for g in groups:
-        g["initial_lr"] = g["lr"]
-    opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
-    ref_decay = relinear.ReferenceWeightDecay(opt)
-
-    history, start = [], 0
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        if (out / "last.pt").exists():
-            ck = torch.load(out / "last.pt", map_location="cpu", weights_only=True)
-            model.load_state_dict(ck["model"])
-            opt.load_state_dict(ck["optimizer"])
-            start, history = ck["epoch"], ck["history"]
-        if rank == 0:
-            atomic_write_text(out / "config.json", json.dumps(asdict(cfg), indent=1))
-    net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
-
-    from torch.utils.data import DataLoader, DistributedSampler, Subset
-
-    sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed)
-    per_rank = max(1, cfg.batch_size // world)
-    val_loader = DataLoader(Subset(val_set, range(rank, len(val_set), world)), cfg.eval_batch_size,
-                            num_workers=cfg.workers)
-    milestones = sorted({max(1, round(m * cfg.epochs)) for m in cfg.milestones})
-    status, reason = "finished", None
-    for epoch in range(start, cfg.epochs):
-        factor = cfg.lr_decay ** sum(epoch >= m for m in milestones)
-        for g in opt.param_groups:
-            g["lr"] = g["initial_lr"] * factor
-        sampler.set_epoch(epoch)
-        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + epoch * world + rank)
-        torch.manual_seed(cfg.seed * 1_000_003 + epoch * world + rank)  # augmentation when workers=0
-        loader = DataLoader(train_set, per_rank, sampler=sampler, num_workers=cfg.workers,
-                            generator=gen, drop_last=False, persistent_workers=False)
-        net.train()
-        tot = torch.zeros(3, dtype=torch.float64)
-        t0 = time.perf_counter()
-        for x, y in loader:
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
-                logits = net(x)
-            loss = F.cross_entropy(logits.float(), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            ref_decay.step()
-            tot += torch.tensor([loss.item() * len(y), (logits.argmax(1) == y).sum().item(), len(y)],
-                                dtype=torch.float64)
-            if world == 1 and not math.isfinite(loss.item()):
-                break
-        if world > 1:
-            dist.all_reduce(tot)
-        train_loss = (tot[0] / tot[2]).item()
-        rec = dict(epoch=epoch + 1, train_loss=train_loss if math.isfinite(train_loss) else None,
-                   train_error=100.0 - 100.0 * (tot[1] / tot[2]).item(),
-                   lr={g["name"]: g["lr"] for g in opt.param_groups}, epoch_time=time.perf_counter() - t0)
-        history.append(rec)
-        if cfg.progress and rank == 0:
-            print(f"{cfg.model} epoch {epoch + 1}/{cfg.epochs} loss {train_loss:.4f} "
-                  f"train err {rec['train_error']:.2f}% ({rec['epoch_time']:.1f}s)", flush=True)
-        if not math.isfinite(train_loss) or not all(torch.isfinite(p).all() for p in model.parameters()):
-            status, reason = "diverged", "non-finite loss or parameters"
-            break
-        if out is not None and rank == 0:
-            _save(dict(model=model.state_dict(), optimizer=opt.state_dict(), epoch=epoch + 1, history=history),
-                  out / "last.pt")
-
-    result = dict(status=status, diverged_reason=reason, config=asdict(cfg), params=params, world_size=world,
-                  num_classes=num_classes, train_images=len(train_set), val_images=len(val_set),
-                  epochs_run=len(history), history=history,
-                  epoch_time=sum(h["epoch_time"] for h in history) / max(1, len(history)))
-    if status == "finished":
-        t1 = time.perf_counter()
-        ev = evaluate(model, val_loader, device, cfg.amp)
-        tot = torch.tensor([ev["loss"], ev["top1"], ev["top5"], ev["n"]], dtype=torch.float64)
-        if world > 1:
-            dist.all_reduce(tot)
-        n = tot[3].item()
-        result.update(val_loss=tot[0].item() / n, top1=100.0 - 100.0 * tot[1].item() / n,
-                      top5=100.0 - 100.0 * tot[2].item() / n, eval_time=time.perf_counter() - t1,
-                      n_crops=10)
-    else:
-        result.update(val_loss=None, top1=None, top5=None)
-    if out is not None and rank == 0:
-        atomic_write_text(out / "result.json", json.dumps(result, indent=1))
-        (out / "last.pt").unlink(missing_ok=True)
-    return result
+    P = protocol(profile)
+    if data_root is None:
+        data_root = "data" if P["data"] == "imagenet" else "build/data"
+    task_kwargs = {k: P[k] for k in ("resize", "crop", "scale")}
+    task_kwargs["scale"] = list(task_kwargs["scale"])
+    if P["data"] == "digits":
+        task_kwargs.update(image_size=P["image_size"], max_per_class=P["max_per_class"])
+    out = []
+    for s in P["seeds"]:
+        for m in P["models"]:
+            kwargs = dict(width=P["width"]) if P["width"] != 1.0 else {}
+            if m in VARIANTS and VARIANTS[m][2] != "none":
+                kwargs["shortcut"] = P["shortcut"]
+            out.append(RunConfig(
+                task="imagefolder", model=m, model_kwargs=kwargs, dataset=P["data"], task_kwargs=task_kwargs,
+                epochs=P["epochs"], batch_size=P["batch_size"], optimizer="sgd", lr=P["lr"], momentum=P["momentum"],
+                weight_decay=P["weight_decay"], relinear=P["relinear"], lr_g=P["lr_g"], lr_b=P["lr_b"],
+                milestones=P["milestones"], seed=s, data_dir=str(Path(data_root) / folder_name(P)),
+                train_limit=P.get("train_limit", 0), progress=False, eval_batch_size=640))
+    return out
 
 
 # -- command line --------------------------------------------------------------------------------
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m quadnn.imagenet",
-        description="Train and 10-crop-evaluate an ImageNet (quadratic) ResNet/plain net. "
-                    "`torchrun --nproc_per_node=G [--nnodes=N ...] -m quadnn.imagenet ...` for DDP. "
-                    "Flags override the --profile protocol (default: full, the paper's).")
-    p.add_argument("--profile", choices=tuple(PROTOCOLS), default="full")
-    d = ImageNetConfig()
-    for f in dataclasses.fields(ImageNetConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(d, f.name)
-        if isinstance(default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-        elif isinstance(default, tuple):
-            p.add_argument(flag, type=float, nargs="+", default=None, help=f"(default {default})")
-        elif f.name in ("image_size", "max_per_class", "threads"):
-            p.add_argument(flag, type=int, default=None)
-        elif f.name == "out":
-            p.add_argument(flag, default=None, help="results directory (OUT/<config hash>/)")
-        else:
-            p.add_argument(flag, type=type(default), default=None, help=f"(default {default})")
-    return p
-
-
 def main(argv=None) -> int:
-    ns = vars(_parser().parse_args(argv))
-    P = protocol(ns.pop("profile"))
-    fields = {f.name for f in dataclasses.fields(ImageNetConfig)}
-    kw = {k: v for k, v in P.items() if k in fields}
-    kw.update({k: v for k, v in ns.items() if v is not None})
-    if ns.get("data_dir") is None:
-        kw["data_dir"] = str(Path("data") / folder_name(kw))
-    cfg = ImageNetConfig(**kw)
-    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    if ddp:
-        dist.init_process_group("nccl" if cfg.device == "cuda" else "gloo")
+    """``python -m quadnn_paper.imagenet --profile full --model imagenet_qresnet34 [--device cuda]``:
+    one run of the protocol through the engine (under torchrun: DDP over the ranks)."""
+    import argparse
+
+    from .train import ddp_session, print_result
+
+    p = argparse.ArgumentParser(prog="python -m quadnn_paper.imagenet",
+                                description="Train and 10-crop-evaluate one network of the paper's ImageNet "
+                                            "table. `torchrun --nproc_per_node=G [--nnodes=N ...] -m "
+                                            "quadnn_paper.imagenet ...` for DDP.")
+    p.add_argument("--profile", choices=tuple(PROTOCOLS), default="full")
+    p.add_argument("--model", required=True, help=f"one of {MODELS[18] + MODELS[34]}")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--amp", action="store_true")
+    p.add_argument("--data-root", default=None, help="folder holding imagenet/ (default data/)")
+    p.add_argument("--out", default="runs/imagenet", help="cache directory (OUT/<run id>/)")
+    ns = p.parse_args(argv)
+    match = [c for c in runs(ns.profile, ns.data_root) if c.model == ns.model]
+    if not match:
+        p.error(f"--model {ns.model!r} is not in the {ns.profile} protocol; choose from "
+                f"{sorted({c.model for c in runs(ns.profile, ns.data_root)})}")
     try:
-        res = run(cfg)
-        if _world()[0] == 0:
-            print(json.dumps({k: res.get(k) for k in ("status", "top1", "top5", "params", "epochs_run",
-                                                       "epoch_time", "world_size")}))
-        return 0
-    finally:
-        if ddp:
-            dist.destroy_process_group()
+        cfg = match[0].replace(seed=ns.seed, device=ns.device, workers=ns.workers, amp=ns.amp, progress=True)
+    except ValueError as e:
+        p.error(str(e))
+    with ddp_session(cfg.device):
+        from .engine import run
+
+        print_result(run(cfg, ns.out))
+    return 0
 
 
 if __name__ == "__main__":
+    import sys
+
     sys.exit(main())

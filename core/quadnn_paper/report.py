@@ -1,26 +1,63 @@
 """Write a notebook's results into the companion report: figures, tables, numbers.
 
 - figures -> ``paper/figures/NAME.pdf`` (and a ``.png`` for quick viewing);
-- tables  -> ``paper/tables/NAME.tex`` (a booktabs ``tabular``) and ``paper/tables/NAME.csv``;
+- tables  -> ``paper/tables/NAME.csv`` (plain values) and ``paper/tables/NAME.tex`` (a booktabs
+  ``tabular`` rendered from the same cells);
 - numbers quoted by the text -> ``paper/variables/SECTION.tex`` as ``\\newcommand`` macros.
 
-Nothing in the report is typed by hand: every number comes through here.
+Nothing in the report is typed by hand: every number comes through here (the paper's own
+numbers come from :mod:`quadnn_paper.published`).
+
+``paper/`` is consistent or untouched. A :class:`Report` stages what the notebook writes in
+``paper/.staging/`` and :meth:`Report.commit` (the notebook's last cell, or the end of a
+``with Report(...)`` block) moves it into place: a notebook that dies halfway changes nothing.
+A commit first writes a journal (``paper/.stamps/SECTION.commit``), then renames the staged
+files, removes the section's files of its previous run that this run did not write, and writes
+the stamp ``paper/.stamps/SECTION.json`` (profile, data, notebook, and a hash of every file).
+:func:`recover` finishes a commit a kill interrupted; :func:`problems` is what ``make paper``
+checks before LaTeX runs (every section stamped with the requested profile, files as stamped).
 """
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 import math
+import os
 import re
+import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
-from .cache import atomic_write_text
 from .profiles import check_profile
 
-__all__ = ["Report", "fmt", "latex_escape"]
+__all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems"]
 
 _MACRO = re.compile(r"^[A-Za-z]+$")
+STAGING = ".staging"
+STAMPS = ".stamps"
+NOTEBOOK_ENV = "QUADNN_NOTEBOOK"  # set by the Makefile: which notebook a stamp belongs to
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``path`` through a temporary file in its folder and a rename (no torn files).
+
+    Kept here rather than imported from the engine so that ``tools/paper_check.py`` runs
+    without torch.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def latex_escape(text: str) -> str:
@@ -49,11 +86,90 @@ def fmt(value: Any, digits: int = 4) -> str:
     return latex_escape(value)
 
 
+@dataclass(frozen=True)
+class Cell:
+    """A table cell that is more than a plain value; the CSV keeps the data, the ``.tex`` the look.
+
+    ``value``       the number or string (the CSV column under the table's header);
+    ``spread``      e.g. the standard deviation over seeds: ``value $\\pm$ spread`` in LaTeX, its own
+                    CSV column ``<header> sd``;
+    ``reproduced``  ``False`` marks our value as disagreeing with the paper (``\\notreproduced{}``),
+                    ``None`` = not compared; CSV column ``<header> reproduced`` (yes/no/empty);
+    ``note``        a short remark after the value ("2/3 diverged"); CSV column ``<header> note``;
+    ``decimals``    fixed decimals for value and spread (else :func:`fmt` with the table's digits);
+    ``paper``       a number printed in the paper (``\\paperval{}``);
+    ``tex``         LaTeX to show instead of ``value`` (a label with math); the CSV keeps ``value``.
+    """
+    value: Any = None
+    spread: float | None = None
+    reproduced: bool | None = None
+    note: str = ""
+    decimals: int | None = None
+    paper: bool = False
+    tex: str | None = None
+
+    def latex(self, digits: int) -> str:
+        def num(v):
+            if self.decimals is not None and isinstance(v, (int, float)) and not isinstance(v, bool) \
+                    and math.isfinite(v):
+                return f"{v:.{self.decimals}f}"
+            return fmt(v, digits)
+
+        text = self.tex if self.tex is not None else num(self.value)
+        if self.spread is not None:
+            text += r" $\pm$ " + num(self.spread)
+        if self.note:
+            text += " " + latex_escape(self.note)
+        if self.paper:
+            text = rf"\paperval{{{text}}}"
+        if self.reproduced is False:
+            text = rf"\notreproduced{{{text}}}"
+        return text
+
+
+def _plain(value: Any) -> Any:
+    """A CSV value: numbers and strings as they are, nothing for None/NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return value
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:
+    """``fig.savefig(path)`` atomically: into a temporary file beside ``path``, then renamed.
+
+    The format comes from ``path``'s suffix (passed as ``format=``, since the temporary name's
+    suffix is not the target's), so a kill mid-write never leaves a truncated ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=kwargs.pop("format", path.suffix.lstrip(".")), **kwargs)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 class Report:
     """Output sink of one notebook (``section``) run at ``profile`` on ``data``.
 
     ``data`` names the data the numbers came from (e.g. "scikit-learn digits"), so tables
-    and the variables file can say which profile and data produced them.
+    and the variables file can say which profile and data produced them. Nothing reaches
+    ``paper_dir`` before :meth:`commit`; use the report as a context manager to commit on
+    success and discard on error.
     """
 
     def __init__(self, paper_dir: str | Path, section: str, profile: str, data: str):
@@ -61,59 +177,219 @@ class Report:
             raise ValueError(f"section must be letters only (it prefixes LaTeX macros), got {section!r}")
         self.dir = Path(paper_dir)
         self.section, self.profile, self.data = section, check_profile(profile), data
+        self.notebook = os.environ.get(NOTEBOOK_ENV) or None
+        self._stage: Path | None = None
+        self._files: set[str] = set()
+        self.committed = False
+        recover(self.dir)
         self._variables: dict[str, str] = {}
         self.variable("Profile", profile)
         self.variable("Data", data)
 
+    def __enter__(self) -> "Report":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+    def _staged(self, relative: str) -> Path:
+        """Where ``relative`` (e.g. ``figures/x.pdf``) is written until the commit."""
+        if self.committed:
+            raise RuntimeError(f"report {self.section!r} was committed; make a new Report for more outputs")
+        if self._stage is None:
+            (self.dir / STAGING).mkdir(parents=True, exist_ok=True)
+            self._stage = Path(tempfile.mkdtemp(dir=self.dir / STAGING, prefix=f"{self.section}.{os.getpid()}."))
+        self._files.add(relative)
+        path = self._stage / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
     # -- figures ------------------------------------------------------------------
     def figure(self, fig, name: str) -> Path:
         """Save a matplotlib figure as ``figures/NAME.pdf`` (+ ``.png``); stamps the profile on it."""
-        out = self.dir / "figures"
-        out.mkdir(parents=True, exist_ok=True)
         fig.text(0.995, 0.005, f"profile: {self.profile}; data: {self.data}", ha="right", va="bottom",
                  fontsize=6, color="0.45")
-        fig.savefig(out / f"{name}.pdf", bbox_inches="tight")
-        fig.savefig(out / f"{name}.png", bbox_inches="tight", dpi=110)
-        return out / f"{name}.pdf"
+        save_figure(fig, self._staged(f"figures/{name}.pdf"), bbox_inches="tight")
+        save_figure(fig, self._staged(f"figures/{name}.png"), bbox_inches="tight", dpi=110)
+        return self.dir / "figures" / f"{name}.pdf"
 
     # -- tables -------------------------------------------------------------------
     def table(self, name: str, header: Sequence[str], rows: Sequence[Sequence[Any]], *,
               align: str | None = None, digits: int = 4, header_tex: Sequence[str] | None = None) -> Path:
-        """Write ``tables/NAME.csv`` (raw values) and ``tables/NAME.tex`` (a formatted tabular).
+        """Write ``tables/NAME.csv`` (plain values) and ``tables/NAME.tex`` (a formatted tabular).
 
-        Cells may be numbers (formatted by :func:`fmt`), strings (escaped), or
-        ``("tex", raw_latex)`` pairs passed through verbatim. ``header_tex`` optionally
-        replaces the escaped header in the LaTeX version.
+        Cells are numbers (formatted by :func:`fmt`), strings (escaped) or :class:`Cell` (value
+        with spread, "not reproduced" flag, note, LaTeX label). In the CSV a column holding
+        :class:`Cell` spreads, notes or flags gets a companion column for each, so every CSV
+        cell is a bare number or string. ``header_tex`` replaces the escaped header in LaTeX.
         """
-        out = self.dir / "tables"
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(header)
         for row in rows:
             if len(row) != len(header):
                 raise ValueError(f"table {name}: row {row!r} has {len(row)} cells, header has {len(header)}")
-            w.writerow([c[1] if isinstance(c, tuple) else c for c in row])
-        atomic_write_text(out / f"{name}.csv", buf.getvalue())
+            for c in row:
+                if isinstance(c, tuple):
+                    raise TypeError(f"table {name}: cell {c!r}: pass a Cell (e.g. Cell(value, tex=...)), "
+                                    "not a tuple; CSVs hold plain values")
+        cells = lambda j: [r[j] for r in rows if isinstance(r[j], Cell)]  # noqa: E731
+        extras = []  # per column: the companion columns it needs
+        for j in range(len(header)):
+            cs = cells(j)
+            extras.append([k for k, used in (("sd", any(c.spread is not None for c in cs)),
+                                             ("note", any(c.note for c in cs)),
+                                             ("reproduced", any(c.reproduced is not None for c in cs))) if used])
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow([h for j, h in enumerate(header) for h in [h] + [f"{h} {k}" for k in extras[j]]])
+        for row in rows:
+            out = []
+            for j, c in enumerate(row):
+                c = c if isinstance(c, Cell) else Cell(c)
+                out.append(_plain(c.value))
+                for k in extras[j]:
+                    out.append({"sd": _plain(c.spread), "note": c.note,
+                                "reproduced": _plain(c.reproduced)}[k])
+            w.writerow(out)
+        atomic_write_text(self._staged(f"tables/{name}.csv"), buf.getvalue())
 
         def cell(c):
-            return c[1] if isinstance(c, tuple) and c and c[0] == "tex" else fmt(c, digits)
+            return c.latex(digits) if isinstance(c, Cell) else fmt(c, digits)
 
         align = align or ("l" + "r" * (len(header) - 1))
         head = header_tex or [latex_escape(h) for h in header]
         lines = [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
         lines += [" & ".join(cell(c) for c in row) + r" \\" for row in rows]
         lines += [r"\bottomrule", r"\end{tabular}"]
-        atomic_write_text(out / f"{name}.tex", "\n".join(lines) + "\n")
-        return out / f"{name}.tex"
+        atomic_write_text(self._staged(f"tables/{name}.tex"), "\n".join(lines) + "\n")
+        return self.dir / "tables" / f"{name}.tex"
 
     # -- numbers quoted in the text --------------------------------------------------
     def variable(self, name: str, value: Any, digits: int = 3) -> str:
-        """Define ``\\<section><Name>`` (letters only) and rewrite the variables file."""
+        """Define ``\\<section><Name>`` (letters only) and rewrite the (staged) variables file."""
         if not _MACRO.match(name):
             raise ValueError(f"variable names must be letters only (LaTeX macro), got {name!r}")
         text = value if isinstance(value, str) and value.startswith("$") else fmt(value, digits)
         self._variables[name] = text
         lines = [f"% written by the {self.section} notebook at profile {self.profile}; do not edit"]
         lines += [rf"\newcommand{{\{self.section}{k}}}{{{v}}}" for k, v in self._variables.items()]
-        atomic_write_text(self.dir / "variables" / f"{self.section}.tex", "\n".join(lines) + "\n")
+        atomic_write_text(self._staged(f"variables/{self.section}.tex"), "\n".join(lines) + "\n")
         return text
+
+    # -- all or nothing ------------------------------------------------------------------
+    def commit(self) -> Path:
+        """Make every output of this run visible in ``paper_dir`` and stamp the section.
+
+        Returns the stamp's path. Outputs the section's previous run wrote and this one did
+        not are removed, so ``paper/`` never shows two profiles of one section.
+        """
+        if self.committed:
+            raise RuntimeError(f"report {self.section!r} is already committed")
+        assert self._stage is not None  # the constructor wrote the variables file
+        stamp = dict(section=self.section, profile=self.profile, data=self.data, notebook=self.notebook,
+                     files={rel: _sha256(self._stage / rel) for rel in sorted(self._files)})
+        journal = dict(stage=self._stage.name, stamp=stamp)
+        atomic_write_text(self.dir / STAMPS / f"{self.section}.commit", json.dumps(journal, indent=1))
+        self.committed = True
+        _finish(self.dir, self.section)
+        return self.dir / STAMPS / f"{self.section}.json"
+
+    def discard(self) -> None:
+        """Drop what this run staged; ``paper_dir`` keeps the previous outputs."""
+        if self._stage is not None and not self.committed:
+            shutil.rmtree(self._stage, ignore_errors=True)
+        self.committed = True
+
+
+def _finish(paper_dir: Path, section: str) -> None:
+    """Carry out (or finish) the commit journalled for ``section``. Idempotent."""
+    stamps = paper_dir / STAMPS
+    journal_path = stamps / f"{section}.commit"
+    journal = json.loads(journal_path.read_text())
+    stage, stamp = paper_dir / STAGING / journal["stage"], journal["stamp"]
+    stamp_path = stamps / f"{section}.json"
+    old = json.loads(stamp_path.read_text())["files"] if stamp_path.exists() else {}
+    stamp_path.unlink(missing_ok=True)  # from here until the new stamp, the section counts as unfinished
+    for rel in stamp["files"]:
+        src = stage / rel
+        if src.exists():
+            (paper_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, paper_dir / rel)
+    for rel in set(old) - set(stamp["files"]):
+        (paper_dir / rel).unlink(missing_ok=True)
+    atomic_write_text(stamp_path, json.dumps(stamp, indent=1))
+    shutil.rmtree(stage, ignore_errors=True)
+    journal_path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover(paper_dir: str | Path) -> list[str]:
+    """Finish commits a kill interrupted; drop staging left by dead processes. Returns the sections finished."""
+    paper_dir = Path(paper_dir)
+    done = []
+    for journal in sorted((paper_dir / STAMPS).glob("*.commit")):
+        _finish(paper_dir, journal.stem)
+        done.append(journal.stem)
+    for stage in (paper_dir / STAGING).glob("*.*.*") if (paper_dir / STAGING).is_dir() else []:
+        pid = stage.name.split(".")[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stage, ignore_errors=True)
+    return done
+
+
+def stamps(paper_dir: str | Path) -> dict[str, dict]:
+    """section -> stamp, for every committed section in ``paper_dir``."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted((Path(paper_dir) / STAMPS).glob("*.json"))}
+
+
+def problems(paper_dir: str | Path, profile: str, notebooks: Iterable[str] | None = None) -> list[str]:
+    """Why ``paper_dir`` is not one consistent ``profile`` (empty list: it is).
+
+    Every stamped section must be at ``profile`` with its files as stamped, no commit may be
+    half done, and each of ``notebooks`` (names without ``.ipynb``) must have stamped a section.
+    """
+    paper_dir = Path(paper_dir)
+    out = [f"section {j.stem}: a commit was interrupted (run recover)"
+           for j in sorted((paper_dir / STAMPS).glob("*.commit"))]
+    found = stamps(paper_dir)
+    for section, st in found.items():
+        if st["profile"] != profile:
+            out.append(f"section {section} (notebook {st.get('notebook')}) is from profile {st['profile']}, "
+                       f"not {profile}")
+        for rel, digest in st["files"].items():
+            path = paper_dir / rel
+            if not path.is_file():
+                out.append(f"section {section}: {rel} is missing")
+            elif _sha256(path) != digest:
+                out.append(f"section {section}: {rel} was changed after its notebook wrote it")
+    ran = {st.get("notebook") for st in found.values()}
+    out += [f"notebook {nb} has no stamped outputs in {paper_dir} (not run by make paper, or unfinished)"
+            for nb in (notebooks or []) if nb not in ran]
+    return out
+
+
+def stale_notebooks(paper_dir: str | Path, profile: str, notebooks: Iterable[str]) -> list[str]:
+    """The notebooks whose outputs in ``paper_dir`` are not a finished, intact run at ``profile``."""
+    paper_dir = Path(paper_dir)
+    bad = set()
+    for section, st in stamps(paper_dir).items():
+        if problems_of_stamp(paper_dir, st, profile):
+            bad.add(st.get("notebook"))
+    ran = {st.get("notebook") for st in stamps(paper_dir).values()}
+    return [nb for nb in notebooks if nb in bad or nb not in ran]
+
+
+def problems_of_stamp(paper_dir: Path, st: dict, profile: str) -> bool:
+    if st["profile"] != profile:
+        return True
+    return any(not (paper_dir / rel).is_file() or _sha256(paper_dir / rel) != d for rel, d in st["files"].items())

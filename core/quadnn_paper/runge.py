@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .cache import cached
+from .engine.store import cached
 from quadnn.layers import QuadraticLinear
 from .profiles import select
 from quadnn.relinear import Shrink, param_groups

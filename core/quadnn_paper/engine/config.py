@@ -1,0 +1,169 @@
+"""One run of the engine: :class:`RunConfig`, the dataclass whose hash names the run.
+
+Every field changes what is computed, except the operational ones in :data:`OPERATIONAL`
+(where data lives, threads, progress bars), which are left out of the hash. A weight-transfer
+run declares its source as a nested :class:`RunConfig` plus a stage number; the source's
+hash is part of the dependent's hash, and the engine finds the source's checkpoint under
+the cache directory in use, never through a stored path.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["RunConfig", "TASKS", "RELINEAR", "OPTIMIZERS", "SCHEDULES", "QUADRATIC_DECAY", "OPERATIONAL",
+           "DEVICES", "run_id"]
+
+TASKS = ("classification", "imagefolder", "depth")
+RELINEAR = ("none", "sg", "sw-l1", "sw-l2")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+SCHEDULES = ("multistep", "diminishing", "constant", "poly")
+# How weight decay treats the quadratic terms (quadnn.relinear.param_groups' quadratic_decay):
+# "reference" decays them toward their ReLinear reference, decoupled (quadnn's default);
+# "zero" is ordinary coupled L2 toward 0 on every group (the official ReLinear code).
+QUADRATIC_DECAY = ("reference", "zero")
+DEVICES = ("cpu", "cuda", "mps")
+OPERATIONAL = ("data_dir", "progress", "threads", "workers", "eval_batch_size")
+
+
+@dataclass
+class RunConfig:
+    """One training run. Defaults: the paper's CIFAR-10 protocol for QResNet20 with ReLinear-sg."""
+
+    task: str = "classification"         # classification (in-memory tensors) | imagefolder | depth
+    model: str = "cifar_qresnet20"       # timm name; depth: "lapdepth" | "quadratic_lapdepth"
+    width: float = 1.0                   # channel multiplier (quadnn's models)
+    rezero: bool = False                 # ReZero residuals (cifar_* models)
+    model_kwargs: dict = field(default_factory=dict)
+    dataset: str = "cifar10"             # classification: cifar10|cifar100|digits; imagefolder: imagenet|digits;
+                                         # depth: kitti|synthetic
+    task_kwargs: dict = field(default_factory=dict)  # the task's own settings (image sizes, split sizes, ...)
+    split_seed: int = 0                  # train/test split of the digits stand-ins
+    train_limit: int = 0                 # use only the first N training images (0: all)
+    epochs: int = 200
+    batch_size: int = 128                # global batch (split across DDP ranks)
+    optimizer: str = "sgd"
+    lr: float = 0.1                      # gamma_r
+    momentum: float = 0.9                # sgd momentum / adam beta1
+    beta2: float = 0.999                 # adam(w) beta2
+    weight_decay: float = 1e-4
+    quadratic_decay: str = "reference"
+    relinear: str = "sg"
+    lr_g: float = 1e-4                   # gamma_g (relinear="sg")
+    lr_b: float | None = None            # gamma_b; None = lr_g
+    alpha_g: float = 0.0                 # alpha (sw-l1) or beta (sw-l2) of the gate terms
+    alpha_b: float | None = None         # ... of the power terms; None = alpha_g
+    schedule: str = "multistep"
+    milestones: tuple = (0.5, 0.75)      # fractions of epochs
+    lr_decay: float = 0.1
+    dim_alpha: float = 1000.0            # diminishing schedule offset (iterations)
+    end_lr: float = 0.0                  # poly schedule: final lr of the linear group
+    lr_power: float = 0.5                # poly schedule exponent
+    transfer_from: RunConfig | None = None  # weight transfer: start from this conventional run ...
+    transfer_stage: int = 1                 # ... at the end of this schedule stage
+    seed: int = 0
+    device: str = "cpu"
+    amp: bool = False                    # bf16 autocast (CPU and CUDA)
+    compile: bool = False                # torch.compile
+    sync_bn: bool = False                # synchronise batch-norm statistics across DDP ranks
+    diverge_factor: float = 10.0         # classification: stop when the loss exceeds this x ln(classes)
+    # operational (not hashed)
+    data_dir: str = "data"
+    progress: bool = True
+    threads: int | None = None           # torch.set_num_threads
+    workers: int = 0                     # DataLoader workers (imagefolder, depth)
+    eval_batch_size: int = 500
+
+    def __post_init__(self):
+        self.milestones = tuple(float(m) for m in self.milestones)
+        if isinstance(self.transfer_from, dict):
+            self.transfer_from = RunConfig.from_dict(self.transfer_from)
+        for name, valid in (("task", TASKS), ("relinear", RELINEAR), ("optimizer", OPTIMIZERS),
+                            ("schedule", SCHEDULES), ("quadratic_decay", QUADRATIC_DECAY)):
+            if getattr(self, name) not in valid:
+                raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
+        if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES} (optionally cuda:N), got {self.device!r}")
+        for name in ("epochs", "batch_size", "transfer_stage"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        for name in ("train_limit", "split_seed", "seed", "workers"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+                raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        for name in ("lr", "lr_g", "lr_b", "alpha_g", "alpha_b", "weight_decay", "momentum", "beta2",
+                     "end_lr", "lr_power"):
+            v = getattr(self, name)
+            if v is None and name in ("lr_b", "alpha_b"):
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        for name in ("width", "lr_decay", "dim_alpha", "diverge_factor"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if self.momentum >= 1 or self.beta2 >= 1:
+            raise ValueError(f"momentum and beta2 must be < 1, got {self.momentum!r}, {self.beta2!r}")
+        if not all(0 < m <= 1 for m in self.milestones):
+            raise ValueError(f"milestones are fractions of the epochs in (0, 1], got {self.milestones}")
+        for name in ("model_kwargs", "task_kwargs"):
+            if not isinstance(getattr(self, name), dict):
+                raise ValueError(f"{name} must be a dict of keyword arguments, got {getattr(self, name)!r}")
+        if self.transfer_from is not None and not isinstance(self.transfer_from, RunConfig):
+            raise ValueError(f"transfer_from must be a RunConfig (or its dict), got {self.transfer_from!r}")
+        if self.threads is not None and not (isinstance(self.threads, int) and self.threads >= 1):
+            raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
+
+    # -- identity ------------------------------------------------------------------------
+    def key(self) -> dict:
+        """The fields that define the run (everything but :data:`OPERATIONAL`), as plain JSON."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in OPERATIONAL}
+        d["milestones"] = list(d["milestones"])
+        d["transfer_from"] = self.transfer_from.key() if self.transfer_from is not None else None
+        if self.transfer_from is None:
+            d.pop("transfer_stage")  # meaningless without a source; keeps hashes of plain runs stable
+        return json.loads(json.dumps(d, sort_keys=True))
+
+    @property
+    def run_id(self) -> str:
+        """16 hex digits of the SHA-256 of :meth:`key`: the run's folder name in the cache."""
+        return run_id(self.key())
+
+    def dependencies(self) -> list[RunConfig]:
+        """Runs that must finish before this one can start (the weight-transfer source)."""
+        return [self.transfer_from] if self.transfer_from is not None else []
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunConfig:
+        """Rebuild a config from :meth:`to_dict` / :meth:`key` output; unknown keys are an error."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown RunConfig fields {unknown}; valid: {sorted(names)}")
+        return cls(**d)
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> str:
+        """A short human-readable label (for progress bars and plans)."""
+        parts = [self.model]
+        if self.relinear != "none":
+            parts.append(self.relinear)
+        if self.transfer_from is not None:
+            parts.append(f"transfer{self.transfer_stage}")
+        parts.append(f"seed{self.seed}")
+        return " ".join(parts)
+
+
+def run_id(key: dict) -> str:
+    blob = json.dumps(key, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

@@ -1,0 +1,291 @@
+"""The training loop: one for every task, results cached by configuration.
+
+``run(cfg, out)`` trains one :class:`~.config.RunConfig` into ``out/<run_id>/`` (see
+:mod:`.store`), or returns at once when that configuration already finished. An interrupted
+run resumes from its last checkpoint, bit for bit (batches are a function of seed and epoch,
+and the RNG state is checkpointed). A run that diverges (non-finite loss or parameters, or a
+mean training loss above the task's limit) is recorded as ``status="diverged"`` ("did not
+converge") with its curve so far, never raised. Under ``torchrun`` (or a SLURM job that
+initialised torch.distributed) the global batch is split over the ranks; rank 0 writes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from quadnn import relinear
+
+from .config import RunConfig
+from .distributed import sync_batchnorm, world
+from .store import CorruptFile, RunStore, atomic_write_text
+from .tasks import make_task
+
+__all__ = ["run", "result", "state", "DependencyNotReady", "stage_ends", "lr_factor"]
+
+
+class DependencyNotReady(RuntimeError):
+    """A run's weight-transfer source has not finished (and the caller asked not to run it)."""
+
+
+def milestone_epochs(cfg: RunConfig) -> list[int]:
+    return sorted({max(1, round(m * cfg.epochs)) for m in cfg.milestones})
+
+
+def stage_ends(cfg: RunConfig) -> list[int]:
+    """Epochs (1-based, completed) at which a schedule stage ends: the milestones and the last epoch."""
+    if cfg.schedule != "multistep":
+        return [cfg.epochs]
+    return sorted(set(m for m in milestone_epochs(cfg) if m < cfg.epochs) | {cfg.epochs})
+
+
+def lr_factor(cfg: RunConfig, epoch: int, step: int, total_steps: int) -> float:
+    """Multiplier of every group's initial lr during 0-based ``epoch`` at global iteration ``step``."""
+    if cfg.schedule == "multistep":
+        return cfg.lr_decay ** sum(epoch >= m for m in milestone_epochs(cfg))
+    if cfg.schedule == "diminishing":
+        # eta_t = lr * a / (a + t): the appendix's beta / (alpha + t) with beta = lr * alpha.
+        return cfg.dim_alpha / (cfg.dim_alpha + step)
+    if cfg.schedule == "poly":
+        frac = min(step / max(total_steps, 1), 1.0)
+        return ((cfg.lr - cfg.end_lr) * (1.0 - frac) ** cfg.lr_power + cfg.end_lr) / cfg.lr if cfg.lr else 1.0
+    return 1.0
+
+
+def _as_config(config: RunConfig | dict | None, overrides: dict) -> RunConfig:
+    cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config or {})
+    return dataclasses.replace(cfg, **overrides) if overrides else cfg
+
+
+def result(cfg: RunConfig, out: str | os.PathLike) -> dict | None:
+    """The stored result of ``cfg`` under ``out``, or None."""
+    return RunStore(out).result(cfg)
+
+
+def state(cfg: RunConfig, out: str | os.PathLike) -> str:
+    """``done`` | ``diverged`` | ``partial`` | ``missing`` (see :data:`.store.STATES`)."""
+    return RunStore(out).state(cfg)
+
+
+def _build_optimizer(cfg: RunConfig, task, model: nn.Module):
+    lr_g = cfg.lr_g if cfg.relinear == "sg" else cfg.lr
+    lr_b = (cfg.lr_b if cfg.lr_b is not None else cfg.lr_g) if cfg.relinear == "sg" else cfg.lr
+    groups = task.param_groups(model, lr_g, lr_b)
+    for g in groups:
+        g["initial_lr"] = g["lr"]
+    betas = (cfg.momentum, cfg.beta2)
+    if cfg.optimizer == "sgd":
+        opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+    elif cfg.optimizer == "adam":
+        opt = torch.optim.Adam(groups, lr=cfg.lr, betas=betas)
+    else:
+        opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=betas)
+    shrink = None
+    if cfg.relinear.startswith("sw-"):
+        alpha_b = cfg.alpha_b if cfg.alpha_b is not None else cfg.alpha_g
+        shrink = relinear.Shrink(model, cfg.relinear[3:], cfg.alpha_g, alpha_b)
+    return opt, relinear.ReferenceWeightDecay(opt), shrink
+
+
+def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_dependencies: bool) -> None:
+    """Start ``model`` from the transfer source's stage checkpoint (resolved by hash under ``store``)."""
+    src = cfg.transfer_from
+    res = store.result(src)
+    if res is None:
+        if not run_dependencies:
+            raise DependencyNotReady(f"weight-transfer source {src.run_id} ({src.describe()}) has not finished")
+        res = run(src, store.root)
+    if res["status"] != "finished":
+        raise DependencyNotReady(f"weight-transfer source {src.run_id} did not converge; nothing to transfer")
+    name = f"stage{cfg.transfer_stage}.pt"
+    try:
+        ck = store.load_checkpoint(src, name)
+    except CorruptFile:
+        # The source's stage weights are damaged: redo the source (its result goes aside too).
+        (store.dir(src) / "result.json").unlink(missing_ok=True)
+        if not run_dependencies:
+            raise DependencyNotReady(f"weight-transfer source {src.run_id}: {name} was corrupt; redo it first")
+        run(src, store.root)
+        ck = store.load_checkpoint(src, name)
+    if ck is None:
+        raise DependencyNotReady(f"source run {src.run_id} has no {name} (stages: {res['stage_checkpoints']})")
+    if src.task != cfg.task or src.dataset != cfg.dataset:
+        raise ValueError(f"weight transfer needs the same task and data; source {src.run_id} has "
+                         f"{src.task}/{src.dataset}, this run {cfg.task}/{cfg.dataset}")
+    conventional = task.build_model(src)
+    conventional.load_state_dict(ck["model"])
+    relinear.transfer_weights_(conventional, model)
+
+
+def run(config: RunConfig | dict | None = None, out: str | os.PathLike = "runs", *,
+        run_dependencies: bool = True, **overrides) -> dict:
+    """Train ``config`` into ``out/<run_id>/`` (or return its stored result); see the module doc.
+
+    ``run_dependencies=False`` raises :class:`DependencyNotReady` instead of training a missing
+    weight-transfer source first (what the cluster runners use: the source is its own job).
+    """
+    cfg = _as_config(config, overrides)
+    store = RunStore(out)
+    done = store.result(cfg)
+    if done is not None:
+        return done
+    rank, nranks = world()
+    if rank == 0:
+        with store.lock(cfg):  # one configuration, one training: others wait here, then reuse it
+            done = store.result(cfg)
+            res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies)
+    else:
+        res = _train(cfg, store, rank, nranks, run_dependencies)
+    return res
+
+
+def _device(cfg: RunConfig, nranks: int) -> torch.device:
+    if cfg.device == "cuda":
+        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if nranks > 1 else "cuda")
+        torch.cuda.set_device(device)
+        return device
+    return torch.device(cfg.device)
+
+
+def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool) -> dict:
+    out = store.dir(cfg)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = _device(cfg, nranks)
+    task = make_task(cfg, rank, nranks)
+
+    torch.manual_seed(cfg.seed)
+    model = task.build_model()
+    if cfg.transfer_from is not None:
+        _transfer(cfg, store, model, task, run_dependencies)
+    if nranks > 1 and (cfg.task == "classification" or cfg.sync_bn):
+        model = sync_batchnorm(model)
+    model.to(device)
+    params = sum(p.numel() for p in model.parameters())
+    opt, ref_decay, shrink = _build_optimizer(cfg, task, model)
+
+    history: list[dict] = []
+    start_epoch, step = 0, 0
+    try:
+        ck = store.load_checkpoint(cfg, "last.pt")
+    except CorruptFile:
+        ck = None  # reported and moved aside by the store; start again from scratch
+    if ck is not None:
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        start_epoch, step, history = ck["epoch"], ck["step"], ck["history"]
+        torch.set_rng_state(ck["rng"])
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "config.json", json.dumps(cfg.to_dict(), indent=1))
+
+    net: nn.Module = model
+    if nranks > 1:
+        net = nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+    if cfg.compile:
+        net = torch.compile(net)
+
+    total_steps = cfg.epochs * task.steps_per_epoch()
+    stages, status, reason = stage_ends(cfg), "finished", None
+    evaluated: dict = {}
+    stage_ckpts = {str(i + 1): f"stage{i + 1}.pt" for i, e in enumerate(stages) if e <= start_epoch}
+    bar = None
+    if cfg.progress and rank == 0:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.epochs, initial=start_epoch, desc=f"{cfg.describe()} {cfg.run_id}", leave=False)
+
+    for epoch in range(start_epoch, cfg.epochs):
+        net.train()
+        lrs = {g["name"]: g["initial_lr"] * lr_factor(cfg, epoch, step, total_steps) for g in opt.param_groups}
+        tot = torch.zeros(3, dtype=torch.float64)  # summed loss, correct, count (this rank)
+        has_correct = False
+        t0 = time.perf_counter()
+        for x, y, n_global in task.train_batches(epoch):
+            for g in opt.param_groups:
+                g["lr"] = g["initial_lr"] * lr_factor(cfg, epoch, step, total_steps)
+            x = x.to(device, non_blocking=True)
+            y = tuple(t.to(device) for t in y) if isinstance(y, tuple) else y.to(device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
+                outputs = net(x)
+            loss, correct = task.loss(outputs, y)
+            opt.zero_grad(set_to_none=True)
+            (loss * (nranks / n_global)).backward()
+            opt.step()
+            ref_decay.step()
+            if shrink is not None:
+                shrink.step()
+            step += 1
+            has_correct = correct is not None
+            tot += torch.tensor([loss.item(), correct.item() if has_correct else 0, len(x)], dtype=torch.float64)
+            if nranks == 1 and not math.isfinite(loss.item()):
+                break
+        train_time = time.perf_counter() - t0
+        if nranks > 1:
+            dist.all_reduce(tot)
+        train_loss = (tot[0] / tot[2]).item()
+        finite_params = all(torch.isfinite(p).all() for p in model.parameters())
+        rec = dict(epoch=epoch + 1, train_loss=train_loss if math.isfinite(train_loss) else None,
+                   lr=lrs, epoch_time=train_time)
+        if has_correct:
+            rec["train_error"] = 100.0 - 100.0 * (tot[1] / tot[2]).item()
+        if not math.isfinite(train_loss) or not finite_params:
+            status, reason = "diverged", "non-finite loss or parameters"
+        elif task.divergence_limit is not None and train_loss > task.divergence_limit:
+            status, reason = "diverged", (f"mean training loss {train_loss:.3g} > {cfg.diverge_factor:g} "
+                                          f"ln({task.num_classes}) = {task.divergence_limit:.3g}")
+        if status == "finished" and (task.eval_every_epoch or epoch + 1 == cfg.epochs):
+            t1 = time.perf_counter()
+            evaluated = task.evaluate(model, device, cfg.amp)
+            rec.update(evaluated, eval_time=time.perf_counter() - t1)
+        history.append(rec)
+        if bar is not None:
+            bar.update(1)
+            shown = rec.get(task.headline)
+            bar.set_postfix(loss=f"{train_loss:.3f}", **({task.headline: f"{shown:.3g}"} if shown is not None else {}))
+        if status == "diverged":
+            break
+        if rank == 0:
+            if epoch + 1 in stages:
+                k = str(stages.index(epoch + 1) + 1)
+                store.save_checkpoint(cfg, f"stage{k}.pt", dict(model=model.state_dict(), epoch=epoch + 1,
+                                                                run_id=cfg.run_id))
+                stage_ckpts[k] = f"stage{k}.pt"
+            store.save_checkpoint(cfg, "last.pt", dict(model=model.state_dict(), optimizer=opt.state_dict(),
+                                                       epoch=epoch + 1, step=step, history=history,
+                                                       rng=torch.get_rng_state()))
+            atomic_write_text(out / "metrics.json", json.dumps(history, indent=1))
+        if nranks > 1:
+            dist.barrier()
+    if bar is not None:
+        bar.close()
+
+    if status == "finished" and history and not evaluated:  # resumed after the last epoch's checkpoint
+        evaluated = task.evaluate(model, device, cfg.amp)
+        history[-1].update(evaluated)
+    last = history[-1] if history else {}
+    final = {k: last[k] for k in evaluated} if status == "finished" else {}
+    result = dict(
+        status=status, diverged_reason=reason, run_id=cfg.run_id, config=cfg.to_dict(), key=cfg.key(),
+        world_size=nranks, params=params, epochs_run=len(history), metrics=final,
+        epoch_time=sum(h["epoch_time"] for h in history) / max(1, len(history)),
+        stage_checkpoints=stage_ckpts, history=history, **final,
+    )
+    if task.eval_every_epoch and "test_error" in last:
+        result["best_test_error"] = min((h["test_error"] for h in history if "test_error" in h), default=None)
+    if status != "finished" and task.headline not in result:
+        result[task.headline] = None
+    if rank == 0:
+        atomic_write_text(out / "metrics.json", json.dumps(history, indent=1))
+        store.write_result(cfg, result)
+        (out / "last.pt").unlink(missing_ok=True)
+    if nranks > 1:
+        dist.barrier()
+    return json.loads(json.dumps(result))  # the same JSON round-trip as a cache hit
