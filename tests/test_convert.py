@@ -8,6 +8,8 @@ import torchvision
 from torch import nn
 
 from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, quadratize, relinear
+from quadnn import convert as quadnn_convert
+from quadnn.layers import QuadraticConv3d
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -23,7 +25,7 @@ def count(model, kind):
 
 
 def convertible(model):
-    return sum(type(m) in (nn.Conv1d, nn.Conv2d, nn.Linear) for m in model.modules())
+    return sum(type(m) in (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear) for m in model.modules())
 
 
 def disturb_terms_(model):
@@ -174,3 +176,74 @@ def test_transfer_weights_structure_mismatch_names_the_layer():
         relinear.transfer_weights_(small, deeper)
     with pytest.raises(ValueError, match=r"layer1\.2\."):
         relinear.transfer_weights_(torchvision.models.resnet34(weights=None, num_classes=10), quadratize(copy.deepcopy(small)))
+
+
+# -- what quadratize reports (issue 14) ------------------------------------------------------
+class StdConv2d(nn.Conv2d):
+    """A subclass with its own forward (weight standardisation), as timm's StdConv2d."""
+
+    def forward(self, x):
+        w = (self.weight - self.weight.mean((1, 2, 3), keepdim=True)) / (self.weight.std((1, 2, 3), keepdim=True) + 1e-5)
+        return self._conv_forward(x, w, self.bias)
+
+
+class Mixed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.video = nn.Conv3d(2, 4, 3, padding=1)
+        self.std = StdConv2d(4, 4, 3, padding=1)
+        self.enc = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, batch_first=True)
+        self.up = nn.ConvTranspose2d(4, 4, 2, stride=2)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, v, x, t):
+        a = self.video(v).mean((2, 3, 4))
+        b = self.up(self.std(x)).mean((2, 3))
+        return self.head(self.enc(t).mean(1)) + a.sum(1, keepdim=True) + b.sum(1, keepdim=True)
+
+
+def mixed_inputs():
+    gen = torch.Generator().manual_seed(0)
+    return (torch.randn(2, 2, 4, 5, 5, generator=gen, dtype=torch.float64),
+            torch.randn(2, 4, 6, 6, generator=gen, dtype=torch.float64),
+            torch.randn(2, 5, 8, generator=gen, dtype=torch.float64))
+
+
+def test_quadratize_converts_conv3d_and_summarises_what_it_left(caplog):
+    torch.manual_seed(0)
+    model = Mixed().double().eval()
+    inputs = mixed_inputs()
+    with torch.no_grad():
+        expected = model(*inputs)
+    plan = quadnn_convert.plan_quadratize(model)
+    with caplog.at_level("INFO", logger="quadnn.convert"):
+        q = quadratize(model, neuron="full")
+    assert isinstance(q.video, QuadraticConv3d) and isinstance(q.head, QuadraticLinear)
+    assert isinstance(q.enc.linear1, QuadraticLinear) and isinstance(q.enc.linear2, QuadraticLinear)
+    assert type(q.std) is StdConv2d and type(q.enc.self_attn) is nn.MultiheadAttention
+    with torch.no_grad():
+        assert_same(q(*inputs), expected)
+    assert plan.counts() == {"Conv3d": 1, "Linear": 3}
+    assert set(plan.unconvertible) == {"std", "enc.self_attn", "up"}
+    assert "subclass of Conv2d" in plan.unconvertible["std"]
+    assert "multi_head_attention_forward" in plan.unconvertible["enc.self_attn"]
+    text = caplog.text
+    assert "converted 4 layers (Conv3d 1, Linear 3)" in text and "enc.self_attn" in text and "std" in text
+
+
+def test_quadratize_strict_names_every_layer_it_cannot_convert_and_changes_nothing():
+    model = Mixed()
+    with pytest.raises(ValueError, match=r"strict") as err:
+        quadratize(model, strict=True)
+    assert all(n in str(err.value) for n in ("std", "enc.self_attn", "up"))
+    assert not any(isinstance(m, QuadraticLayer) for m in model.modules())
+    # excluded layers and types left out of include are deliberate, not errors
+    q = quadratize(Mixed(), include=(nn.Conv3d,), exclude=("std", "enc", "up"), strict=True)
+    assert isinstance(q.video, QuadraticConv3d) and type(q.head) is nn.Linear
+
+
+def test_summary_of_resnet18_and_verbose(capsys):
+    summary = quadnn_convert.plan_quadratize(resnet18(), exclude=("fc",))
+    assert summary.counts() == {"Conv2d": 20} and not summary.unconvertible and list(summary.left) == ["fc"]
+    quadratize(resnet18(), verbose=True)
+    assert "converted 21 layers (Conv2d 20, Linear 1)" in capsys.readouterr().out

@@ -1,17 +1,67 @@
-"""One-call conversion of an existing model to quadratic neurons."""
+"""One-call conversion of an existing model to quadratic neurons, and what it did.
+
+    model = quadnn.quadratize(torchvision.models.resnet18(), neuron="full", verbose=True)
+    print(quadnn.convert.plan_quadratize(vit))   # what would be converted, and why not the rest
+
+:func:`quadratize` logs (``logging.getLogger("quadnn.convert")``, INFO; printed with
+``verbose=True``) a :class:`QuadratizeSummary`: how many layers of each type it converted and
+which layers it left conventional, with the reason. ``strict=True`` raises ``ValueError`` naming
+every layer it could not convert, before changing anything.
+"""
 from __future__ import annotations
 
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 import torch
 from torch import nn
 
-from .layers import QuadraticConv1d, QuadraticConv2d, QuadraticLayer, QuadraticLinear, check_neuron
+from .layers import QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear, check_neuron
 
-__all__ = ["quadratize", "SUPPORTED"]
+__all__ = ["quadratize", "plan_quadratize", "QuadratizeSummary", "SUPPORTED"]
+
+log = logging.getLogger(__name__)
 
 # Conventional layer type -> its quadratic counterpart.
-SUPPORTED = {nn.Conv1d: QuadraticConv1d, nn.Conv2d: QuadraticConv2d, nn.Linear: QuadraticLinear}
+SUPPORTED = {nn.Conv1d: QuadraticConv1d, nn.Conv2d: QuadraticConv2d, nn.Conv3d: QuadraticConv3d,
+             nn.Linear: QuadraticLinear}
+
+# Layers holding linear maps that quadratize cannot make quadratic, and why.
+_UNSUPPORTED = {
+    nn.MultiheadAttention: "its q/k/v and output projections are read as weights by "
+                           "F.multi_head_attention_forward, not called as layers",
+    nn.ConvTranspose1d: "transposed convolutions have no quadratic counterpart",
+    nn.ConvTranspose2d: "transposed convolutions have no quadratic counterpart",
+    nn.ConvTranspose3d: "transposed convolutions have no quadratic counterpart",
+    nn.Bilinear: "no quadratic counterpart",
+}
+
+
+@dataclass
+class QuadratizeSummary:
+    """What :func:`quadratize` converts (``converted``: module name -> type name) and leaves
+    conventional: ``unconvertible`` (name -> reason; what ``strict=True`` refuses) and ``left``
+    (name -> reason: excluded, not in ``include``, already quadratic)."""
+
+    neuron: str
+    converted: dict[str, str] = field(default_factory=dict)
+    unconvertible: dict[str, str] = field(default_factory=dict)
+    left: dict[str, str] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        """Converted layers per type, e.g. ``{"Conv2d": 19, "Linear": 1}``."""
+        return dict(Counter(self.converted.values()))
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts().items())) or "none"
+        lines = [f"quadratize(neuron={self.neuron!r}): converted {len(self.converted)} layers ({counts})"]
+        for title, items in (("could not convert", self.unconvertible), ("left conventional", self.left)):
+            if items:
+                lines.append(f"{title}: {len(items)}")
+                lines += [f"  {name or '(model)'}: {why}" for name, why in items.items()]
+        return "\n".join(lines)
 
 
 def _quadratic_like(layer: nn.Module, neuron: str) -> QuadraticLayer:
@@ -42,17 +92,7 @@ def _excluded(name: str, exclude) -> bool:
     return any(fnmatchcase(name, pat) or name.startswith(pat + ".") for pat in exclude)
 
 
-def quadratize(model: nn.Module, neuron: str = "full", include=(nn.Conv1d, nn.Conv2d, nn.Linear),
-               exclude=()) -> nn.Module:
-    """Replace the layers of ``model`` whose type is in ``include`` by quadratic ones, in place.
-
-    Each new layer carries the original weight and bias as its linear branch and is
-    ReLinear-initialised, so before any training the model computes what it computed
-    before. Only exact types are replaced (a subclass such as a weight-standardised conv
-    has its own forward and is left alone). ``exclude`` holds module names or glob
-    patterns (``"conv1"``, ``"fc"``, ``"layer4.*"``); an excluded module keeps its whole
-    subtree conventional. Returns ``model``.
-    """
+def _check_arguments(model, neuron, include, exclude):
     check_neuron(neuron)
     include = tuple(include)
     bad = [t for t in include if t not in SUPPORTED]
@@ -64,19 +104,79 @@ def quadratize(model: nn.Module, neuron: str = "full", include=(nn.Conv1d, nn.Co
     unknown = [pat for pat in exclude if not any(fnmatchcase(n, pat) for n in names)]
     if unknown:
         raise ValueError(f"exclude names no module of the model: {unknown}")
-
-    def convert(parent: nn.Module, prefix: str) -> None:
-        for child_name, child in parent.named_children():
-            name = f"{prefix}{child_name}"
-            if _excluded(name, exclude) or isinstance(child, QuadraticLayer):
-                continue
-            if type(child) in include:
-                setattr(parent, child_name, _quadratic_like(child, neuron))
-            else:
-                convert(child, name + ".")
-
-    if type(model) in include:
+    if type(model) in SUPPORTED:
         raise ValueError("quadratize works on a model containing layers; to convert a single layer use "
                          f"{SUPPORTED[type(model)].__name__} directly")
-    convert(model, "")
+    return include, tuple(exclude)
+
+
+def _walk(model: nn.Module, neuron: str, include, exclude):
+    """(summary, [(parent, child_name, layer)] to convert), visiting the tree as the conversion does."""
+    summary, todo = QuadratizeSummary(neuron), []
+
+    def visit(parent: nn.Module, prefix: str) -> None:
+        for child_name, child in parent.named_children():
+            name = f"{prefix}{child_name}"
+            kind = type(child)
+            if _excluded(name, exclude):
+                summary.left[name] = f"excluded ({kind.__name__})"
+            elif isinstance(child, QuadraticLayer):
+                summary.left[name] = f"already quadratic ({kind.__name__})"
+            elif kind in SUPPORTED:
+                if kind in include:
+                    summary.converted[name] = kind.__name__
+                    todo.append((parent, child_name, child))
+                else:
+                    summary.left[name] = f"{kind.__name__} not in include"
+            elif kind in _UNSUPPORTED:
+                summary.unconvertible[name] = f"{kind.__name__}: {_UNSUPPORTED[kind]}"
+            elif isinstance(child, tuple(SUPPORTED)):
+                base = next(t for t in SUPPORTED if isinstance(child, t))
+                if base in include:
+                    summary.unconvertible[name] = (f"{kind.__name__}: a subclass of {base.__name__} "
+                                                   "(its own forward would be lost)")
+                else:
+                    summary.left[name] = f"{kind.__name__} (a {base.__name__}) not in include"
+            else:
+                visit(child, name + ".")
+
+    visit(model, "")
+    return summary, todo
+
+
+def plan_quadratize(model: nn.Module, neuron: str = "full", include=tuple(SUPPORTED), exclude=()) -> QuadratizeSummary:
+    """What :func:`quadratize` with these arguments would convert and leave alone; changes nothing."""
+    include, exclude = _check_arguments(model, neuron, include, exclude)
+    return _walk(model, neuron, include, exclude)[0]
+
+
+def quadratize(model: nn.Module, neuron: str = "full", include=tuple(SUPPORTED), exclude=(),
+               strict: bool = False, verbose: bool = False) -> nn.Module:
+    """Replace the layers of ``model`` whose type is in ``include`` by quadratic ones, in place.
+
+    Each new layer carries the original weight and bias as its linear branch and is
+    ReLinear-initialised, so before any training the model computes what it computed
+    before. ``include`` holds types among ``nn.Conv1d``, ``nn.Conv2d``, ``nn.Conv3d`` and
+    ``nn.Linear`` (default: all four). Only exact types are replaced: a subclass (a
+    weight-standardised conv, torch's ``NonDynamicallyQuantizableLinear``) has its own forward,
+    and ``nn.MultiheadAttention`` reads its projection weights directly; such layers stay
+    conventional and are reported. ``exclude`` holds module names or glob patterns (``"conv1"``,
+    ``"fc"``, ``"layer4.*"``); an excluded module keeps its whole subtree conventional.
+
+    The summary (:class:`QuadratizeSummary`: layers converted per type, layers left conventional
+    and why) is logged at INFO and printed when ``verbose``; :func:`plan_quadratize` returns it
+    without converting. ``strict=True`` raises ``ValueError`` naming every layer that could not be
+    converted (exclusions and types left out of ``include`` are deliberate, not errors), before
+    changing the model. Returns ``model``.
+    """
+    include, exclude = _check_arguments(model, neuron, include, exclude)
+    summary, todo = _walk(model, neuron, include, exclude)
+    if strict and summary.unconvertible:
+        raise ValueError("quadratize(strict=True): cannot convert "
+                         + "; ".join(f"{n}: {why}" for n, why in summary.unconvertible.items()))
+    for parent, child_name, child in todo:
+        setattr(parent, child_name, _quadratic_like(child, neuron))
+    log.info("%s", summary)
+    if verbose:
+        print(summary)
     return model
