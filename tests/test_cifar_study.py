@@ -5,7 +5,6 @@ import timm
 import quadnn  # noqa: F401
 from quadnn_paper import cifar_study as cs
 from quadnn_paper.profiles import PROFILES, select
-from quadnn_paper.train import Config
 
 
 def test_every_profile_present():
@@ -25,7 +24,7 @@ def test_full_vgg_is_the_papers_protocol():
     assert all(row.paper == "no converge" and row.lr_g is None for row in square)
     (q,) = [row for row in rows if row.model == "cifar_qvgg16"]
     assert (q.lr, q.lr_g, q.lr_b, q.paper) == (0.1, 1e-6, 1e-6, "28.33")
-    cfg = Config(**cs.config_for(q, full, 0, "runs"))
+    cfg = cs.config_for(q, full, 0)
     assert (cfg.relinear, cfg.lr_g, cfg.lr_b, cfg.dataset, cfg.epochs) == ("sg", 1e-6, 1e-6, "cifar100", 200)
 
 
@@ -44,7 +43,7 @@ def test_full_comparison_is_the_papers_protocol():
     by = {row.label: row for row in rows}
     assert by["QResNet110 (w.t., ReLinear)"].paper == "5.44" and by["ResNet1202"].paper == "7.93"
     rz = by["QResNet110 (r.i., ReLinear+ReZero)"]
-    cfg = Config(**cs.config_for(rz, full, 0, "runs"))
+    cfg = cs.config_for(rz, full, 0)
     assert cfg.rezero and cfg.lr_g == cfg.lr_b == 1e-6 and cfg.relinear == "sg"
     for row in rows:  # every row names a registered model
         assert timm.is_model(row.model), row.model
@@ -52,9 +51,14 @@ def test_full_comparison_is_the_papers_protocol():
 
 def test_weight_transfer_needs_a_source():
     row = next(r for r in cs.comparison_rows() if r.method == "wt")
-    with pytest.raises(ValueError, match="stage-1"):
-        cs.config_for(row, cs.PROTOCOLS["full"]["comparison"], 0, "runs")
-    assert cs.config_for(row, cs.PROTOCOLS["full"]["comparison"], 0, "runs", "x/stage1.pt")["transfer_from"] == "x/stage1.pt"
+    full = cs.PROTOCOLS["full"]["comparison"]
+    with pytest.raises(ValueError, match="conventional run"):
+        cs.config_for(row, full, 0)
+    planned = cs.plan(cs.comparison_rows(), full)
+    cfg = planned[(row, 0)]
+    source = planned[(next(r for r in cs.comparison_rows() if r.label == row.source), 0)]
+    assert cfg.transfer_from == source and cfg.transfer_stage == 1 and cfg.dependencies() == [source]
+    assert cfg.quadratic_decay == "zero"  # the official code's weight decay at full
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])

@@ -84,7 +84,12 @@ def test_quadratic_encoder_matches_conventional_at_init():
     assert a.shape == (1, 1, 64, 96) and float(a.min()) > 0 and float(a.max()) < 80
     torch.testing.assert_close(a, b)
     # optimiser groups: quadratic terms in their own groups, decoder without weight decay
-    groups = {g["name"]: g for g in depth.make_optimizer(quad, depth.protocol("full")).param_groups}
+    from quadnn_paper.engine.tasks import DepthRegression
+
+    task = DepthRegression.__new__(DepthRegression)  # the optimiser groups need no data
+    task.cfg = depth.runs("full")[1]
+    task.kw = dict(depth.DATA_DEFAULTS, **task.cfg.task_kwargs)
+    groups = {g["name"]: g for g in task.param_groups(quad, task.cfg.lr_g, task.cfg.lr_b)}
     assert groups["decoder"]["weight_decay"] == 0.0 and groups["linear"]["weight_decay"] == 5e-4
     assert groups["g"]["lr"] == 1e-5 and groups["b"]["lr"] == 1e-5
 
@@ -98,7 +103,8 @@ def test_full_protocol_is_the_papers():
     assert full["weight_decay_encoder"] == 5e-4 and full["weight_decay_decoder"] == 0.0
     assert full["lr"] == 1e-4 and full["end_lr"] == 1e-5 and full["lr_power"] == 0.5
     assert full["max_depth"] == 80.0 and (full["n_train"], full["n_test"]) == (23488, 697)
-    assert depth.poly_lr(1e-4, 0, 10, 1e-5, 1e-4) == pytest.approx(1e-4)
-    assert depth.poly_lr(1e-4, 10, 10, 1e-5, 1e-4) == pytest.approx(1e-5)
-    assert depth.poly_lr(1e-4, 5, 10, 1e-5, 1e-4) == pytest.approx(9e-5 * math.sqrt(0.5) + 1e-5)
+    (lap, quad) = depth.runs("full")
+    assert (lap.model, quad.model, lap.optimizer, lap.schedule) == ("lapdepth", "quadratic_lapdepth", "adamw", "poly")
+    assert (lap.lr, lap.end_lr, lap.lr_power, lap.weight_decay, lap.batch_size) == (1e-4, 1e-5, 0.5, 5e-4, 16)
+    assert lap.data_dir == "data/kitti" and lap.dataset == "kitti" and quad.lr_g == 1e-5
     assert depth.PAPER["Quadratic-LapDepth"] == dict(sq_rel=0.200, rmse=0.427)

@@ -9,6 +9,7 @@ from torch import nn
 import quadnn.models  # noqa: F401  (registers the models)
 from quadnn import QuadraticConv2d
 from quadnn_paper import imagenet as I
+from quadnn_paper.engine import RunConfig, run
 from quadnn.models.imagenet_resnet import VARIANTS, ImageNetBasicBlock, ImageNetResNet
 from quadnn.relinear import transfer_weights_
 
@@ -61,10 +62,12 @@ def test_quadratic_parameter_counts_computed(depth):
     block_out = sum(b.conv1.out_channels + b.conv2.out_channels
                     for s in (conv.layer1, conv.layer2, conv.layer3, conv.layer4) for b in s)
     base = n_params(conv)
-    # full: + W_g, W_b and b_g; parabolic and poly: + W_g and b_g (no additive biases in the block convs)
-    assert n_params(timm.create_model(f"imagenet_qresnet{depth}", device="meta")) == base + 2 * block_w + block_out
+    # The paper's neuron in full: + W_g, W_b and the biases b_r, b_g, c of every block conv;
+    # parabolic and poly: + W_g and the biases b_r, b_g.
+    assert n_params(timm.create_model(f"imagenet_qresnet{depth}", device="meta")) == base + 2 * block_w + 3 * block_out
     for kind in ("parabolic", "poly"):
-        assert n_params(timm.create_model(f"imagenet_{kind}_resnet{depth}", device="meta")) == base + block_w + block_out
+        assert n_params(timm.create_model(f"imagenet_{kind}_resnet{depth}", device="meta")) == \
+            base + block_w + 2 * block_out
     # option A drops exactly the three projection shortcuts (1x1 conv + BN)
     a = n_params(timm.create_model(f"imagenet_resnet{depth}", shortcut="A", device="meta"))
     proj = sum(cin * cout + 2 * cout for cin, cout in ((64, 128), (128, 256), (256, 512)))
@@ -172,29 +175,41 @@ class _CropVote(nn.Module):
         return out
 
 
-def test_evaluate_averages_the_ten_crops():
+def tiny_run(folder, **kw):
+    base = dict(task="imagefolder", model="imagenet_qresnet18", model_kwargs=dict(width=0.125, shortcut="A"),
+                dataset="digits", task_kwargs=dict(image_size=16, max_per_class=3, resize=16, crop=12,
+                                                   scale=[0.35, 1.0]),
+                epochs=1, batch_size=16, lr=0.025, lr_g=1e-5, lr_b=1e-5, data_dir=str(folder), progress=False)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def test_evaluate_averages_the_ten_crops(tiny_folder):
+    from quadnn_paper.engine.tasks import ImageFolderClassification
+
+    task = ImageFolderClassification(tiny_run(tiny_folder))
     y = torch.tensor([3, 7])
     x = torch.zeros(2, 10, 3, 4, 4)
-    ev = I.evaluate(_CropVote(y), [(x, y)], torch.device("cpu"))
+    task.val_set = torch.utils.data.TensorDataset(x, y)
+    ev = task.evaluate(_CropVote(y), torch.device("cpu"), amp=False)
     # 7 of 10 crops vote for the right class: the averaged logits pick it (one crop alone might not).
-    assert (ev["top1"], ev["top5"], ev["n"]) == (2.0, 2.0, 2)
+    assert (ev["top1_error"], ev["top5_error"], ev["val_images"]) == (0.0, 0.0, 2)
     # 7 crops vote for the wrong class, 3 for the right one: a top-5 hit but not a top-1 hit.
-    ev = I.evaluate(_CropVote(y - 1), [(x, y)], torch.device("cpu"))
-    assert (ev["top1"], ev["top5"]) == (0.0, 2.0)
+    ev = task.evaluate(_CropVote(y - 1), torch.device("cpu"), amp=False)
+    assert (ev["top1_error"], ev["top5_error"]) == (100.0, 0.0)
 
 
 def test_run_end_to_end_and_cached(tiny_folder, tmp_path):
-    cfg = I.ImageNetConfig(model="imagenet_qresnet18", width=0.125, data="digits", image_size=16,
-                           max_per_class=3, resize=16, crop=12, scale=(0.35, 1.0), epochs=1, batch_size=16,
-                           lr=0.025, data_dir=str(tiny_folder), out=str(tmp_path / "runs"))
-    r = I.run(cfg)
+    cfg = tiny_run(tiny_folder)
+    r = run(cfg, tmp_path / "runs")
     assert r["status"] == "finished" and r["n_crops"] == 10 and r["val_images"] == 30
-    assert 0 <= r["top1"] <= 100 and 0 <= r["top5"] <= r["top1"]
+    assert 0 <= r["top1_error"] <= 100 and 0 <= r["top5_error"] <= r["top1_error"]
+    assert set(r["metrics"]) == {"val_loss", "top1_error", "top5_error", "val_images", "n_crops"}
     assert r["params"] == n_params(timm.create_model("imagenet_qresnet18", width=0.125, num_classes=10, shortcut="A"))
     assert set(r["history"][0]["lr"]) == {"linear", "g", "b"}
     assert r["history"][0]["lr"]["g"] == 1e-5
-    assert json.loads(next((tmp_path / "runs").glob("*/result.json")).read_text())["top1"] == r["top1"]
-    assert I.run(cfg) == json.loads(json.dumps(r))  # second call: from result.json
+    assert json.loads(next((tmp_path / "runs").glob("*/result.json")).read_text())["top1_error"] == r["top1_error"]
+    assert run(cfg, tmp_path / "runs") == json.loads(json.dumps(r))  # second call: from result.json
 
 
 # -- protocols ------------------------------------------------------------------------------------
@@ -206,8 +221,9 @@ def test_full_protocol_is_the_papers():
     assert (P["resize"], P["crop"], P["scale"]) == (256, 224, (0.08, 1.0))
     assert sorted(P["models"]) == sorted(I.PAPER) and len(P["models"]) == 10
     assert set(I.PROTOCOLS) == {"smoke", "cpu", "full"}
-    cfgs = I.configs("full", data_dir="data")
-    assert cfgs[0].data_dir.endswith("data/imagenet") and cfgs[0].batch_size == 256
+    cfgs = I.runs("full")
+    assert cfgs[0].data_dir == "data/imagenet" and cfgs[0].batch_size == 256 and cfgs[0].task == "imagefolder"
+    assert {c.model for c in cfgs} == set(P["models"]) and cfgs[0].milestones == P["milestones"]
 
 
 def test_paper_labels_map_20_to_18_and_32_to_34():

@@ -6,7 +6,9 @@
 ``quadnn.profiles.select(PROTOCOLS, profile)``). ``full`` is the paper's protocol; ``smoke``
 and ``cpu`` train the same models on the 8x8 digits stand-in, with fewer images, epochs,
 seeds and rows (a row not in a profile's ``rows`` is marked "full only"; ``rows=None``: all of them).
-Training goes through :func:`quadnn.train.run`; this module only says *what* to run.
+Training goes through the engine (:mod:`quadnn_paper.engine`); this module only says *what* to run.
+Weight decay of the quadratic terms: ``full`` follows the official code (coupled L2 toward 0,
+``quadratic_decay="zero"``); smoke/cpu keep quadnn's default (toward the ReLinear reference).
 
 Reading of the paper used here (it does not spell these out):
 
@@ -27,8 +29,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from .engine import RunConfig
+
 __all__ = ["PROTOCOLS", "VGG_RECIPE", "RESNET_RECIPE", "Row", "vgg_rows", "comparison_rows", "runs_at",
-           "config_for", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
+           "config_for", "plan", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
 
 # -- the paper's protocols ------------------------------------------------------------------
 VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
@@ -61,8 +65,9 @@ PROTOCOLS = {
                         seeds=(0, 1, 2), threads=1),
     ),
     "full": dict(
-        vgg=dict(recipe=dict(VGG_RECIPE), width=1.0, seeds=(0,), threads=None),
-        comparison=dict(recipe=dict(RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None),
+        vgg=dict(recipe=dict(VGG_RECIPE), width=1.0, seeds=(0,), threads=None, quadratic_decay="zero"),
+        comparison=dict(recipe=dict(RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None,
+                        quadratic_decay="zero"),
     ),
 }
 
@@ -144,11 +149,12 @@ def runs_at(row: Row, protocol: dict) -> bool:
     return row.label in protocol["rows"]
 
 
-def config_for(row: Row, protocol: dict, seed: int, out: str, transfer_from: str | None = None,
-               width: float | None = None) -> dict:
-    """The :class:`quadnn.train.Config` fields (a dict) that train ``row`` at ``protocol``."""
-    cfg = dict(protocol["recipe"], model=row.model, seed=seed, out=out, progress=False,
-               threads=protocol.get("threads"))
+def config_for(row: Row, protocol: dict, seed: int, source: RunConfig | None = None,
+               width: float | None = None) -> RunConfig:
+    """The engine configuration that trains ``row`` at ``protocol`` (``source``: the conventional
+    run a weight-transfer row starts from, at the end of its first stage)."""
+    cfg = dict(protocol["recipe"], model=row.model, seed=seed, progress=False, threads=protocol.get("threads"),
+               quadratic_decay=protocol.get("quadratic_decay", "reference"))
     cfg["milestones"] = tuple(cfg["milestones"])
     w = width if width is not None else row.width
     if w != 1.0:
@@ -162,21 +168,38 @@ def config_for(row: Row, protocol: dict, seed: int, out: str, transfer_from: str
     if row.method == "ri+rezero":
         cfg["rezero"] = True
     if row.method == "wt":
-        if transfer_from is None:
-            raise ValueError(f"{row.label}: weight transfer needs the stage-1 checkpoint of {row.source}")
-        cfg["transfer_from"] = str(transfer_from)
-    return cfg
+        if source is None:
+            raise ValueError(f"{row.label}: weight transfer needs the conventional run of {row.source}")
+        cfg.update(transfer_from=source, transfer_stage=1)
+    return RunConfig(**cfg)
+
+
+def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tuple[Row, int], RunConfig]:
+    """Every run of ``rows`` trained at ``protocol``, keyed by ``(row, seed)``; a weight-transfer
+    row depends on the conventional row it names (``row.source``) at the same seed."""
+    by_label = {r.label: r for r in rows}
+    out: dict[tuple[Row, int], RunConfig] = {}
+    for row in rows:
+        if not runs_at(row, protocol):
+            continue
+        for seed in protocol["seeds"]:
+            source = config_for(by_label[row.source], protocol, seed, width=width) if row.method == "wt" else None
+            out[(row, seed)] = config_for(row, protocol, seed, source, width=width)
+    return out
 
 
 # -- summaries --------------------------------------------------------------------------------
-def summarise(results: list[dict]) -> dict:
-    """Mean/std of final test error over the finished seeds; counts of diverged runs."""
+def summarise(results: list[dict | None]) -> dict:
+    """Mean/std of final test error over the finished seeds; counts of diverged and pending runs
+    (None: a run a cluster runner has not finished yet)."""
+    pending = sum(r is None for r in results)
+    results = [r for r in results if r is not None]
     done = [r["test_error"] for r in results if r["status"] == "finished"]
     n, k = len(results), len(done)
     mean = sum(done) / k if k else None
     std = math.sqrt(sum((e - mean) ** 2 for e in done) / (k - 1)) if k > 1 else (0.0 if k else None)
     times = [r["epoch_time"] for r in results if r.get("epoch_time")]
-    return dict(n=n, finished=k, diverged=n - k, mean=mean, std=std,
+    return dict(n=n, finished=k, diverged=n - k, pending=pending, mean=mean, std=std,
                 epoch_time=sum(times) / len(times) if times else None,
                 reasons=sorted({r["diverged_reason"] for r in results if r["status"] != "finished"}))
 
@@ -185,6 +208,8 @@ def error_cell(s: dict | None, run: bool = True) -> str:
     """Text of an error cell: "7.21 +- 0.30", "no converge" (all seeds diverged), "full only"."""
     if not run or s is None:
         return "full only"
+    if s.get("pending"):
+        return f"pending ({s['pending']} of {s['n'] + s['pending']} runs)"
     if s["finished"] == 0:
         return "no converge" + (f" ({s['diverged']}/{s['n']})" if s["n"] > 1 else "")
     text = f"{s['mean']:.2f}" + (f" +- {s['std']:.2f}" if s["finished"] > 1 else "")
