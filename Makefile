@@ -21,10 +21,17 @@ EXECUTED  := $(patsubst notebooks/%.ipynb,build/$(PROFILE)/%.ipynb,$(NOTEBOOKS))
 SOURCES   := $(shell find core -name '*.py' -not -path '*/__pycache__/*')
 PAPER_SRC := paper/main.tex $(wildcard paper/sections/*.tex)
 
-# paper/ holds the outputs of one profile at a time: switching profile re-runs the notebooks
-# (their results are cached by configuration under build/cache, so this is cheap).
-ifneq ($(shell cat paper/.profile 2>/dev/null),$(PROFILE))
-$(shell rm -f $(EXECUTED))
+# paper/ holds the outputs of one profile at a time, stamped per section: each notebook stages its
+# outputs and moves them into paper/ together at its end (quadnn_paper.report.Report.commit), with
+# paper/.stamps/<section>.json naming the profile, the notebook and a hash of every file. Before
+# anything runs, the executed copy of every notebook whose outputs in paper/ are not a finished run
+# of this profile is forgotten, so make runs that notebook again (results are cached by
+# configuration under build/cache, so this is cheap); tools/paper_check.py check refuses to run
+# LaTeX over a paper/ that still mixes profiles.
+ifneq ($(filter paper paper/main.pdf,$(MAKECMDGOALS)),)
+ifneq ($(wildcard $(BIN)/python),)
+$(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build build/$(PROFILE) 1>&2)
+endif
 endif
 
 .PHONY: help setup test paper tex clean
@@ -64,14 +71,16 @@ tex: build/.tex-ok
 # variables into paper/.
 build/$(PROFILE)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	@mkdir -p $(@D)
-	$(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
+	QUADNN_NOTEBOOK=$* $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
 	  -p profile $(PROFILE) -p paper_dir $(CURDIR)/paper -p cache_dir $(CURDIR)/build/cache
 	@mv $(basename $@).part.ipynb $@
 
-paper/.profile: $(EXECUTED)
-	@echo $(PROFILE) > $@
+# The paper's own numbers (quadnn_paper/published.py) as LaTeX macros.
+paper/variables/published.tex: core/quadnn_paper/published.py $(INSTALLED)
+	$(BIN)/python -m quadnn_paper.published $@
 
-paper/main.pdf: $(PAPER_SRC) paper/.profile build/.tex-ok
+paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
+	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)
 	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
 	@echo "paper/main.pdf built from the $(PROFILE) profile"
 
@@ -84,5 +93,5 @@ test: $(INSTALLED)
 	$(BIN)/python -m pytest tests $(wildcard notebooks/*.ipynb) --nbval-lax -p no:cacheprovider
 
 clean:
-	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile
+	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile paper/.stamps paper/.staging
 	cd paper && latexmk -C main.tex >/dev/null 2>&1 || true
