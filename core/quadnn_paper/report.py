@@ -289,7 +289,7 @@ class Report:
         assert self._stage is not None  # the constructor wrote the variables file
         stamp = dict(section=self.section, profile=self.profile, data=self.data, notebook=self.notebook,
                      files={rel: _sha256(self._stage / rel) for rel in sorted(self._files)})
-        journal = dict(stage=self._stage.name, stamp=stamp)
+        journal = dict(stage=self._stage.name, pid=os.getpid(), stamp=stamp)
         atomic_write_text(self.dir / STAMPS / f"{self.section}.commit", json.dumps(journal, indent=1))
         self.committed = True
         _finish(self.dir, self.section)
@@ -315,7 +315,10 @@ def _finish(paper_dir: Path, section: str) -> None:
         src = stage / rel
         if src.exists():
             (paper_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, paper_dir / rel)
+            try:
+                os.replace(src, paper_dir / rel)
+            except FileNotFoundError:  # moved meanwhile by a concurrent recover()
+                pass
     for rel in set(old) - set(stamp["files"]):
         (paper_dir / rel).unlink(missing_ok=True)
     atomic_write_text(stamp_path, json.dumps(stamp, indent=1))
@@ -338,6 +341,12 @@ def recover(paper_dir: str | Path) -> list[str]:
     paper_dir = Path(paper_dir)
     done = []
     for journal in sorted((paper_dir / STAMPS).glob("*.commit")):
+        try:
+            pid = json.loads(journal.read_text()).get("pid")
+        except (OSError, ValueError):  # finished meanwhile, or torn (cannot be: written atomically)
+            continue
+        if pid not in (None, os.getpid()) and _alive(pid):
+            continue  # its process is committing right now
         _finish(paper_dir, journal.stem)
         done.append(journal.stem)
     for stage in (paper_dir / STAGING).glob("*.*.*") if (paper_dir / STAGING).is_dir() else []:
@@ -363,15 +372,7 @@ def problems(paper_dir: str | Path, profile: str, notebooks: Iterable[str] | Non
            for j in sorted((paper_dir / STAMPS).glob("*.commit"))]
     found = stamps(paper_dir)
     for section, st in found.items():
-        if st["profile"] != profile:
-            out.append(f"section {section} (notebook {st.get('notebook')}) is from profile {st['profile']}, "
-                       f"not {profile}")
-        for rel, digest in st["files"].items():
-            path = paper_dir / rel
-            if not path.is_file():
-                out.append(f"section {section}: {rel} is missing")
-            elif _sha256(path) != digest:
-                out.append(f"section {section}: {rel} was changed after its notebook wrote it")
+        out += _stamp_problems(paper_dir, section, st, profile)
     ran = {st.get("notebook") for st in found.values()}
     out += [f"notebook {nb} has no stamped outputs in {paper_dir} (not run by make paper, or unfinished)"
             for nb in (notebooks or []) if nb not in ran]
@@ -380,16 +381,21 @@ def problems(paper_dir: str | Path, profile: str, notebooks: Iterable[str] | Non
 
 def stale_notebooks(paper_dir: str | Path, profile: str, notebooks: Iterable[str]) -> list[str]:
     """The notebooks whose outputs in ``paper_dir`` are not a finished, intact run at ``profile``."""
-    paper_dir = Path(paper_dir)
-    bad = set()
-    for section, st in stamps(paper_dir).items():
-        if problems_of_stamp(paper_dir, st, profile):
-            bad.add(st.get("notebook"))
-    ran = {st.get("notebook") for st in stamps(paper_dir).values()}
+    found = stamps(paper_dir)
+    bad = {st.get("notebook") for section, st in found.items() if _stamp_problems(Path(paper_dir), section, st, profile)}
+    ran = {st.get("notebook") for st in found.values()}
     return [nb for nb in notebooks if nb in bad or nb not in ran]
 
 
-def problems_of_stamp(paper_dir: Path, st: dict, profile: str) -> bool:
+def _stamp_problems(paper_dir: Path, section: str, st: dict, profile: str) -> list[str]:
+    out = []
     if st["profile"] != profile:
-        return True
-    return any(not (paper_dir / rel).is_file() or _sha256(paper_dir / rel) != d for rel, d in st["files"].items())
+        out.append(f"section {section} (notebook {st.get('notebook')}) is from profile {st['profile']}, "
+                   f"not {profile}")
+    for rel, digest in st["files"].items():
+        path = paper_dir / rel
+        if not path.is_file():
+            out.append(f"section {section}: {rel} is missing")
+        elif _sha256(path) != digest:
+            out.append(f"section {section}: {rel} was changed after its notebook wrote it")
+    return out
