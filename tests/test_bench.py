@@ -82,3 +82,22 @@ def test_protocols_cover_every_profile_and_full_is_the_papers_setting():
     for p in PROFILES:  # every model has a conventional baseline
         for m in bench.PROTOCOLS[p]["models"]:
             assert bench.baseline_name(m).startswith("cifar_resnet")
+
+
+def test_compile_rows_against_the_compiled_baseline(monkeypatch):
+    # the row plumbing with torch.compile replaced by the identity (compiling is what test_compile does)
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: model)
+    rows = bench.run(["cifar_qresnet20"], batch_size=4, input_shape=(3, 8, 8), steps=2, warmup=1,
+                     implementations=("default", "naive"), memory=False, threads=1, compile=True)
+    assert [(r["model"], r["implementation"], r["compiled"]) for r in rows] == [
+        ("cifar_resnet20", "conventional", False), ("cifar_qresnet20", "default", False),
+        ("cifar_qresnet20", "naive", False), ("cifar_resnet20", "conventional", True),
+        ("cifar_qresnet20", "default", True)]
+    eager_base, eager_quad, _, base, quad = rows
+    assert base["time_ratio"] == 1.0 and quad["time_ratio"] == pytest.approx(quad["step_ms"] / base["step_ms"])
+    assert quad["arith_ratio"] == pytest.approx(1 + (quad["flops_ratio"] - 1) * base["conv_share"])
+    assert quad["vs_arith"] == pytest.approx(quad["time_ratio"] / quad["arith_ratio"])
+    assert quad["eager_ratio"] == pytest.approx(quad["step_ms"] / eager_quad["step_ms"])
+    assert base["eager_ratio"] == pytest.approx(base["step_ms"] / eager_base["step_ms"])
+    assert quad["equal"] and quad["compile_s"] > 0 and "extra_mb" not in quad
+    assert "vs_arith" in bench.format_table(rows) and "eager_ratio" in bench.format_table(rows)

@@ -1,6 +1,6 @@
 """Training-step cost of quadratic networks against their conventional baseline.
 
-    python -m quadnn.bench [--models ...] [--batch-size 128] [--input 3x32x32] [--steps N] [--json]
+    python -m quadnn.bench [--models ...] [--batch-size 128] [--input 3x32x32] [--steps N] [--compile] [--json]
 
 For each model (default: the CIFAR QResNet20 family) and for each implementation of its
 quadratic layers (``default``: the model as quadnn builds it, each layer's backward memory
@@ -24,6 +24,15 @@ layer, see ``QuadraticLayer``) one row reports
   largest entry) between this implementation's output and parameter gradients and the naive
   formulation's, on the same weights with random quadratic terms; ``equal`` says whether it
   is within float32 tolerance.
+
+``--compile`` adds, for the conventional baseline and each quadratic model's first
+implementation (``default``), a row for the same model under ``torch.compile`` (inductor),
+timed in the same interleaved loop: ``compiled`` is true, ``compile_s`` is the time of the
+first (compiling) step, ``eager_ratio`` the compiled step time over the same model's eager one,
+and ``time_ratio``/``flops_ratio``/``arith_ratio`` are taken against the *compiled* baseline (its
+``conv_share`` measured on the compiled step); ``vs_arith`` is ``time_ratio / arith_ratio``.
+``max_rel_err`` of a compiled row compares its first step (output and parameter gradients) with
+the eager model's on the same weights. Memory is not measured for compiled rows.
 
 ``--json`` prints one JSON object per row; otherwise a table.
 """
@@ -258,25 +267,64 @@ def machine() -> str:
     return f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
 
 
+def _compiled_row(name: str, shape, x, y, seed: int, quadratic: bool):
+    """(compiled model, its step, compile seconds, max_rel_err against eager on the same weights)."""
+    torch.manual_seed(seed)
+    model = create(name, in_chans=shape[0]).train()
+    if quadratic:
+        randomise_terms_(model)
+    eager = copy.deepcopy(model)
+    compiled = torch.compile(model)
+    outs = []
+    t = time.perf_counter()
+    for m in (compiled, eager):
+        out = m(x)
+        F.cross_entropy(out, y).backward()
+        outs.append([out.detach()] + [p.grad for p in (model if m is compiled else eager).parameters()])
+        if m is compiled:
+            compile_s = time.perf_counter() - t
+    err = 0.0
+    for u, v in zip(*outs):
+        if u is None or v is None:
+            continue
+        scale = v.abs().max().item() or 1.0
+        err = max(err, (u - v).abs().max().item() / scale)
+    model.zero_grad(set_to_none=True)
+    return model, make_step(compiled, x, y), compile_s, err
+
+
 def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), steps: int = 10,
         warmup: int = 2, implementations=("default", "naive"), baseline: str | None = None,
-        memory: bool = True, threads: int | None = None, seed: int = 0) -> list[dict]:
-    """Measure every (model, implementation) against its baseline; return one dict per row."""
+        memory: bool = True, threads: int | None = None, seed: int = 0, compile: bool = False) -> list[dict]:
+    """Measure every (model, implementation) against its baseline; return one dict per row.
+
+    ``compile=True`` adds the compiled rows described in the module docstring."""
     if threads:
         torch.set_num_threads(threads)
     shape = tuple(input_shape)
     x, y = batch(batch_size, shape)
-    # rows: (row name, timm name, implementation or None, baseline)
+    # rows: (row name, timm name, implementation or None, baseline, compiled)
     rows = []
     for name in models:
         base = baseline or baseline_name(name)
         if not any(r[1] == base and r[2] is None for r in rows):
-            rows.append((base, base, None, base))
+            rows.append((base, base, None, base, False))
         for impl in implementations:
-            rows.append((name, name, impl, base))
-    steps_fn, built = {}, {}
+            rows.append((name, name, impl, base, False))
+    if compile:
+        firsts = {}
+        for r in rows:
+            firsts.setdefault(r[1], r)
+        rows += [r[:4] + (True,) for r in firsts.values()]
+    steps_fn, built, extra = {}, {}, {}
     for key in rows:
-        row_name, name, impl, _ = key
+        row_name, name, impl, _, compiled = key
+        if compiled:
+            model, steps_fn[key], compile_s, err = _compiled_row(name, shape, x, y, seed, impl is not None)
+            built[key], extra[key] = model, dict(compile_s=compile_s)
+            if impl is not None:
+                extra[key].update(max_rel_err=err, equal=err <= EQUAL_RTOL)
+            continue
         torch.manual_seed(seed)
         model = create(name, in_chans=shape[0]).train()
         if impl is not None:
@@ -298,43 +346,49 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
     ex, ey = x[: min(8, batch_size)], y[: min(8, batch_size)]
     results = []
     for key in rows:
-        row_name, name, impl, base = key
+        row_name, name, impl, base, compiled = key
         model = built[key]
         med = statistics.median(times[key])
-        row = dict(model=name, implementation=impl or "conventional", baseline=base,
+        q = statistics.quantiles(times[key], n=4) if len(times[key]) >= 2 else (0.0, 0.0, 0.0)
+        row = dict(model=name, implementation=impl or "conventional", baseline=base, compiled=compiled,
                    params=sum(p.numel() for p in model.parameters()),
-                   gflops=forward_gflops(model, x), step_ms=1000 * med,
-                   step_ms_iqr=1000 * (statistics.quantiles(times[key], n=4)[2] - statistics.quantiles(times[key], n=4)[0])
-                   if len(times[key]) >= 2 else 0.0,
+                   gflops=forward_gflops(model, x), step_ms=1000 * med, step_ms_iqr=1000 * (q[2] - q[0]),
                    batch_size=batch_size, input="x".join(map(str, shape)), steps=steps)
+        row.update(extra.get(key, {}))
         if impl is None:
             row["conv_share"] = conv_share(steps_fn[key])
-        else:
+        elif not compiled:
             torch.manual_seed(seed)
             row["max_rel_err"] = compare_implementations(create(name, in_chans=shape[0]), ex, ey, impl)
             row["equal"] = row["max_rel_err"] <= EQUAL_RTOL
-        if memory:
+        if memory and not compiled:
             row["extra_mb"] = _memory_in_subprocess(name, impl or "default", batch_size, shape, threads)
         results.append(row)
-    base_rows = {r["model"]: r for r in results if r["implementation"] == "conventional"}
+    base_rows = {(r["model"], r["compiled"]): r for r in results if r["implementation"] == "conventional"}
+    eager_rows = {(r["model"], r["implementation"]): r for r in results if not r["compiled"]}
     for r in results:
-        b = base_rows[r["baseline"]]
+        b = base_rows[(r["baseline"], r["compiled"])]
         r["time_ratio"] = r["step_ms"] / b["step_ms"]
         r["flops_ratio"] = r["gflops"] / b["gflops"]
         if r["implementation"] != "conventional":
             r["arith_ratio"] = 1 + (r["flops_ratio"] - 1) * b["conv_share"]
-        if memory:
+            if r["compiled"]:
+                r["vs_arith"] = r["time_ratio"] / r["arith_ratio"]
+        if r["compiled"]:
+            r["eager_ratio"] = r["step_ms"] / eager_rows[(r["model"], r["implementation"])]["step_ms"]
+        if memory and "extra_mb" in r:
             r["mem_ratio"] = r["extra_mb"] / b["extra_mb"] if b["extra_mb"] > 0 else float("nan")
         r["machine"] = machine()
     return results
 
 
 def format_table(rows: list[dict]) -> str:
-    cols = [("model", "{}"), ("implementation", "{}"), ("params", "{:,}"), ("gflops", "{:.3f}"),
+    cols = [("model", "{}"), ("implementation", "{}"), ("compiled", "{}"), ("params", "{:,}"), ("gflops", "{:.3f}"),
             ("step_ms", "{:.1f}"), ("time_ratio", "{:.2f}"), ("conv_share", "{:.2f}"), ("arith_ratio", "{:.2f}"),
+            ("vs_arith", "{:.2f}"), ("eager_ratio", "{:.2f}"), ("compile_s", "{:.0f}"),
             ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"),
             ("max_rel_err", "{:.1e}"), ("equal", "{}")]
-    cols = [(c, f) for c, f in cols if any(c in r for r in rows)]
+    cols = [(c, f) for c, f in cols if any(c in r for r in rows) and (c != "compiled" or any(r.get(c) for r in rows))]
     cells = [[c for c, _ in cols]] + [[f.format(r[c]) if c in r else "-" for c, f in cols] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
@@ -353,6 +407,8 @@ def main(argv=None) -> int:
                    choices=list(IMPLEMENTATIONS))
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-row memory processes")
+    p.add_argument("--compile", action="store_true",
+                   help="also time the baseline and each model's first implementation under torch.compile")
     p.add_argument("--json", action="store_true", help="one JSON object per row")
     p.add_argument("--_memory", nargs=2, metavar=("MODEL", "IMPL"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -365,7 +421,7 @@ def main(argv=None) -> int:
         return 0
     try:
         rows = run(args.models, args.batch_size, shape, args.steps, args.warmup, tuple(args.implementations),
-                   args.baseline, not args.no_memory, args.threads)
+                   args.baseline, not args.no_memory, args.threads, compile=args.compile)
     except ValueError as e:  # a bad model name or baseline: say it like argparse does
         p.error(str(e))
     if args.json:
