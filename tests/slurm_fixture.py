@@ -47,7 +47,7 @@ class Toy:
     """A stand-in for one training run: ``epochs`` epochs of ``sleep_s`` seconds, each updating a
     deterministic value and checkpointing (epoch, value) to ``out/<key>.ckpt``; a re-run resumes
     from the checkpoint. At the end it writes ``out/<key>.json`` (the result: value, epochs, how
-    many attempts it took) and appends (start, end) of each attempt to ``out/<key>.spans``.
+    many attempts it took) and appends (start, end, CUDA_VISIBLE_DEVICES) of the attempt that finishes to ``out/<key>.spans``.
 
     ``source``: key of a run whose result this one starts from (a weight transfer); it fails
     when that result is not there yet. ``fail``: raise at that epoch (a crashing run).
@@ -88,7 +88,7 @@ class Toy:
         _write(self.result_path(), {"value": state["value"], "epochs": state["epoch"],
                                     "attempts": state["attempts"]})
         with open(out / f"{self.key}.spans", "a") as f:
-            f.write(f"{start} {time.time()}\n")
+            f.write(f"{start} {time.time()} {os.environ.get('CUDA_VISIBLE_DEVICES', '-') or '-'}\n")
         return state["value"]
 
 
@@ -98,6 +98,22 @@ def expected_value(key, epochs, start=1):
     for epoch in range(epochs):
         value = (value * 31 + epoch + len(key)) % 1_000_003
     return value
+
+
+def spans(out, key):
+    """[(start, end, CUDA_VISIBLE_DEVICES)] of the finished attempts of a Toy run."""
+    lines = (Path(out) / f"{key}.spans").read_text().split("\n")
+    return [(float(a), float(b), c) for a, b, c in (line.split() for line in lines if line)]
+
+
+def max_overlap(intervals):
+    """Most intervals open at one time."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
 
 
 def is_done_in(out):

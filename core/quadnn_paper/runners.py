@@ -663,7 +663,9 @@ def _sacct(job_ids: list[str]) -> dict[str, tuple[str, str]]:
 def _slurm_record_state(record: dict, known: dict | None = None) -> tuple[str, str]:
     job_id = record["job_id"]
     info = (known if known is not None else _sacct([job_id])).get(job_id)
-    if info is None or info[1] != record["job_name"]:
+    # sacct briefly names a job "allocation" while it completes; any other name means the id now
+    # belongs to another job.
+    if info is None or info[1] not in (record["job_name"], "allocation"):
         if time.time() - record["submitted_at"] < _UNKNOWN_GRACE_S:
             return "pending", ""
         if shutil.which("sacct") is None:

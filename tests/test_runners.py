@@ -1,0 +1,311 @@
+"""Runners: inline, the local queue, and a real SLURM (tools/slurm/up.sh) driven through submitit.
+
+The jobs are toys (tests/slurm_fixture.py: `Toy`), sleeping through a few "epochs" and
+checkpointing a deterministic value, so that what is checked is the runner: results equal to
+inline's, resumption after preemption/timeout/cancellation ending on the same value as an
+uninterrupted run, dependencies, queueing, and nothing submitted twice.
+"""
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from quadnn_paper.runners import Job, make_runner
+from slurm_fixture import Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
+
+TESTS = Path(__file__).resolve().parent
+
+
+def result(out, key):
+    return json.loads((Path(out) / f"{key}.json").read_text())
+
+
+def checkpoint(out, key):
+    path = Path(out) / f"{key}.ckpt"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.2)
+
+
+# --- API ------------------------------------------------------------------------------------------
+
+def test_make_runner_names_the_valid_choices(tmp_path):
+    with pytest.raises(ValueError, match="inline, local, slurm"):
+        make_runner("ray", tmp_path)
+
+
+def test_job_rejects_keys_that_cannot_name_a_file():
+    with pytest.raises(ValueError, match="job key"):
+        Job("../escape", print)
+    with pytest.raises(ValueError, match="gpus"):
+        Job("a", print, gpus=-1)
+    with pytest.raises(ValueError, match="depends on itself"):
+        Job("a", print, deps=("a",))
+
+
+def test_dependency_cycle_is_an_error(tmp_path):
+    jobs = [Job("a", print, deps=("b",)), Job("b", print, deps=("a",))]
+    with pytest.raises(ValueError, match="cycle"):
+        make_runner("inline", tmp_path).submit(jobs)
+
+
+# --- inline ---------------------------------------------------------------------------------------
+
+def test_inline_runs_sources_first_and_skips_what_is_done(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    jobs = [Job("b", Toy(out, "b", epochs=2, sleep_s=0, source="a"), deps=("a",)),
+            Job("a", Toy(out, "a", epochs=3, sleep_s=0))]
+    runner = make_runner("inline", tmp_path / "runs")
+    assert runner.submit(jobs, is_done_in(out)) == {"a": "done", "b": "done"}
+    assert runner.last_submitted == ["a", "b"]
+    assert result(out, "b")["value"] == expected_value("b", 2, start=expected_value("a", 3))
+    assert runner.submit(jobs, is_done_in(out)) == {"a": "done", "b": "done"}
+    assert runner.last_submitted == []
+
+
+def test_inline_failure_is_recorded_with_its_traceback(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    jobs = [Job("bad", Toy(out, "bad", epochs=3, sleep_s=0, fail=1)),
+            Job("after", Toy(out, "after", sleep_s=0, source="bad"), deps=("bad",)),
+            Job("good", Toy(out, "good", epochs=1, sleep_s=0))]
+    runner = make_runner("inline", tmp_path / "runs")
+    with pytest.raises(RuntimeError, match="fails at epoch 1"):
+        runner.submit(jobs, is_done_in(out))
+    assert runner.states(["bad"]) == {"bad": "failed"}
+    assert "RuntimeError: toy run bad fails at epoch 1" in runner.log_tail("bad")
+
+    runner = make_runner("inline", tmp_path / "runs", raise_errors=False)
+    states = runner.submit(jobs, is_done_in(out))
+    assert states == {"bad": "failed", "after": "missing", "good": "done"}
+    assert runner.last_submitted == ["bad", "good"]   # a failed record is replaced, i.e. retried
+
+
+# --- local ----------------------------------------------------------------------------------------
+
+def test_local_queues_more_jobs_than_workers_and_never_runs_more(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    keys = [f"run{i}" for i in range(5)]
+    jobs = [Job(k, Toy(out, k, epochs=2, sleep_s=0.4)) for k in keys]
+    runner = make_runner("local", tmp_path / "runs", workers=2, gpus=[])
+    states = runner.submit(jobs, is_done_in(out))
+    assert set(states.values()) == {"pending"} and runner.last_submitted == keys
+    seen = set()
+    deadline = time.monotonic() + 60
+    while any(s in ("pending", "running") for s in runner.states(keys).values()):
+        seen.add(runner.running)
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert runner.states(keys) == dict.fromkeys(keys, "done")
+    assert max(seen) == 2
+    assert max_overlap([s[:2] for k in keys for s in spans(out, k)]) == 2
+    assert all(result(out, k)["value"] == expected_value(k, 2) for k in keys)
+
+
+def test_local_gives_each_job_its_own_gpus(tmp_path):
+    # Three (pretend) GPUs: a 2-GPU run and two 1-GPU runs never share a device.
+    out = tmp_path / "out"
+    out.mkdir()
+    jobs = [Job("big", Toy(out, "big", epochs=2, sleep_s=0.4), gpus=2),
+            Job("s1", Toy(out, "s1", epochs=2, sleep_s=0.4), gpus=1),
+            Job("s2", Toy(out, "s2", epochs=2, sleep_s=0.4), gpus=1)]
+    runner = make_runner("local", tmp_path / "runs", gpus=["0", "1", "2"])
+    runner.submit(jobs, is_done_in(out))
+    assert runner.wait([j.key for j in jobs], timeout=60) == {"big": "done", "s1": "done", "s2": "done"}
+    runs = {k: spans(out, k)[0] for k in ("big", "s1", "s2")}
+    assert len(runs["big"][2].split(",")) == 2 and len(runs["s1"][2].split(",")) == 1
+    for a in runs:
+        for b in runs:
+            overlap = a != b and runs[a][0] < runs[b][1] and runs[b][0] < runs[a][1]
+            if overlap:
+                assert not set(runs[a][2].split(",")) & set(runs[b][2].split(",")), runs
+    with pytest.raises(ValueError, match="needs 4 GPUs; this machine has 3"):
+        runner.submit([Job("huge", print, gpus=4)])
+
+
+def test_local_dependent_waits_and_a_crash_fails_only_its_job(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    jobs = [Job("dep", Toy(out, "dep", epochs=1, sleep_s=0.1, source="src"), deps=("src",)),
+            Job("src", Toy(out, "src", epochs=3, sleep_s=0.3)),
+            Job("crash", Toy(out, "crash", epochs=3, sleep_s=0.1, fail=1)),
+            Job("orphan", Toy(out, "orphan", sleep_s=0.1, source="crash"), deps=("crash",))]
+    runner = make_runner("local", tmp_path / "runs", workers=3, gpus=[])
+    runner.submit(jobs, is_done_in(out))
+    states = runner.wait([j.key for j in jobs], timeout=60)
+    assert states == {"dep": "done", "src": "done", "crash": "failed", "orphan": "failed"}
+    assert spans(out, "dep")[0][0] >= spans(out, "src")[0][1]
+    assert result(out, "dep")["value"] == expected_value("dep", 1, start=expected_value("src", 3))
+    assert "RuntimeError: toy run crash fails at epoch 1" in runner.log_tail("crash")
+    assert runner.state("orphan") == ("failed", "source crash failed: RuntimeError: toy run crash fails at epoch 1")
+
+
+def test_local_multi_task_job_gets_ranks(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    runner = make_runner("local", tmp_path / "runs", workers=1, gpus=[])
+    runner.submit([Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2)],
+                  is_done_in(out))
+    assert runner.wait(["ddp"], timeout=60) == {"ddp": "done"}
+    ranks = sorted(line.split() for line in (out / "ddp.ranks").read_text().splitlines())
+    assert [r[:4] for r in ranks] == [["0", "2", "0", "127.0.0.1"], ["1", "2", "1", "127.0.0.1"]]
+    assert ranks[0][4] == ranks[1][4]   # one MASTER_PORT
+
+
+# --- racing submitters ----------------------------------------------------------------------------
+
+RACER = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, {tests!r})
+    from quadnn_paper.runners import Job, make_runner
+    from slurm_fixture import Toy, is_done_in
+    out, state, name, go = {out!r}, {state!r}, {name!r}, {go!r}
+    jobs = [Job(k, Toy(out, k, epochs=2, sleep_s=0.3)) for k in ("r1", "r2", "r3")]
+    runner = make_runner(name, state, **({{"workers": 3, "gpus": []}} if name == "local" else {{}}))
+    while time.time() < go:
+        time.sleep(0.001)
+    runner.submit(jobs, is_done_in(out))
+    print(json.dumps(runner.last_submitted), flush=True)
+    runner.wait([j.key for j in jobs], timeout=60)
+""")
+
+
+def race(tmp_path, name):
+    out, state = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    go = time.time() + 2.0   # both start submitting at the same instant, after their imports
+    code = RACER.format(tests=str(TESTS), out=str(out), state=str(state), name=name, go=go)
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    submitted = [json.loads(p.communicate(timeout=90)[0].splitlines()[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    return out, submitted
+
+
+def test_two_racing_local_submitters_submit_each_key_once(tmp_path):
+    out, submitted = race(tmp_path, "local")
+    assert sorted(submitted[0] + submitted[1]) == ["r1", "r2", "r3"], submitted
+    assert all(result(out, k)["attempts"] == 1 for k in ("r1", "r2", "r3"))
+
+
+# --- slurm ----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def slurm(slurm_cluster, tmp_path):
+    """A slurm runner with its own submitit folder, and the directory its toys write to."""
+    out = tmp_path / "out"
+    out.mkdir()
+    return make_runner("slurm", tmp_path / "runs", is_done=is_done_in(out)), out
+
+
+def sweep(out):
+    jobs = [Job(f"lr{i}", Toy(out, f"lr{i}", epochs=2 + i, sleep_s=0.2)) for i in range(3)]
+    jobs.append(Job("transfer", Toy(out, "transfer", epochs=2, sleep_s=0.2, source="lr2"), deps=("lr2",)))
+    return jobs
+
+
+def test_slurm_sweep_gives_inline_results_and_dependent_waits_for_source(slurm, tmp_path, timed_out_run):
+    runner, out = slurm
+    jobs = sweep(out)
+    keys = [j.key for j in jobs]
+    assert runner.submit(jobs) == dict.fromkeys(keys, "pending")
+    # The dependent was queued at once, behind its source (afterok), not on a later pass.
+    assert runner.record("transfer")["sources"] == {"lr2": runner.record("lr2")["job_id"]}
+    first_ids = {k: runner.record(k)["job_id"] for k in keys}
+    runner.submit(jobs)                      # while queued or running: nothing is submitted again
+    assert runner.last_submitted == []
+    assert runner.wait(keys, timeout=90) == dict.fromkeys(keys, "done")
+    runner.submit(jobs)                      # and nothing once done
+    assert runner.last_submitted == [] and {k: runner.record(k)["job_id"] for k in keys} == first_ids
+    assert spans(out, "transfer")[0][0] >= spans(out, "lr2")[0][1]
+
+    inline_out = tmp_path / "inline"
+    inline_out.mkdir()
+    make_runner("inline", tmp_path / "inline-runs").submit(sweep(inline_out), is_done_in(inline_out))
+    assert {k: result(out, k) for k in keys} == {k: result(inline_out, k) for k in keys}
+
+
+def test_slurm_preempted_job_requeues_and_resumes(slurm):
+    runner, out = slurm
+    runner.submit([Job("pre", Toy(out, "pre", epochs=6, sleep_s=0.5))])
+    wait_until(lambda: (checkpoint(out, "pre") or {}).get("epoch", 0) >= 2, 60, "epoch 2")
+    runner.job("pre")._interrupt()           # SIGTERM then USR2, as a preemption: submitit requeues
+    assert runner.wait(["pre"], timeout=90) == {"pre": "done"}
+    assert result(out, "pre") == {"value": expected_value("pre", 6), "epochs": 6, "attempts": 2}
+    assert "this job is preempted" in runner.log_tail("pre", 50)
+
+
+def test_slurm_cancelled_job_is_resubmitted_and_resumes(slurm):
+    runner, out = slurm
+    # scancel sends SIGTERM (which submitit ignores, waiting for USR2) and SIGKILL KillWait (5 s)
+    # later: the run must outlast that to be killed mid-run.
+    job = Job("cut", Toy(out, "cut", epochs=16, sleep_s=0.5))
+    runner.submit([job])
+    wait_until(lambda: (checkpoint(out, "cut") or {}).get("epoch", 0) >= 2, 60, "epoch 2")
+    first = runner.record("cut")["job_id"]
+    subprocess.run(["scancel", first], check=True)   # killed outright: no checkpoint() call
+    wait_until(lambda: runner.states(["cut"]) == {"cut": "failed"}, 30, "the cancelled state")
+    assert f"SLURM job {first} is CANCELLED" == runner.state("cut")[1]
+    assert runner.submit([job]) == {"cut": "pending"} and runner.last_submitted == ["cut"]
+    assert runner.record("cut")["job_id"] != first
+    assert runner.wait(["cut"], timeout=60) == {"cut": "done"}
+    assert result(out, "cut") == {"value": expected_value("cut", 16), "epochs": 16, "attempts": 2}
+
+
+@pytest.fixture(scope="module")
+def timed_out_run(slurm_cluster, tmp_path_factory):
+    """A run longer than its one-minute limit, started early so that its minute overlaps the other
+    SLURM tests: SLURM sends USR2 59 s before the limit, at its next periodic check (every 30 s),
+    submitit sees a timeout, checkpoints and requeues; the run resumes, maybe more than once."""
+    tmp = tmp_path_factory.mktemp("timeout")
+    out = tmp / "out"
+    out.mkdir()
+    runner = make_runner("slurm", tmp / "runs", is_done=is_done_in(out), time_min=1, signal_delay_s=59)
+    runner.submit([Job("slow", Toy(out, "slow", epochs=34, sleep_s=1))])
+    return runner, out
+
+
+def test_slurm_failure_shows_its_log_and_cancels_its_dependents(slurm):
+    runner, out = slurm
+    jobs = [Job("boom", Toy(out, "boom", epochs=2, sleep_s=0.1, fail=0)),
+            Job("needs-boom", Toy(out, "needs-boom", sleep_s=0.1, source="boom"), deps=("boom",))]
+    runner.submit(jobs)
+    assert runner.wait(["boom", "needs-boom"], timeout=60) == {"boom": "failed", "needs-boom": "failed"}
+    assert "RuntimeError: toy run boom fails at epoch 0" in runner.log_tail("boom")
+
+
+def test_slurm_multi_task_job_sets_ranks_from_submitit(slurm):
+    runner, out = slurm
+    runner.submit([Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2)])
+    assert runner.wait(["ddp"], timeout=60) == {"ddp": "done"}
+    ranks = sorted(line.split() for line in (out / "ddp.ranks").read_text().splitlines())
+    assert [r[:3] for r in ranks] == [["0", "2", "0"], ["1", "2", "1"]]
+    assert ranks[0][3:] == ranks[1][3:]   # one MASTER_ADDR and MASTER_PORT
+
+
+def test_two_racing_slurm_submitters_submit_each_key_once(slurm_cluster, tmp_path):
+    out, submitted = race(tmp_path, "slurm")
+    assert sorted(submitted[0] + submitted[1]) == ["r1", "r2", "r3"], submitted
+    assert len([d for d in (tmp_path / "runs" / "slurm").iterdir() if d.name.isdigit()]) == 3  # sbatch'ed once
+    for key in ("r1", "r2", "r3"):
+        assert result(out, key)["attempts"] == 1
+
+
+def test_slurm_timed_out_job_requeues_and_resumes(timed_out_run):
+    runner, out = timed_out_run
+    assert runner.wait(["slow"], timeout=180) == {"slow": "done"}
+    res = result(out, "slow")
+    assert res["value"] == expected_value("slow", 34) and res["attempts"] >= 2
+    assert "this job is timed-out" in runner.log_tail("slow", 80)
