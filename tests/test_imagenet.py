@@ -222,7 +222,7 @@ def test_full_protocol_is_the_papers():
     assert sorted(P["models"]) == sorted(I.PAPER) and len(P["models"]) == 10
     assert set(I.PROTOCOLS) == {"smoke", "cpu", "full"}
     cfgs = I.runs("full")
-    assert cfgs[0].data_dir == "data/imagenet" and cfgs[0].batch_size == 256 and cfgs[0].task == "imagefolder"
+    assert cfgs[0].data_dir.endswith("/data/imagenet") and cfgs[0].batch_size == 256 and cfgs[0].task == "imagefolder"
     assert {c.model for c in cfgs} == set(P["models"]) and cfgs[0].milestones == P["milestones"]
 
 

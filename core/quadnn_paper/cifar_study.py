@@ -30,9 +30,10 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .engine import RunConfig
+from .profiles import select
 
 __all__ = ["PROTOCOLS", "VGG_RECIPE", "RESNET_RECIPE", "Row", "vgg_rows", "comparison_rows", "runs_at",
-           "config_for", "plan", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
+           "config_for", "plan", "vgg_runs", "comparison_runs", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
 
 # -- the paper's protocols ------------------------------------------------------------------
 VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
@@ -186,6 +187,18 @@ def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tu
             source = config_for(by_label[row.source], protocol, seed, width=width) if row.method == "wt" else None
             out[(row, seed)] = config_for(row, protocol, seed, source, width=width)
     return out
+
+
+def vgg_runs(profile: str) -> list[RunConfig]:
+    """The runs of the VGG stability section at ``profile``."""
+    P = select(PROTOCOLS, profile)["vgg"]
+    return list(plan(vgg_rows(), P, width=P["width"]).values())
+
+
+def comparison_runs(profile: str) -> list[RunConfig]:
+    """The runs of the CIFAR comparison section at ``profile`` (transfer sources included via deps)."""
+    P = select(PROTOCOLS, profile)["comparison"]
+    return list(plan(comparison_rows(), P).values())
 
 
 # -- summaries --------------------------------------------------------------------------------

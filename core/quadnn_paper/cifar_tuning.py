@@ -109,13 +109,18 @@ def runs(profile: str, seeds=None) -> list[RunConfig]:
     return list(plan(profile, seeds).values())
 
 
-def sweep(profile: str, out: str, seeds=None, runner: str = "inline", **runner_options) -> dict:
+def sweep(profile: str, out: str, seeds=None, runner: str = "inline", tiny: bool = False, **runner_options) -> dict:
     """Execute every run of ``profile`` (cached in ``out``) and group the results.
 
     Returns ``{seed: {experiment: [(value, result or None), ...]}}`` in the order of :func:`plan`;
-    None marks a run that a cluster runner has not finished yet.
+    None marks a run that a cluster runner has not finished yet. ``tiny``: the TINY=1 variant
+    (:func:`quadnn_paper.tiny.tiny_runs`).
     """
     planned = plan(profile, seeds)
+    if tiny:
+        from .tiny import tiny_runs
+
+        planned = dict(zip(planned, tiny_runs(list(planned.values()))))
     results = execute(list(planned.values()), out, runner, **runner_options)
     grouped: dict = {}
     for (exp, v, s), cfg in planned.items():

@@ -355,10 +355,11 @@ def runs(profile: str, data_dir: str | Path | None = None) -> list:
     written (smoke/cpu; default ``build/data/kitti_synthetic``).
     """
     from .engine import RunConfig
+    from .paths import DATA, GENERATED
 
     P = protocol(profile)
     if data_dir is None:
-        data_dir = "data/kitti" if P["data"] == "kitti" else "build/data/kitti_synthetic"
+        data_dir = DATA / "kitti" if P["data"] == "kitti" else GENERATED / "kitti_synthetic"
     task_kwargs = dict(n_train=P["n_train"], n_test=P["n_test"], height=P["height"], width=P["width"],
                        max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"])
     if P["data"] == "kitti":  # the real split files decide the sizes

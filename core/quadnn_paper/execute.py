@@ -32,9 +32,17 @@ def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
     return list(order.values())
 
 
-def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline", wait: bool = True,
-            progress: bool = True, **runner_options) -> dict[str, dict | None]:
-    """Results of ``runs`` by run id (None: not done yet); see the module doc."""
+def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline", wait: bool | None = None,
+            progress: bool = True, gpus: int | None = None, **runner_options) -> dict[str, dict | None]:
+    """Results of ``runs`` by run id (None: not done yet); see the module doc.
+
+    ``wait``: block until every submitted run has ended (default: yes for ``inline`` and
+    ``local``, whose queue lives in this process; no for ``slurm``: submit and return).
+    ``gpus``: GPUs per run (default :func:`gpus_per_run`). ``runner_options`` go to the runner
+    (e.g. ``workers`` for ``local``; ``partition``, ``time_min``, ... for ``slurm``).
+    """
+    if wait is None:
+        wait = runner != "slurm"
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
     todo = with_dependencies(runs)
@@ -54,10 +62,105 @@ def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline
             if bar is not None:
                 bar.close()
     else:
-        from . import runners
-
-        runners.execute_runs(todo, Path(out), runner, wait=wait, **runner_options)
+        r = make(runner, out, **runner_options)
+        keys = [cfg.run_id for cfg in todo]
+        states = r.submit(jobs(todo, out, gpus), is_done=is_done(out))
+        if progress:
+            print(f"{runner}: {len(r.last_submitted)} run(s) submitted; " + ", ".join(
+                f"{n} {s}" for s, n in sorted(_count(states).items())), flush=True)
+        if wait:
+            states = r.wait(keys, is_done=is_done(out))
+            failed = [k for k, s in states.items() if s == "failed"]
+            for k in failed:
+                print(f"run {k} failed; last lines of its log:\n{r.log_tail(k)}", flush=True)
     return {cfg.run_id: store.result(cfg) for cfg in todo}
+
+
+def _count(states: dict[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in states.values():
+        out[s] = out.get(s, 0) + 1
+    return out
+
+
+def job_dir(out: str | os.PathLike) -> Path:
+    """Where runners keep their submission records and logs: ``<cache>/.jobs``."""
+    return Path(out) / ".jobs"
+
+
+def make(runner: str, out: str | os.PathLike, **options):
+    from .runners import make_runner
+
+    return make_runner(runner, job_dir(out), **options)
+
+
+def is_done(out: str | os.PathLike):
+    """The runners' notion of done: the run's result is stored (finished or did not converge)."""
+    root = Path(out)
+    return lambda key: (root / key / "result.json").exists()
+
+
+class TrainRun:
+    """A picklable job: train one configuration into ``out`` (resuming from its checkpoint).
+
+    Its weight-transfer source is a job of its own, so it is never trained from here. Under a
+    multi-task SLURM job or ``local`` with several tasks, torch.distributed is initialised from
+    the environment the runner set.
+    """
+
+    def __init__(self, cfg: RunConfig, out: str | os.PathLike):
+        # Absolute paths: the job may start in another working directory (data_dir is not hashed).
+        self.cfg = cfg.replace(data_dir=str(Path(cfg.data_dir).resolve()))
+        self.out = str(Path(out).resolve())
+
+    def __call__(self) -> str:
+        from .runners import init_distributed
+
+        ddp = init_distributed()
+        try:
+            res = run(self.cfg, self.out, run_dependencies=False)
+        finally:
+            if ddp:
+                import torch.distributed as dist
+
+                dist.destroy_process_group()
+        return res["status"]
+
+    def __repr__(self) -> str:
+        return f"TrainRun({self.cfg.describe()} {self.cfg.run_id})"
+
+
+def gpus_per_run(default: int | None = None) -> int:
+    """GPUs a run gets: ``QUADNN_GPUS_PER_RUN``, else 1 where this machine has CUDA, else 0 (CPU)."""
+    if default is not None:
+        return int(default)
+    env = os.environ.get("QUADNN_GPUS_PER_RUN")
+    if env:
+        if not env.isdigit():
+            raise ValueError(f"QUADNN_GPUS_PER_RUN must be a non-negative integer, got {env!r}")
+        return int(env)
+    import torch
+
+    return 1 if torch.cuda.is_available() else 0
+
+
+def resources(cfg: RunConfig, gpus: int) -> dict:
+    """GPUs and tasks a run asks for: the paper trained ImageNet with 8 GPUs (DDP, one task each),
+    the other runs with one; ``gpus=0`` runs everything on CPU (one task)."""
+    if gpus == 0 or cfg.device == "cpu":
+        return dict(gpus=0, tasks_per_node=1)
+    if cfg.task == "imagefolder" and cfg.dataset == "imagenet":
+        return dict(gpus=8 * gpus, tasks_per_node=8 * gpus)
+    return dict(gpus=gpus, tasks_per_node=1)
+
+
+def jobs(runs: list[RunConfig], out: str | os.PathLike, gpus: int | None = None) -> list:
+    """The runners' jobs for ``runs`` (keys: run ids; deps: weight-transfer sources)."""
+    from .runners import Job
+
+    gpus = gpus_per_run(gpus)
+    return [Job(key=c.run_id, fn=TrainRun(c, out), deps=tuple(d.run_id for d in c.dependencies()),
+                name=c.describe().replace(" ", "_"), **resources(c, gpus)) for c in runs]
 
 
 def pending_note(results: dict[str, dict | None], runs: list[RunConfig]) -> str | None:

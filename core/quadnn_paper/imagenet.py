@@ -197,16 +197,19 @@ def folder_name(P: dict) -> str:
 def runs(profile: str, data_root: str | Path | None = None) -> list:
     """The runs of ``profile`` (every model x seed) as engine configurations (task ``imagefolder``).
 
-    ``data_root`` holds the data folder: ``data/`` for ImageNet (``data/imagenet/{train,val}``),
-    ``build/data/`` for the generated digits tree (default by profile).
+    ``data_root`` holds the data folder: :data:`~quadnn_paper.paths.DATA` for ImageNet
+    (``data/imagenet/{train,val}``), :data:`~quadnn_paper.paths.GENERATED` for the generated
+    digits tree (default by profile).
     """
+    from .paths import DATA, GENERATED
+
     from quadnn.models.imagenet_resnet import VARIANTS
 
     from .engine import RunConfig
 
     P = protocol(profile)
     if data_root is None:
-        data_root = "data" if P["data"] == "imagenet" else "build/data"
+        data_root = DATA if P["data"] == "imagenet" else GENERATED
     task_kwargs = {k: P[k] for k in ("resize", "crop", "scale")}
     task_kwargs["scale"] = list(task_kwargs["scale"])
     if P["data"] == "digits":
@@ -241,7 +244,7 @@ def main(argv=None) -> int:
     p.add_argument("--profile", choices=tuple(PROTOCOLS), default="full")
     p.add_argument("--model", required=True, help=f"one of {MODELS[18] + MODELS[34]}")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (cuda where available), cpu, cuda")
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--amp", action="store_true")
     p.add_argument("--data-root", default=None, help="folder holding imagenet/ (default data/)")

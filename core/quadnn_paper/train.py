@@ -129,9 +129,12 @@ def ddp_session(device: str):
     """Initialise torch.distributed when launched by torchrun (WORLD_SIZE > 1); tear it down after."""
     import torch.distributed as dist
 
+    import torch
+
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized()
     if ddp:
-        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        dist.init_process_group("nccl" if cuda else "gloo")
     try:
         yield
     finally:

@@ -26,8 +26,10 @@ SCHEDULES = ("multistep", "diminishing", "constant", "poly")
 # "reference" decays them toward their ReLinear reference, decoupled (quadnn's default);
 # "zero" is ordinary coupled L2 toward 0 on every group (the official ReLinear code).
 QUADRATIC_DECAY = ("reference", "zero")
-DEVICES = ("cpu", "cuda", "mps")
-OPERATIONAL = ("data_dir", "progress", "threads", "workers", "eval_batch_size")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+# Where and how fast a run executes, not what it computes: left out of the hash, so a run trained
+# on a GPU and the same run resumed on another machine are one run.
+OPERATIONAL = ("device", "data_dir", "progress", "threads", "workers", "eval_batch_size")
 
 
 @dataclass
@@ -66,13 +68,13 @@ class RunConfig:
     transfer_from: RunConfig | None = None  # weight transfer: start from this conventional run ...
     transfer_stage: int = 1                 # ... at the end of this schedule stage
     seed: int = 0
-    device: str = "cpu"
+    device: str = "auto"                 # auto: cuda where available, else cpu
     amp: bool = False                    # bf16 autocast (CPU and CUDA)
     compile: bool = False                # torch.compile
     sync_bn: bool = False                # synchronise batch-norm statistics across DDP ranks
     diverge_factor: float = 10.0         # classification: stop when the loss exceeds this x ln(classes)
     # operational (not hashed)
-    data_dir: str = "data"
+    data_dir: str = field(default_factory=lambda: str(_default_data()))  # the repository's data/
     progress: bool = True
     threads: int | None = None           # torch.set_num_threads
     workers: int = 0                     # DataLoader workers (imagefolder, depth)
@@ -162,6 +164,12 @@ class RunConfig:
             parts.append(f"transfer{self.transfer_stage}")
         parts.append(f"seed{self.seed}")
         return " ".join(parts)
+
+
+def _default_data():
+    from ..paths import DATA
+
+    return DATA
 
 
 def run_id(key: dict) -> str:

@@ -147,11 +147,14 @@ def run(config: RunConfig | dict | None = None, out: str | os.PathLike = "runs",
 
 
 def _device(cfg: RunConfig, nranks: int) -> torch.device:
-    if cfg.device == "cuda":
+    name = cfg.device
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
         device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if nranks > 1 else "cuda")
         torch.cuda.set_device(device)
         return device
-    return torch.device(cfg.device)
+    return torch.device(name)
 
 
 def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool) -> dict:

@@ -1,0 +1,103 @@
+"""TINY=1: the full profile's code paths on tiny data written in the real on-disk formats.
+
+No CIFAR, ImageNet or KITTI exists on the machines this project is tested on, so the full
+profile is proven by running its exact protocols (models, optimisers, schedules, resolutions,
+10-crop evaluation, DDP-ready jobs, weight-transfer dependencies) on data the project writes
+in the same layouts the real loaders read:
+
+- ``cifar-10-batches-py/`` and ``cifar-100-python/``: torchvision's pickled batches;
+- ``imagenet/{train,val}/<class>/<image>.png``: an ImageFolder tree;
+- ``kitti/``: RGB PNGs, 16-bit depth PNGs (metres x 256) and the Eigen split files.
+
+:func:`tiny_runs` keeps every field of a full-profile run but caps epochs and training images
+and points it at that data. The caps keep each schedule's stages (so stage-k weight transfer
+still has its stage k). Numbers from TINY runs say nothing about the paper's results; the
+report labels them as such.
+"""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from .engine import RunConfig, stage_ends
+from .paths import GENERATED
+
+__all__ = ["TINY_ROOT", "CAPS", "write_tiny_data", "tiny_runs", "write_cifar"]
+
+TINY_ROOT = GENERATED / "tiny"
+# Epochs: the fewest that keep every stage of the run's schedule (at least 2); training images.
+CAPS = dict(classification_images=64, imagenet_per_class=2, imagenet_classes=4, kitti_train=4, kitti_test=2)
+
+
+def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed: int = 0) -> Path:
+    """Random images in torchvision's CIFAR-10/100 "python version" layout under ``root``."""
+    folder = root / {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}[name]
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    classes, label = (10, b"labels") if name == "cifar10" else (100, b"fine_labels")
+    files = ({f"data_batch_{i}": n_train // 5 for i in range(1, 6)} | {"test_batch": n_test} if name == "cifar10"
+             else {"train": n_train, "test": n_test})
+    for fname, n in files.items():
+        d = {b"batch_label": fname.encode(), label: rng.integers(0, classes, n).tolist(),
+             b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"filenames": [b"x.png"] * n}
+        if name == "cifar100":
+            d[b"coarse_labels"] = [y // 5 for y in d[label]]
+        with open(folder / fname, "wb") as f:
+            pickle.dump(d, f)
+    return folder
+
+
+def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
+    """Write (once) every data set the full profile reads, tiny, under ``root``; returns ``root``."""
+    from . import depth, imagenet
+
+    root = Path(root)
+    stamp = root / "written"
+    if stamp.exists():
+        return root
+    write_cifar(root, "cifar10")
+    write_cifar(root, "cifar100")
+    # ImageNet: digits rendered as 64x64 RGB-readable PNGs in ImageFolder layout (the full
+    # protocol's Resize(256) + TenCrop(224) then run on them unchanged).
+    tree = imagenet.write_digits_folder(root / "imagenet-digits", size=64, max_per_class=CAPS["imagenet_per_class"])
+    dest = root / "imagenet"
+    for split in ("train", "val"):
+        for c in sorted((tree / split).iterdir())[:CAPS["imagenet_classes"]]:
+            (dest / split / f"n{int(c.name):08d}").mkdir(parents=True, exist_ok=True)
+            for png in c.glob("*.png"):
+                (dest / split / f"n{int(c.name):08d}" / png.name).write_bytes(png.read_bytes())
+    depth.write_synthetic_kitti(root / "kitti", CAPS["kitti_train"], CAPS["kitti_test"], 64, 192, seed=0)
+    stamp.write_text("tiny format-identical data for the full profile\n")
+    return root
+
+
+def _data_dir(cfg: RunConfig, root: Path) -> str:
+    if cfg.task == "classification":
+        return str(root)
+    if cfg.task == "imagefolder":
+        return str(root / "imagenet") if cfg.dataset == "imagenet" else cfg.data_dir
+    return str(root / "kitti") if cfg.dataset == "kitti" else cfg.data_dir
+
+
+def _epochs(cfg: RunConfig) -> int:
+    want = len(stage_ends(cfg))
+    for epochs in range(2, cfg.epochs + 1):
+        if len(stage_ends(cfg.replace(epochs=epochs))) == want:
+            return epochs
+    return cfg.epochs
+
+
+def tiny_runs(runs: list[RunConfig], root: str | Path = TINY_ROOT) -> list[RunConfig]:
+    """``runs`` with epochs and training images capped and data under ``root`` (sources too);
+    writes the tiny data sets there first if they are missing."""
+    root = write_tiny_data(root)
+
+    def cap(cfg: RunConfig) -> RunConfig:
+        limit = CAPS["classification_images"] if cfg.task == "classification" else 0
+        src = cap(cfg.transfer_from) if cfg.transfer_from is not None else None
+        return cfg.replace(epochs=_epochs(cfg), train_limit=limit or cfg.train_limit, data_dir=_data_dir(cfg, root),
+                           transfer_from=src)
+
+    return [cap(c) for c in runs]
