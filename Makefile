@@ -11,13 +11,37 @@ TORCH    := torch==2.14.1 torchvision==0.29.1
 TEX_PACKAGES := texlive-latex-base texlive-latex-recommended texlive-latex-extra texlive-publishers \
                 texlive-science texlive-fonts-recommended latexmk poppler-utils
 
+# Where training runs execute: inline (this process), local (a queue over this machine's GPUs or
+# CPUs), slurm (submitit; SLURM_PARTITION, SLURM_ACCOUNT, SLURM_TIME (minutes), SLURM_CONSTRAINT,
+# SLURM_SBATCH="--opt=value ..."). WAIT=1 waits for submitted SLURM jobs, then collects;
+# without it a notebook submits what is missing and shows it as pending. TINY=1 (full only) runs
+# the full protocols on tiny generated data in the real on-disk formats.
+RUNNER   ?= inline
+TINY     ?=
+WAIT     ?=
 PROFILES := smoke cpu full
+RUNNERS  := inline local slurm
 ifeq ($(filter $(PROFILE),$(PROFILES)),)
 $(error PROFILE=$(PROFILE) is not one of: $(PROFILES))
 endif
+ifeq ($(filter $(RUNNER),$(RUNNERS)),)
+$(error RUNNER=$(RUNNER) is not one of: $(RUNNERS))
+endif
+ifneq ($(TINY),)
+ifneq ($(PROFILE),full)
+$(error TINY=1 caps the full profile; use it with PROFILE=full, not PROFILE=$(PROFILE))
+endif
+endif
+RUN_TAG  := $(PROFILE)$(if $(TINY),-tiny)
+export QUADNN_WAIT := $(WAIT)
+export QUADNN_SLURM_PARTITION ?= $(SLURM_PARTITION)
+export QUADNN_SLURM_ACCOUNT ?= $(SLURM_ACCOUNT)
+export QUADNN_SLURM_TIME ?= $(SLURM_TIME)
+export QUADNN_SLURM_CONSTRAINT ?= $(SLURM_CONSTRAINT)
+export QUADNN_SLURM_SBATCH ?= $(SLURM_SBATCH)
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
-EXECUTED  := $(patsubst notebooks/%.ipynb,build/$(PROFILE)/%.ipynb,$(NOTEBOOKS))
+EXECUTED  := $(patsubst notebooks/%.ipynb,build/$(RUN_TAG)/%.ipynb,$(NOTEBOOKS))
 SOURCES   := $(shell find core -name '*.py' -not -path '*/__pycache__/*')
 PAPER_SRC := paper/main.tex $(wildcard paper/sections/*.tex)
 
@@ -30,13 +54,15 @@ PAPER_SRC := paper/main.tex $(wildcard paper/sections/*.tex)
 # LaTeX over a paper/ that still mixes profiles.
 ifneq ($(filter paper paper/main.pdf,$(MAKECMDGOALS)),)
 ifneq ($(wildcard $(BIN)/python),)
-$(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build build/$(PROFILE) 1>&2)
+$(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build build/$(RUN_TAG) 1>&2)
 endif
 endif
 
-.PHONY: help setup test paper tex clean
+.PHONY: help setup test paper tex clean status slurm-up slurm-down
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
+	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (see the README)"
+	@echo "make status [PROFILE=full] [TINY=1]  runs per section: done/running/pending/failed, GPU-hours left"
 	@echo "make test                            pytest + nbval (smoke profile), and the smoke PDF build"
 	@echo "make setup                           create .venv and install quadnn with its extras"
 	@echo "make clean                           remove build products (keeps .venv and data/)"
@@ -69,11 +95,29 @@ tex: build/.tex-ok
 
 # One executed copy per notebook and profile; the notebook writes figures, tables and
 # variables into paper/.
-build/$(PROFILE)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
+# A notebook whose runs are not all finished (submitted to SLURM, WAIT unset) keeps no executed
+# copy, so the next `make paper` runs it again and collects what has finished meanwhile.
+build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	@mkdir -p $(@D)
-	QUADNN_NOTEBOOK=$* $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
-	  -p profile $(PROFILE) -p paper_dir $(CURDIR)/paper -p cache_dir $(CURDIR)/build/cache
-	@mv $(basename $@).part.ipynb $@
+	@rm -f $(basename $@).pending
+	QUADNN_NOTEBOOK=$* QUADNN_PENDING=$(CURDIR)/$(basename $@).pending \
+	  $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
+	  -p profile $(PROFILE) -p paper_dir $(CURDIR)/paper -p cache_dir $(CURDIR)/build/cache \
+	  -p runner $(RUNNER) $(if $(TINY),-p tiny True)
+	@if [ -s $(basename $@).pending ]; then \
+	  echo "$*: $$(cat $(basename $@).pending); run the same 'make paper' again to collect them"; \
+	else mv $(basename $@).part.ipynb $@; fi
+
+# The plan: runs per section and their states, with the GPU-hours still to spend.
+status: $(INSTALLED)
+	@$(BIN)/python -m quadnn_paper.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
+	  --runner $(if $(filter inline,$(RUNNER)),slurm,$(RUNNER))
+
+# A single-node SLURM on this machine (root, Debian): what the tests and RUNNER=slurm use here.
+slurm-up:
+	@bash tools/slurm/up.sh
+slurm-down:
+	@bash tools/slurm/down.sh
 
 # The paper's own numbers (quadnn_paper/published.py) as LaTeX macros.
 paper/variables/published.tex: core/quadnn_paper/published.py $(INSTALLED)
@@ -82,7 +126,7 @@ paper/variables/published.tex: core/quadnn_paper/published.py $(INSTALLED)
 paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
 	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)
 	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
-	@echo "paper/main.pdf built from the $(PROFILE) profile"
+	@echo "paper/main.pdf built from the $(PROFILE)$(if $(TINY), (TINY=1)) profile"
 
 paper: paper/main.pdf
 

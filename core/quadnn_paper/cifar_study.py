@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from . import published
 from .engine import RunConfig
 from .profiles import select
 
@@ -104,18 +105,9 @@ def vgg_rows() -> list[Row]:
     return rows
 
 
-_PAPER_MAIN = {
-    "ResNet20": "8.75", "ResNet32": "7.51", "ResNet56": "6.97", "ResNet110": "6.61", "ResNet1202": "7.93",
-    "Parabolic-ResNet20": "7.89", "Parabolic-ResNet32": "7.25", "Parabolic-ResNet56": "8.89",
-    "PolyResNet20": "9.80", "PolyResNet32": "7.62", "PolyResNet56": "8.31",
-    "QResNet20 (r.i., ReLinear)": "7.78", "QResNet20 (r.i., ReLinear+ReZero)": "7.97", "QResNet20 (w.t., ReLinear)": "7.17",
-    "QResNet32 (r.i., ReLinear)": "7.18", "QResNet32 (r.i., ReLinear+ReZero)": "6.90", "QResNet32 (w.t., ReLinear)": "6.38",
-    "QResNet56 (r.i., ReLinear)": "6.43", "QResNet56 (r.i., ReLinear+ReZero)": "6.34", "QResNet56 (w.t., ReLinear)": "6.22",
-    "QResNet110 (r.i., ReLinear)": "6.36", "QResNet110 (r.i., ReLinear+ReZero)": "6.12", "QResNet110 (w.t., ReLinear)": "5.44",
-}
-_PAPER_COMPACT = {20: "7.76", 32: "6.56", 56: "6.30"}
-_PAPER_WIDTH = {(32, 1.5): "6.45", (32, 2.0): "6.75", (32, 2.5): "7.44",
-                (56, 1.5): "6.84", (56, 2.0): "6.12", (56, 2.5): "6.58"}
+_PAPER_MAIN = published.CIFAR_MAIN
+_PAPER_COMPACT = published.CIFAR_COMPACT
+_PAPER_WIDTH = published.CIFAR_WIDTH
 
 
 def comparison_rows() -> list[Row]:

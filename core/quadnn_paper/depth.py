@@ -34,6 +34,7 @@ from torch import nn
 
 from quadnn import relinear
 from quadnn.convert import quadratize
+from . import published
 from .profiles import select
 
 __all__ = ["PROTOCOLS", "PAPER", "METRICS", "MODELS", "LABELS", "DATA_DEFAULTS", "LapDepth", "quadratic_lapdepth",
@@ -44,11 +45,7 @@ METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
 
 # The paper's KITTI table: only SqRel and RMSE are given. (It prints RMSE 0.446 for LapDepth;
 # LapDepth's own paper reports 2.446 m, so the leading digit seems to have been lost.)
-PAPER = {
-    "LapDepth (official)": dict(sq_rel=0.212, rmse=0.446),
-    "LapDepth (replicated)": dict(sq_rel=0.214, rmse=0.458),
-    "Quadratic-LapDepth": dict(sq_rel=0.200, rmse=0.427),
-}
+PAPER = published.KITTI
 
 # full = the paper's protocol. smoke / cpu: synthetic scenes at a small size, a resnet18 encoder.
 PROTOCOLS = {

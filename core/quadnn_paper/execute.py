@@ -42,7 +42,8 @@ def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline
     (e.g. ``workers`` for ``local``; ``partition``, ``time_min``, ... for ``slurm``).
     """
     if wait is None:
-        wait = runner != "slurm"
+        env = os.environ.get("QUADNN_WAIT", "")
+        wait = env not in ("", "0") if env else runner != "slurm"
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
     todo = with_dependencies(runs)
@@ -73,7 +74,15 @@ def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline
             failed = [k for k, s in states.items() if s == "failed"]
             for k in failed:
                 print(f"run {k} failed; last lines of its log:\n{r.log_tail(k)}", flush=True)
-    return {cfg.run_id: store.result(cfg) for cfg in todo}
+    results = {cfg.run_id: store.result(cfg) for cfg in todo}
+    missing = [c for c in runs if results[c.run_id] is None]
+    if missing:
+        note = pending_note(results, runs)
+        print(f"{note}: see `make status` (python -m quadnn_paper.status)", flush=True)
+        if os.environ.get("QUADNN_PENDING"):  # tells `make paper` this notebook is not complete yet
+            with open(os.environ["QUADNN_PENDING"], "a") as f:
+                f.write(f"{note}\n")
+    return results
 
 
 def _count(states: dict[str, str]) -> dict[str, int]:

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from quadnn.layers import QuadraticLinear, Square
+from . import published
 from .profiles import select
 
 __all__ = [
@@ -75,12 +76,7 @@ PROTOCOLS = {
 }
 
 #: Values printed in the paper (facts from the paper, used as its column in our tables).
-PAPER = dict(
-    oscillation_widths=(1, 10, 10, 10, 10, 1),
-    oscillation_sigmas=(0.01, 0.02, 0.03),
-    amplification_sigma=1.0,
-    hall_meyer_printed={1: 0.25, 2: 0.013, 6: 0.00000137},
-)
+PAPER = published.EXPRESSIVITY
 
 
 def protocol(profile: str) -> dict:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import published
 from .engine.store import atomic_write_text
 from .profiles import select
 
@@ -44,13 +45,7 @@ MODELS = {d: [f"imagenet_plain{d}", f"imagenet_resnet{d}", f"imagenet_parabolic_
 
 # The paper's table (top-1 error, %, 10-crop; it reports no top-5). Keys are our model names.
 # plain/ResNet rows are He et al.'s Table 2 values (option-A shortcuts); the rest are the paper's own runs.
-PAPER = {
-    "imagenet_plain18": 27.94, "imagenet_plain34": 28.54,
-    "imagenet_resnet18": 27.88, "imagenet_resnet34": 25.03,
-    "imagenet_parabolic_resnet18": 28.22, "imagenet_parabolic_resnet34": 24.64,
-    "imagenet_poly_resnet18": 27.82, "imagenet_poly_resnet34": 24.63,
-    "imagenet_qresnet18": 27.67, "imagenet_qresnet34": 24.01,
-}
+PAPER = published.IMAGENET
 # What each of our names is called in the paper's table.
 PAPER_LABEL = {f"imagenet_{p}{d}": f"{q}{l}" for d, l in ((18, 20), (34, 32)) for p, q in
                (("plain", "plain-"), ("resnet", "ResNet"), ("parabolic_resnet", "Parabolic-ResNet"),

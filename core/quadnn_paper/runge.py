@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import published
 from .engine.store import cached
 from quadnn.layers import QuadraticLinear
 from .profiles import select
@@ -79,9 +80,9 @@ STRATEGIES = {
 }
 
 # The paper's protocol (Section "Runge Function Approximation") and its reported RMSEs.
-PAPER = dict(n_train=33, interval=(-5.0, 5.0), width=8, depth=5, iterations=30_000, n_test=100)
-PAPER_RMSE = {"regular": None, "relinear-init": None, "sw-l1": 0.0656, "sw-l2": 0.0426, "sg": 0.0205}
-PAPER_PIECES = 24
+PAPER = published.RUNGE
+PAPER_RMSE = published.RUNGE_RMSE
+PAPER_PIECES = published.RUNGE_PIECES
 
 # smoke: seconds (same network and data, 300 iterations). cpu: the paper's full protocol with
 # five seeds. full: the paper's protocol with eight seeds. All runs of a profile train together
