@@ -1,0 +1,115 @@
+"""The engine's runs through the runners: local and a real SLURM give inline's results, a
+weight-transfer run waits for its source, a notebook at the full profile submits and collects."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quadnn_paper.engine import RunConfig, RunStore
+from quadnn_paper.execute import TrainRun, execute, job_dir, with_dependencies
+from quadnn_paper.runners import Job, make_runner
+from slurm_fixture import slurm_cluster  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny(**kw):
+    base = dict(model="cifar_resnet20", width=0.25, dataset="digits", train_limit=96, epochs=2, batch_size=32,
+                optimizer="sgd", lr=0.05, relinear="none", threads=1, progress=False, device="cpu")
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def sweep():
+    source = tiny(epochs=4)
+    return [tiny(seed=1), tiny(model="cifar_qresnet20", relinear="sg", lr_g=1e-3, transfer_from=source,
+                               transfer_stage=1)]
+
+
+def curves(results):
+    return {k: [(h["train_loss"], h.get("test_error")) for h in r["history"]] for k, r in results.items()}
+
+
+@pytest.fixture(scope="module")
+def inline_results(tmp_path_factory):
+    return execute(sweep(), tmp_path_factory.mktemp("inline"), "inline", progress=False)
+
+
+def test_dependencies_come_first_and_once():
+    runs = sweep()
+    order = with_dependencies(runs + runs)
+    assert [c.run_id for c in order] == [runs[0].run_id, runs[1].transfer_from.run_id, runs[1].run_id]
+
+
+def test_local_runner_gives_inline_results(tmp_path, inline_results):
+    out = tmp_path / "runs"
+    results = execute(sweep(), out, "local", progress=False, workers=2)
+    assert all(r is not None and r["status"] == "finished" for r in results.values())
+    assert curves(results) == curves(inline_results)
+    # A second pass submits nothing: every key is done.
+    runner = make_runner("local", job_dir(out), workers=2)
+    from quadnn_paper.execute import is_done, jobs
+
+    runner.submit(jobs(with_dependencies(sweep()), out, 0), is_done=is_done(out))
+    assert runner.last_submitted == []
+
+
+def test_slurm_runner_gives_inline_results_and_the_dependent_waits(slurm_cluster, tmp_path, inline_results):
+    out = tmp_path / "runs"
+    pending = tmp_path / "pending.txt"
+    os.environ["QUADNN_PENDING"] = str(pending)
+    try:
+        first = execute(sweep(), out, "slurm", wait=False, progress=False)
+    finally:
+        del os.environ["QUADNN_PENDING"]
+    # Submitted, not waited for: the notebook sees pending runs, and make is told.
+    assert any(r is None for r in first.values()) and "pending (" in pending.read_text()
+    records = {k: json.loads((job_dir(out) / f"{k}.json").read_text()) for k in first}
+    dependent = sweep()[1]
+    assert records[dependent.run_id]["sources"] == {dependent.transfer_from.run_id:
+                                                    records[dependent.transfer_from.run_id]["job_id"]}
+    again = make_runner("slurm", job_dir(out))
+    from quadnn_paper.execute import is_done, jobs
+
+    again.submit(jobs(with_dependencies(sweep()), out, 0), is_done=is_done(out))
+    assert again.last_submitted == []  # queued or running: never submitted twice
+    results = execute(sweep(), out, "slurm", wait=True, progress=False)
+    assert curves(results) == curves(inline_results)
+
+
+def test_slurm_multi_task_run_is_ddp_from_submitits_environment(slurm_cluster, tmp_path):
+    # Two SLURM tasks (gloo on CPU) with the global batch of one process: the same curve.
+    cfg = tiny(train_limit=128, batch_size=64)
+    out = tmp_path / "runs"
+    runner = make_runner("slurm", job_dir(out), cpus_per_task=1)
+    runner.submit([Job(cfg.run_id, TrainRun(cfg, out), tasks_per_node=2, name="ddp")])
+    assert runner.wait([cfg.run_id], timeout=300) == {cfg.run_id: "done"}, runner.log_tail(cfg.run_id)
+    ddp = RunStore(out).result(cfg)
+    one = execute([cfg], tmp_path / "one", "inline", progress=False)[cfg.run_id]
+    assert ddp["world_size"] == 2 and one["world_size"] == 1
+    for a, b in zip(ddp["history"], one["history"]):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
+        assert a["test_loss"] == pytest.approx(b["test_loss"], rel=1e-3)
+
+
+@pytest.mark.parametrize("notebook", ["vgg_stability", "kitti_lapdepth"])
+def test_full_profile_notebook_through_slurm_on_tiny_data(slurm_cluster, tmp_path, notebook):
+    """The full profile's code path (its protocol, CIFAR-100 pickles / a KITTI tree with 16-bit
+    depth PNGs) through the SLURM runner: submitted, waited for, collected, nothing pending."""
+    env = dict(os.environ, QUADNN_WAIT="1", QUADNN_PENDING=str(tmp_path / "pending"),
+               QUADNN_GENERATED=str(tmp_path / "generated"), QUADNN_NOTEBOOK=notebook)
+    papermill = Path(sys.executable).with_name("papermill")
+    proc = subprocess.run([str(papermill), "--cwd", str(ROOT / "notebooks"), str(ROOT / f"notebooks/{notebook}.ipynb"),
+                           str(tmp_path / "out.ipynb"), "-p", "profile", "full", "-p", "tiny", "True",
+                           "-p", "runner", "slurm", "-p", "paper_dir", str(tmp_path / "paper"),
+                           "-p", "cache_dir", str(tmp_path / "cache")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (tmp_path / "pending").exists()
+    records = list((tmp_path / "cache" / "runs" / ".jobs").glob("*.json"))
+    assert records and all(json.loads(p.read_text())["runner"] == "slurm" for p in records)
+    stamp = json.loads(next((tmp_path / "paper" / ".stamps").glob("*.json")).read_text())
+    assert stamp["profile"] == "full" and "TINY=1" in stamp["data"]
+    assert "pending" not in "".join(p.read_text() for p in (tmp_path / "paper" / "tables").glob("*.csv"))
