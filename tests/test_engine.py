@@ -276,3 +276,38 @@ def test_full_protocol_is_the_papers():
     assert stage_ends(RunConfig(epochs=full["epochs"], milestones=full["milestones"])) == [100, 150, 200]
     for profile, proto in cifar_tuning.PROTOCOLS.items():
         assert set(proto) == set(full), profile
+
+
+# -- reading data never executes it -----------------------------------------------------------------
+class _Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_crafted_cifar_batch_does_not_run_code(tmp_path):
+    folder = write_fake_cifar10(tmp_path)
+    marker = tmp_path / "pwned"
+    with open(folder / "data_batch_1", "wb") as f:
+        pickle.dump({b"data": _Exploit(marker), b"labels": [0]}, f)
+    with pytest.raises(qdata.UnsafePickle, match=r"data_batch_1.*posix.system|data_batch_1.*os.system"):
+        qdata.load("cifar10", tmp_path)
+    assert not marker.exists()
+
+
+def test_truncated_cifar_batch_names_the_file(tmp_path):
+    folder = write_fake_cifar10(tmp_path)
+    blob = (folder / "test_batch").read_bytes()
+    (folder / "test_batch").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(ValueError, match="test_batch: not a readable CIFAR batch"):
+        qdata.load("cifar10", tmp_path)
+
+
+def test_cifar100_pickles_read_with_numpy_arrays_inside(tmp_path):
+    from quadnn_paper.tiny import write_cifar
+
+    write_cifar(tmp_path, "cifar100", n_train=20, n_test=10)
+    data = qdata.load("cifar100", tmp_path)
+    assert data.num_classes == 100 and data.x_train.shape == (20, 3, 32, 32)

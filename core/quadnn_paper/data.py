@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["DATASETS", "Data", "load", "augment", "batches"]
+__all__ = ["DATASETS", "Data", "load", "load_cifar_batch", "UnsafePickle", "augment", "batches"]
 
 DATASETS = ("cifar10", "cifar100", "digits")
 
@@ -76,6 +76,48 @@ def _missing(name: str, root: Path) -> FileNotFoundError:
     )
 
 
+class UnsafePickle(ValueError):
+    """A data file whose unpickling would build something other than plain data."""
+
+
+class _DataOnlyUnpickler(pickle.Unpickler):
+    """Unpickles only what a CIFAR batch holds: dicts, lists, bytes, str, numbers and numpy arrays.
+
+    Plain ``pickle.load`` calls whatever a file names (``os.system`` included), so a crafted
+    ``data_batch_1`` on a mirror or a shared disk would run code. Containers and scalars need no
+    global; the globals admitted here are the ones numpy uses to rebuild an array.
+    """
+
+    ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
+               ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
+               ("numpy._core.multiarray", "scalar"), ("_codecs", "encode")}
+
+    def __init__(self, file, path):
+        super().__init__(file, encoding="bytes")
+        self.path = path
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        raise UnsafePickle(f"{self.path}: refuses to unpickle {module}.{name}; a CIFAR batch holds only "
+                           "dicts, lists, bytes, numbers and numpy arrays (is this file what it claims to be?)")
+
+
+def load_cifar_batch(path: str | Path) -> dict:
+    """One CIFAR batch file (torchvision's "python version"), read without executing anything."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        try:
+            d = _DataOnlyUnpickler(fh, path).load()
+        except UnsafePickle:
+            raise
+        except Exception as e:  # noqa: BLE001  (truncated or not a pickle at all)
+            raise ValueError(f"{path}: not a readable CIFAR batch ({type(e).__name__}: {e})") from None
+    if not isinstance(d, dict) or b"data" not in d:
+        raise ValueError(f"{path}: not a CIFAR batch (expected a dict with b'data' and labels)")
+    return d
+
+
 def _load_cifar(name: str, root: Path, download: bool) -> Data:
     spec = _CIFAR[name]
     folder = root / spec["folder"]
@@ -89,8 +131,7 @@ def _load_cifar(name: str, root: Path, download: bool) -> Data:
     def read(files):
         xs, ys = [], []
         for f in files:
-            with open(folder / f, "rb") as fh:
-                d = pickle.load(fh, encoding="bytes")
+            d = load_cifar_batch(folder / f)
             xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
             ys.append(np.asarray(d[spec["label"]], dtype=np.int64))
         return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -278,6 +279,7 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
     result = dict(
         status=status, diverged_reason=reason, run_id=cfg.run_id, config=cfg.to_dict(), key=cfg.key(),
         world_size=nranks, params=params, epochs_run=len(history), metrics=final,
+        trained_by=dict(host=socket.gethostname(), pid=os.getpid()),
         epoch_time=sum(h["epoch_time"] for h in history) / max(1, len(history)),
         stage_checkpoints=stage_ckpts, history=history, **final,
     )
