@@ -6,6 +6,7 @@ inline's, resumption after preemption/timeout/cancellation ending on the same va
 uninterrupted run, dependencies, queueing, and nothing submitted twice.
 """
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from quadnn_paper.runners import Job, make_runner
-from slurm_fixture import Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
+from slurm_fixture import UP, Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
 
 TESTS = Path(__file__).resolve().parent
 
@@ -309,3 +310,16 @@ def test_slurm_timed_out_job_requeues_and_resumes(timed_out_run):
     res = result(out, "slow")
     assert res["value"] == expected_value("slow", 34) and res["attempts"] >= 2
     assert "this job is timed-out" in runner.log_tail("slow", 80)
+
+
+def test_up_sh_says_why_it_cannot_bring_slurm_up():
+    # What the fixture turns into a skip message: exit 3 and one line. As root, ask as `nobody`
+    # with no cluster configured (an empty SLURM_CONF).
+    cmd = ["bash", str(UP)]
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "nobody", "--", "env", "SLURM_CONF=/dev/null", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd="/")
+    if os.geteuid() != 0 and proc.returncode == 0:
+        pytest.skip("a SLURM cluster is already up and reachable")
+    assert proc.returncode == 3
+    assert proc.stderr.strip().splitlines()[-1].startswith("SLURM cannot be brought up: not root")

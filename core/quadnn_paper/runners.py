@@ -252,6 +252,7 @@ class Runner:
         (self.state_dir / "logs").mkdir(exist_ok=True)
         self.is_done = is_done
         self.last_submitted: list[str] = []
+        self._known: dict | None = None   # sacct's answers, fetched once per submit/states call
 
     def __repr__(self):
         return f"{type(self).__name__}({str(self.state_dir)!r})"
@@ -293,7 +294,7 @@ class Runner:
         runner = _RECORD_STATES.get(record.get("runner"))
         if runner is None:
             return "failed", f"record of an unknown runner {record.get('runner')!r}"
-        state, reason = runner(record)
+        state, reason = runner(record, self._known)
         if state == "done" and (is_done or self.is_done) and not self._done(record["key"], is_done):
             # The job finished, but the result it should have left is not there.
             return "failed", "the job finished but is_done() says its result is missing"
@@ -301,7 +302,20 @@ class Runner:
 
     def states(self, keys: Iterable[str], is_done: Callable[[str], bool] | None = None) -> dict[str, str]:
         """``{key: state}`` with states from :data:`STATES`."""
-        return {key: self.state(key, is_done)[0] for key in keys}
+        keys = list(keys)
+        with self._asking_slurm_once(keys):
+            return {key: self.state(key, is_done)[0] for key in keys}
+
+    @contextlib.contextmanager
+    def _asking_slurm_once(self, keys: list[str]):
+        """Within this block, the states of SLURM records come from one sacct call."""
+        records = [self.record(k) for k in keys]
+        ids = [r["job_id"] for r in records if r and r.get("runner") == "slurm"]
+        self._known = _sacct(ids) if ids else None
+        try:
+            yield
+        finally:
+            self._known = None
 
     def log_tail(self, key: str, lines: int = 20) -> str:
         """The last ``lines`` lines of the latest attempt's log(s) of ``key``."""
@@ -331,6 +345,10 @@ class Runner:
             self.is_done = is_done
         jobs = _order(list(jobs))
         in_batch = {job.key for job in jobs}
+        with self._asking_slurm_once(sorted(in_batch | {d for job in jobs for d in job.deps})):
+            return self._submit(jobs, in_batch)
+
+    def _submit(self, jobs: list[Job], in_batch: set[str]) -> dict[str, str]:
         self.last_submitted = []
         result: dict[str, str] = {}
         decided: dict[str, tuple[str, dict | None]] = {}   # key -> (state, record)
@@ -398,7 +416,7 @@ class Runner:
 
 # --- inline ---------------------------------------------------------------------------------------
 
-def _process_record_state(record: dict) -> tuple[str, str]:
+def _process_record_state(record: dict, known=None) -> tuple[str, str]:
     """State of an inline/local record: a process, and a status file it writes when it exits."""
     status = _read_json(Path(record["status_file"])) if record.get("status_file") else None
     if status is not None and status.get("attempt") == record.get("attempt"):
@@ -782,27 +800,6 @@ class SlurmRunner(Runner):
         # A stale record of a job still in the queue (e.g. waiting on a source that failed).
         if old.get("runner") == "slurm" and old.get("job_id"):
             subprocess.run(["scancel", old["job_id"]], capture_output=True, timeout=60)
-
-    def states(self, keys, is_done=None):
-        # One sacct call for all keys rather than one per key.
-        keys = list(keys)
-        records = {k: self.record(k) for k in keys if not self._done(k, is_done)}
-        ids = [r["job_id"] for r in records.values() if r and r.get("runner") == "slurm"]
-        known = _sacct(ids)
-        out = {}
-        for key in keys:
-            if key not in records:
-                out[key] = "done"
-                continue
-            record = records[key]
-            if record is not None and record.get("runner") == "slurm":
-                state = _slurm_record_state(record, known)[0]
-                if state == "done" and (is_done or self.is_done) and not self._done(key, is_done):
-                    state = "failed"
-            else:
-                state = self._record_state(record, is_done)[0]
-            out[key] = state
-        return out
 
     def log_tail(self, key, lines=20):
         record = self.record(key) or {}

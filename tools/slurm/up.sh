@@ -35,7 +35,7 @@ say() { [ -n "${QUADNN_SLURM_QUIET:-}" ] || echo "slurm-up: $*"; }
 
 # Already up and answering (e.g. a cluster someone else runs)? Then there is nothing to do,
 # root or not.
-node_ready() { sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated|completing)'; }
+node_ready() { timeout 10 sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated|completing)'; }
 
 if [ "$(id -u)" != 0 ]; then
   if command -v sinfo >/dev/null && node_ready; then say "already up (not root, not touching it)"; exit 0; fi
