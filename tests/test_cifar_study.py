@@ -56,7 +56,7 @@ def test_weight_transfer_needs_a_source():
         cs.config_for(row, full, 0)
     planned = cs.plan(cs.comparison_rows(), full)
     cfg = planned[(row, 0)]
-    source = planned[(next(r for r in cs.comparison_rows() if r.label == row.source), 0)]
+    source = planned[(cs.row_for(cs.comparison_rows(), row.source), 0)]
     assert cfg.transfer_from == source and cfg.transfer_stage == 1 and cfg.dependencies() == [source]
     assert cfg.quadratic_decay == "zero"  # the official code's weight decay at full
 
@@ -66,9 +66,9 @@ def test_cheap_profiles_use_the_stand_in_and_mark_full_only(profile):
     p = select(cs.PROTOCOLS, profile)
     assert p["vgg"]["recipe"]["dataset"] == p["comparison"]["recipe"]["dataset"] == "digits"
     rows = cs.comparison_rows()
-    skipped = [r.label for r in rows if not cs.runs_at(r, p["comparison"])]
-    assert "ResNet1202" in skipped and "QResNet110 (w.t., ReLinear)" in skipped
-    assert "ResNet20" not in skipped
+    skipped = [r for r in rows if not cs.runs_at(r, p["comparison"])]
+    assert cs.row_for(rows, "cifar_resnet1202") in skipped and cs.row_for(rows, "cifar_qresnet110", "wt") in skipped
+    assert cs.row_for(rows, "cifar_resnet20") not in skipped
 
 
 def test_summaries_and_error_cells():
@@ -84,14 +84,16 @@ def test_summaries_and_error_cells():
 
 def test_claims_verdicts():
     mk = lambda e: cs.summarise([dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)])  # noqa: E731
-    summary = {"ResNet20": mk(10.0), "QResNet20 (r.i., ReLinear)": mk(9.0),
-               "QResNet20 (r.i., ReLinear+ReZero)": mk(11.0), "QResNet20 (w.t., ReLinear)": mk(8.0)}
-    params = {"QResNet32 (w.t., ReLinear)": 1, "ResNet110": 2}
+    rows = cs.comparison_rows()
+    R = lambda model, method="conventional": cs.row_for(rows, model, method)  # noqa: E731
+    summary = {R("cifar_resnet20"): mk(10.0), R("cifar_qresnet20", "ri"): mk(9.0),
+               R("cifar_qresnet20", "ri+rezero"): mk(11.0), R("cifar_qresnet20", "wt"): mk(8.0)}
+    params = {R("cifar_qresnet32", "wt"): 1, R("cifar_resnet110"): 2}
     verdicts = {c: v for c, v, _ in cs.claims(summary, params)}
     assert verdicts["Every QResNet beats the ResNet of its depth"] == "not supported"  # ReZero row loses
     assert verdicts["Weight transfer beats random initialisation (QResNet, ReLinear)"] == "supported"
     assert verdicts["QResNet32 beats ResNet110 with fewer parameters"] == "not tested"
-    summary["QResNet20 (r.i., ReLinear+ReZero)"] = mk(9.5)
+    summary[R("cifar_qresnet20", "ri+rezero")] = mk(9.5)
     verdicts = {c: v for c, v, _ in cs.claims(summary, params)}
     assert verdicts["Every QResNet beats the ResNet of its depth"] == "supported"
 
@@ -99,17 +101,18 @@ def test_claims_verdicts():
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_cheap_rows_exist_and_have_their_transfer_source(profile):
     p = cs.PROTOCOLS[profile]["comparison"]
-    by = {r.label: r for r in cs.comparison_rows()}
+    by = {r.key: r for r in cs.comparison_rows()}
     assert set(p["rows"]) <= set(by), set(p["rows"]) - set(by)
-    for label in p["rows"]:
-        if by[label].method == "wt":
-            assert by[label].source in p["rows"]
+    for key in p["rows"]:
+        if by[key].method == "wt":
+            assert cs.row_for(list(by.values()), by[key].source).key in p["rows"]
 
 
 def test_claims_account_for_the_spread_over_seeds():
     fin = lambda e: dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)  # noqa: E731
-    q = "QResNet20 (w.t., ReLinear)"
-    c = "Compact-QResNet20 (w.t., ReLinear)"
+    rows = cs.comparison_rows()
+    q = cs.row_for(rows, "cifar_qresnet20", "wt")
+    c = cs.row_for(rows, "cifar_qresnet20_compact", "wt")
     name = "Compact-QResNet is worse than QResNet (both w.t.)"
 
     def verdict(qe, ce):
@@ -120,3 +123,25 @@ def test_claims_account_for_the_spread_over_seeds():
     assert verdict([5.0, 5.2], [7.0, 7.2]) == "supported"
     assert verdict([7.0, 7.2], [5.0, 5.2]) == "not supported"
     assert verdict([5.0], [4.9]) == "not supported"                  # one seed: the order decides
+
+
+def test_rows_are_keyed_by_what_they_train_not_by_their_labels():
+    rows = cs.comparison_rows()
+    assert len({r.key for r in rows}) == len(rows)
+    with pytest.raises(KeyError, match="cifar_qresnet21"):
+        cs.row_for(rows, "cifar_qresnet21", "wt")
+    # A claim keeps its verdict when every display label changes.
+    from dataclasses import replace
+
+    mk = lambda e: cs.summarise([dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)])  # noqa: E731
+    R = lambda model, method="conventional": cs.row_for(rows, model, method)  # noqa: E731
+    summary = {R("cifar_qresnet20", "wt"): mk(8.0), R("cifar_qresnet20", "ri"): mk(9.0)}
+    before = [v for _, v, _ in cs.claims(summary, {})]
+    renamed = {replace(r, label=r.label.upper()): s for r, s in summary.items()}
+    assert before[1] == "supported" and [v for _, v, _ in cs.claims(renamed, {})] == before
+
+
+def test_pending_runs_are_shown_as_pending_not_as_diverged():
+    fin = dict(status="finished", test_error=7.0, epoch_time=1.0, diverged_reason=None)
+    s = cs.summarise([fin, None, None])
+    assert s["pending"] == 2 and cs.error_cell(s) == "pending (2 of 3 runs)"

@@ -34,7 +34,7 @@ from .engine import RunConfig
 from .profiles import select
 
 __all__ = ["PROTOCOLS", "VGG_RECIPE", "RESNET_RECIPE", "Row", "vgg_rows", "comparison_rows", "runs_at",
-           "config_for", "plan", "vgg_runs", "comparison_runs", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
+           "row_for", "config_for", "plan", "vgg_runs", "comparison_runs", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
 
 # -- the paper's protocols ------------------------------------------------------------------
 VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
@@ -49,12 +49,17 @@ SQUARE_LRS = (0.05, 0.03, 0.01)
 QVGG_LR_G = 1e-6
 
 _DIGITS = dict(dataset="digits", batch_size=32)
-# Rows trained below full (labels of :func:`comparison_rows`); the others are "full only". On the
+# Rows trained below full (keys of :func:`comparison_rows`' rows); the others are "full only". On the
 # stand-in at a few epochs a ResNet32 is far from trained (60-80% error in a trial with six
 # epochs), so the cheap profiles spend their minutes on depth 20.
-_CPU_ROWS = ("ResNet20", "Parabolic-ResNet20", "PolyResNet20", "QResNet20 (r.i., ReLinear)",
-             "QResNet20 (r.i., ReLinear+ReZero)", "QResNet20 (w.t., ReLinear)", "Compact-QResNet20 (w.t., ReLinear)")
-_SMOKE_ROWS = ("ResNet20", "QResNet20 (r.i., ReLinear)", "QResNet20 (w.t., ReLinear)")
+def _key(model: str, method: str = "conventional") -> tuple:
+    return (model, 1.0, method, None)  # Row.key at width 1 with the recipe's lr
+
+
+_CPU_ROWS = (_key("cifar_resnet20"), _key("cifar_parabolic_resnet20", "ri"), _key("cifar_poly_resnet20", "ri"),
+             _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "ri+rezero"), _key("cifar_qresnet20", "wt"),
+             _key("cifar_qresnet20_compact", "wt"))
+_SMOKE_ROWS = (_key("cifar_resnet20"), _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "wt"))
 PROTOCOLS = {
     "smoke": dict(
         vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 192}, width=0.125, seeds=(0,), threads=1),
@@ -89,11 +94,22 @@ class Row:
     lr_g: float | None = None       # ReLinear-sg rates (None: no ReLinear)
     lr_b: float | None = None
     paper: str = "--"               # the paper's error (%) or "no converge"
-    source: str | None = None       # label of the conventional row a "wt" row transfers from
+    source: str | None = None       # model of the conventional row a "wt" row transfers from
 
     @property
-    def key(self) -> str:
-        return f"{self.model}-w{self.width:g}-{self.method}"
+    def key(self) -> tuple:
+        """What identifies the row (never its display label): model, width, method, learning rate."""
+        return (self.model, self.width, self.method, self.lr)
+
+
+def row_for(rows: list[Row], model: str, method: str = "conventional", width: float = 1.0,
+            lr: float | None = None) -> Row:
+    """The row training ``model`` with ``method`` at ``width`` (and ``lr``); a KeyError names a
+    combination that no row has, so a renamed or mistyped row fails loudly."""
+    for row in rows:
+        if row.key == (model, width, method, lr):
+            return row
+    raise KeyError(f"no row trains {model} with method={method!r}, width={width}, lr={lr}")
 
 
 def vgg_rows() -> list[Row]:
@@ -125,10 +141,10 @@ def comparison_rows() -> list[Row]:
             Row("main", f"QResNet{d} (r.i., ReLinear+ReZero)", q, d, method="ri+rezero", lr_g=LR_G_REZERO[d],
                 lr_b=LR_G_REZERO[d], paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"]),
             Row("main", f"QResNet{d} (w.t., ReLinear)", q, d, method="wt", lr_g=LR_G[d], lr_b=LR_G[d],
-                paper=P[f"QResNet{d} (w.t., ReLinear)"], source=f"ResNet{d}"),
+                paper=P[f"QResNet{d} (w.t., ReLinear)"], source=f"cifar_resnet{d}"),
         ]
     rows += [Row("compact", f"Compact-QResNet{d} (w.t., ReLinear)", f"cifar_qresnet{d}_compact", d, method="wt",
-                 lr_g=LR_B_COMPACT[d], lr_b=LR_B_COMPACT[d], paper=_PAPER_COMPACT[d], source=f"ResNet{d}")
+                 lr_g=LR_B_COMPACT[d], lr_b=LR_B_COMPACT[d], paper=_PAPER_COMPACT[d], source=f"cifar_resnet{d}")
              for d in (20, 32, 56)]
     rows += [Row("width", f"ResNet{d} (x{w:g})", f"cifar_resnet{d}", d, width=w, paper=_PAPER_WIDTH[(d, w)])
              for d in (32, 56) for w in (1.5, 2.0, 2.5)]
@@ -139,7 +155,7 @@ def runs_at(row: Row, protocol: dict) -> bool:
     """Whether ``row`` is trained at this profile's ``protocol`` (else it is "full only")."""
     if row.table == "vgg" or protocol.get("rows") is None:
         return True
-    return row.label in protocol["rows"]
+    return row.key in protocol["rows"]
 
 
 def config_for(row: Row, protocol: dict, seed: int, source: RunConfig | None = None,
@@ -170,13 +186,13 @@ def config_for(row: Row, protocol: dict, seed: int, source: RunConfig | None = N
 def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tuple[Row, int], RunConfig]:
     """Every run of ``rows`` trained at ``protocol``, keyed by ``(row, seed)``; a weight-transfer
     row depends on the conventional row it names (``row.source``) at the same seed."""
-    by_label = {r.label: r for r in rows}
     out: dict[tuple[Row, int], RunConfig] = {}
     for row in rows:
         if not runs_at(row, protocol):
             continue
         for seed in protocol["seeds"]:
-            source = config_for(by_label[row.source], protocol, seed, width=width) if row.method == "wt" else None
+            source = (config_for(row_for(rows, row.source), protocol, seed, width=width)
+                      if row.method == "wt" else None)
             out[(row, seed)] = config_for(row, protocol, seed, source, width=width)
     return out
 
@@ -223,21 +239,29 @@ def error_cell(s: dict | None, run: bool = True) -> str:
     return text
 
 
-def claims(summary: dict[str, dict], params: dict[str, int]) -> list[tuple[str, str, str]]:
-    """The paper's claims checked against ``summary`` (label -> :func:`summarise` output or None).
+def claims(summary: dict[Row, dict], params: dict[Row, int]) -> list[tuple[str, str, str]]:
+    """The paper's claims checked against ``summary`` (row -> :func:`summarise` output).
 
-    Returns ``(claim, verdict, evidence)``. A claim orders pairs of rows ("A is better than
-    B"); per pair the spread is ``sqrt(std_A**2 + std_B**2)`` over seeds. Verdicts:
-    "supported" (every pair that ran orders as claimed by more than its spread),
-    "not supported" (some pair orders the other way by more than its spread), "within noise"
-    (neither), "not tested" (no pair ran, or a row of every pair diverged, at this profile).
+    Rows are found by what they train (:func:`row_for`), never by their labels. Returns
+    ``(claim, verdict, evidence)``. A claim orders pairs of rows ("A is better than B"); per
+    pair the spread is ``sqrt(std_A**2 + std_B**2)`` over seeds. Verdicts: "supported" (every
+    pair that ran orders as claimed by more than its spread), "not supported" (some pair orders
+    the other way by more than its spread), "within noise" (neither), "not tested" (no pair ran,
+    or a row of every pair diverged or is pending, at this profile).
     """
-    def stat(label):
-        s = summary.get(label)
-        return (s["mean"], s["std"] or 0.0) if s and s["finished"] else None
+    rows = comparison_rows()
+    by_key = {r.key: s for r, s in summary.items()}
+    params = {r.key: n for r, n in params.items()}
+
+    def row(model, method="conventional", width=1.0):
+        return row_for(rows, model, method, width)
+
+    def stat(r):
+        s = by_key.get(r.key)
+        return (s["mean"], s["std"] or 0.0) if s and s["finished"] and not s.get("pending") else None
 
     def compare(pairs):
-        """pairs: (better_label, worse_label)."""
+        """pairs: (better row, worse row)."""
         vals = [(a, b, stat(a), stat(b)) for a, b in pairs]
         tested = [(a, b, x, y) for a, b, x, y in vals if x is not None and y is not None]
         if not tested:
@@ -249,27 +273,31 @@ def claims(summary: dict[str, dict], params: dict[str, int]) -> list[tuple[str, 
             verdict = "supported"
         else:
             verdict = "within noise"
-        ev = "; ".join(f"{a} {x[0]:.2f} vs {b} {y[0]:.2f}" for a, b, x, y in tested)
+        ev = "; ".join(f"{a.label} {x[0]:.2f} vs {b.label} {y[0]:.2f}" for a, b, x, y in tested)
         if len(tested) < len(vals):
             ev += f" ({len(vals) - len(tested)} of {len(vals)} pairs not run)"
         return verdict, ev
 
     out = []
-    q_vs_r = [(f"QResNet{d} ({m})", f"ResNet{d}") for d in (20, 32, 56, 110)
-              for m in ("r.i., ReLinear", "r.i., ReLinear+ReZero", "w.t., ReLinear")]
+    q_vs_r = [(row(f"cifar_qresnet{d}", m), row(f"cifar_resnet{d}")) for d in (20, 32, 56, 110)
+              for m in ("ri", "ri+rezero", "wt")]
     out.append(("Every QResNet beats the ResNet of its depth", *compare(q_vs_r)))
-    wt = [(f"QResNet{d} (w.t., ReLinear)", f"QResNet{d} (r.i., ReLinear)") for d in (20, 32, 56, 110)]
+    wt = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}", "ri")) for d in (20, 32, 56, 110)]
     out.append(("Weight transfer beats random initialisation (QResNet, ReLinear)", *compare(wt)))
-    others = [(f"QResNet{d} (r.i., ReLinear)", f"{n}{d}") for d in (20, 32, 56) for n in ("Parabolic-ResNet", "PolyResNet")]
+    others = [(row(f"cifar_qresnet{d}", "ri"), row(f"cifar_{k}_resnet{d}", "ri")) for d in (20, 32, 56)
+              for k in ("parabolic", "poly")]
     out.append(("QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)", *compare(others)))
-    verdict, ev = compare([("QResNet32 (w.t., ReLinear)", "ResNet110")])
+    q32, r110 = row("cifar_qresnet32", "wt"), row("cifar_resnet110")
+    verdict, ev = compare([(q32, r110)])
     if verdict != "not tested":
-        fewer = params["QResNet32 (w.t., ReLinear)"] < params["ResNet110"]
-        ev += f"; params {params['QResNet32 (w.t., ReLinear)']:,} vs {params['ResNet110']:,}"
+        fewer = params[q32.key] < params[r110.key]
+        ev += f"; params {params[q32.key]:,} vs {params[r110.key]:,}"
         verdict = verdict if fewer else "not supported"
     out.append(("QResNet32 beats ResNet110 with fewer parameters", verdict, ev))
     out.append(("Compact-QResNet is worse than QResNet (both w.t.)",
-                *compare([(f"QResNet{d} (w.t., ReLinear)", f"Compact-QResNet{d} (w.t., ReLinear)") for d in (20, 32, 56)])))
-    widen = [(f"QResNet{d} (w.t., ReLinear)", f"ResNet{d} (x{w:g})") for d in (32, 56) for w in (1.5, 2.0, 2.5)]
+                *compare([(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt"))
+                          for d in (20, 32, 56)])))
+    widen = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w)) for d in (32, 56)
+             for w in (1.5, 2.0, 2.5)]
     out.append(("QResNet beats every widened ResNet of its depth", *compare(widen)))
     return out
