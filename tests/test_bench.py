@@ -97,6 +97,9 @@ def test_compile_rows_against_the_compiled_baseline(monkeypatch):
     assert base["time_ratio"] == 1.0 and quad["time_ratio"] == pytest.approx(quad["step_ms"] / base["step_ms"])
     assert quad["arith_ratio"] == pytest.approx(1 + (quad["flops_ratio"] - 1) * base["conv_share"])
     assert quad["vs_arith"] == pytest.approx(quad["time_ratio"] / quad["arith_ratio"])
+    conv_ms = quad["step_ms"] * quad["conv_share"]  # the step split into convolutions and the rest
+    assert quad["conv_ratio"] == pytest.approx(conv_ms / (base["step_ms"] * base["conv_share"]))
+    assert quad["other_ratio"] == pytest.approx((quad["step_ms"] - conv_ms) / (base["step_ms"] * (1 - base["conv_share"])))
     assert quad["eager_ratio"] == pytest.approx(quad["step_ms"] / eager_quad["step_ms"])
     assert base["eager_ratio"] == pytest.approx(base["step_ms"] / eager_base["step_ms"])
     assert quad["equal"] and quad["compile_s"] > 0 and "extra_mb" not in quad

@@ -31,6 +31,10 @@ timed in the same interleaved loop: ``compiled`` is true, ``compile_s`` is the t
 first (compiling) step, ``eager_ratio`` the compiled step time over the same model's eager one,
 and ``time_ratio``/``flops_ratio``/``arith_ratio`` are taken against the *compiled* baseline (its
 ``conv_share`` measured on the compiled step); ``vs_arith`` is ``time_ratio / arith_ratio``.
+Compiled quadratic rows also split their step by the profiler into convolutions and the rest:
+``conv_ratio`` and ``other_ratio`` are each part's time over the compiled baseline's same part
+(``arith_ratio`` assumes the first equals ``flops_ratio`` and the second 1). ``compile_s`` uses
+inductor's on-disk cache when it is warm.
 ``max_rel_err`` of a compiled row compares its first step (output and parameter gradients) with
 the eager model's on the same weights. Memory is not measured for compiled rows.
 
@@ -359,9 +363,9 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
                    gflops=forward_gflops(model, x), step_ms=1000 * med, step_ms_iqr=1000 * (q[2] - q[0]),
                    batch_size=batch_size, input="x".join(map(str, shape)), steps=steps)
         row.update(extra.get(key, {}))
-        if impl is None:
+        if impl is None or compiled:
             row["conv_share"] = conv_share(steps_fn[key])
-        elif not compiled:
+        if impl is not None and not compiled:
             torch.manual_seed(seed)
             row["max_rel_err"] = compare_implementations(create(name, in_chans=shape[0]), ex, ey, impl)
             row["equal"] = row["max_rel_err"] <= EQUAL_RTOL
@@ -378,6 +382,8 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
             r["arith_ratio"] = 1 + (r["flops_ratio"] - 1) * b["conv_share"]
             if r["compiled"]:
                 r["vs_arith"] = r["time_ratio"] / r["arith_ratio"]
+                r["conv_ratio"] = r["time_ratio"] * r["conv_share"] / b["conv_share"]
+                r["other_ratio"] = r["time_ratio"] * (1 - r["conv_share"]) / (1 - b["conv_share"])
         if r["compiled"]:
             r["eager_ratio"] = r["step_ms"] / eager_rows[(r["model"], r["implementation"])]["step_ms"]
         if memory and "extra_mb" in r:
@@ -389,7 +395,8 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
 def format_table(rows: list[dict]) -> str:
     cols = [("model", "{}"), ("implementation", "{}"), ("compiled", "{}"), ("params", "{:,}"), ("gflops", "{:.3f}"),
             ("step_ms", "{:.1f}"), ("time_ratio", "{:.2f}"), ("conv_share", "{:.2f}"), ("arith_ratio", "{:.2f}"),
-            ("vs_arith", "{:.2f}"), ("eager_ratio", "{:.2f}"), ("compile_s", "{:.0f}"),
+            ("vs_arith", "{:.2f}"), ("conv_ratio", "{:.2f}"), ("other_ratio", "{:.2f}"), ("eager_ratio", "{:.2f}"),
+            ("compile_s", "{:.0f}"),
             ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"),
             ("max_rel_err", "{:.1e}"), ("equal", "{}")]
     cols = [(c, f) for c, f in cols if any(c in r for r in rows) and (c != "compiled" or any(r.get(c) for r in rows))]
