@@ -119,3 +119,22 @@ def max_overlap(intervals):
 def is_done_in(out):
     """The is_done the engine would pass: a run is done when its result file exists."""
     return lambda key: (Path(out) / f"{key}.json").exists()
+
+
+class AllReduce:
+    """A two-process torch.distributed check: each task joins the process group the runner's
+    environment describes (gloo) and all-reduces rank + 1; rank 0 writes the sum."""
+
+    def __init__(self, out, key):
+        self.out, self.key = str(out), key
+
+    def __call__(self):
+        import torch
+        import torch.distributed as dist
+        from quadnn_paper.runners import init_distributed
+        assert init_distributed("gloo")
+        total = torch.tensor([float(dist.get_rank() + 1)])
+        dist.all_reduce(total)
+        if dist.get_rank() == 0:
+            _write(Path(self.out) / f"{self.key}.json", {"sum": total.item(), "world": dist.get_world_size()})
+        dist.destroy_process_group()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from quadnn_paper.runners import Job, make_runner
-from slurm_fixture import UP, Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
+from slurm_fixture import UP, AllReduce, Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
 
 TESTS = Path(__file__).resolve().parent
 
@@ -153,13 +153,15 @@ def test_local_dependent_waits_and_a_crash_fails_only_its_job(tmp_path):
     assert runner.state("orphan") == ("failed", "source crash failed: RuntimeError: toy run crash fails at epoch 1")
 
 
-def test_local_multi_task_job_gets_ranks(tmp_path):
+def test_local_multi_task_job_gets_ranks_and_a_process_group(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     runner = make_runner("local", tmp_path / "runs", workers=1, gpus=[])
-    runner.submit([Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2)],
-                  is_done_in(out))
-    assert runner.wait(["ddp"], timeout=60) == {"ddp": "done"}
+    runner.submit([Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2),
+                   Job("gloo", AllReduce(out, "gloo"), tasks_per_node=2)], is_done_in(out))
+    states = runner.wait(["ddp", "gloo"], timeout=90)
+    assert states == {"ddp": "done", "gloo": "done"}, (runner.log_tail("ddp"), runner.log_tail("gloo"))
+    assert result(out, "gloo") == {"sum": 3.0, "world": 2}
     ranks = sorted(line.split() for line in (out / "ddp.ranks").read_text().splitlines())
     assert [r[:4] for r in ranks] == [["0", "2", "0", "127.0.0.1"], ["1", "2", "1", "127.0.0.1"]]
     assert ranks[0][4] == ranks[1][4]   # one MASTER_PORT
@@ -294,6 +296,13 @@ def test_slurm_multi_task_job_sets_ranks_from_submitit(slurm):
     ranks = sorted(line.split() for line in (out / "ddp.ranks").read_text().splitlines())
     assert [r[:3] for r in ranks] == [["0", "2", "0"], ["1", "2", "1"]]
     assert ranks[0][3:] == ranks[1][3:]   # one MASTER_ADDR and MASTER_PORT
+
+
+def test_slurm_two_tasks_form_a_torch_process_group(slurm):
+    runner, out = slurm
+    runner.submit([Job("gloo", AllReduce(out, "gloo"), tasks_per_node=2)])
+    assert runner.wait(["gloo"], timeout=90) == {"gloo": "done"}, runner.log_tail("gloo")
+    assert result(out, "gloo") == {"sum": 3.0, "world": 2}
 
 
 def test_two_racing_slurm_submitters_submit_each_key_once(slurm_cluster, tmp_path):
