@@ -240,9 +240,11 @@ def _order(jobs: list[Job]) -> list[Job]:
 
 
 class Runner:
-    """What every runner shares: records, locking, states, waiting. Subclasses implement
-    ``_launch(job, dep_records) -> record`` and ``_state(record) -> (state, reason)`` for their
-    own records."""
+    """What every runner shares: records, locking, states, waiting. A subclass implements
+    ``_launch(job, sources) -> record`` (start or queue the job; ``sources`` are the records of
+    the queued jobs it must wait for) and may override ``_check``, ``_can_follow``, ``_discard``
+    and ``_after_submit``; the state of a record is read by the function registered for its
+    runner in ``_RECORD_STATES``, so any runner can tell what another one queued."""
     name = ""
     poll_s = 1.0
 
@@ -669,7 +671,11 @@ def _sacct(job_ids: list[str]) -> dict[str, tuple[str, str]]:
     if not job_ids or shutil.which("sacct") is None:
         return {}
     out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,State,JobName", "-j", ",".join(job_ids)],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        # Not knowing is not "failed": resubmitting on a silent sacct could run a job twice.
+        raise RuntimeError(f"sacct failed (exit {out.returncode}), so job states are unknown: "
+                           f"{out.stderr.strip()}")
     found = {}
     for line in out.stdout.splitlines():
         parts = line.split("|")
@@ -790,7 +796,20 @@ class SlurmRunner(Runner):
             params["additional_parameters"] = {**params["additional_parameters"], "dependency": f"afterok:{ids}",
                                                "kill-on-invalid-dep": "yes"}
         executor.update_parameters(**params)
-        sub = executor.submit(SlurmCall(job.fn, job.key))
+        try:
+            sub = executor.submit(SlurmCall(job.fn, job.key))
+        except Exception:
+            # Some SLURM versions refuse a dependency on a job they have already forgotten (finished
+            # more than MinJobAge ago, after our states were read; 22.05 takes it as satisfied):
+            # if every source completed, submit plainly.
+            known = _sacct([r["job_id"] for r in sources.values()])
+            if not sources or any(known.get(r["job_id"], ("",))[0] != "COMPLETED" for r in sources.values()):
+                raise
+            params["additional_parameters"].pop("dependency")
+            params["additional_parameters"].pop("kill-on-invalid-dep")
+            executor.update_parameters(**params)
+            sources = {}
+            sub = executor.submit(SlurmCall(job.fn, job.key))
         paths = sub.paths
         return {"job_id": sub.job_id, "job_name": params["job_name"], "folder": str(paths.folder),
                 "logs": [str(paths.stderr).replace("%t", "0"), str(paths.stdout).replace("%t", "0")],
