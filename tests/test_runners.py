@@ -156,9 +156,11 @@ def test_local_dependent_waits_and_a_crash_fails_only_its_job(tmp_path):
 def test_local_multi_task_job_gets_ranks_and_a_process_group(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
+    # No is_done: rank 0 writes the result before the other task may have started; "done" must
+    # mean that every task has ended, which the job's exit status says.
     runner = make_runner("local", tmp_path / "runs", workers=1, gpus=[])
     runner.submit([Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2),
-                   Job("gloo", AllReduce(out, "gloo"), tasks_per_node=2)], is_done_in(out))
+                   Job("gloo", AllReduce(out, "gloo"), tasks_per_node=2)])
     states = runner.wait(["ddp", "gloo"], timeout=90)
     assert states == {"ddp": "done", "gloo": "done"}, (runner.log_tail("ddp"), runner.log_tail("gloo"))
     assert result(out, "gloo") == {"sum": 3.0, "world": 2}
@@ -289,8 +291,10 @@ def test_slurm_failure_shows_its_log_and_cancels_its_dependents(slurm):
     assert "RuntimeError: toy run boom fails at epoch 0" in runner.log_tail("boom")
 
 
-def test_slurm_multi_task_job_sets_ranks_from_submitit(slurm):
-    runner, out = slurm
+def test_slurm_multi_task_job_sets_ranks_from_submitit(slurm_cluster, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    runner = make_runner("slurm", tmp_path / "runs")   # done: every task ended (not is_done)
     runner.submit([Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2)])
     assert runner.wait(["ddp"], timeout=60) == {"ddp": "done"}
     ranks = sorted(line.split() for line in (out / "ddp.ranks").read_text().splitlines())
