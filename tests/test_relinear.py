@@ -264,3 +264,30 @@ def test_transfer_weights_mismatch_names_the_layer():
         relinear.transfer_weights_(deeper, quad)
     with pytest.raises(ValueError, match=r"4\.weight"):
         relinear.transfer_weights_(nn.Sequential(*conv[:4]), quad)
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(alpha_g=float("inf")), "alpha_g must lie in"),
+    (dict(alpha_g=float("nan")), "alpha_g must lie in"),
+    (dict(alpha_g=None), "alpha_g must be a number"),
+    (dict(alpha_b="0.1"), "alpha_b must be a number"),
+])
+def test_shrink_rejects_non_finite_and_mistyped_factors(kw, needle):
+    model = nn.Sequential(QuadraticLinear(3, 3))
+    with pytest.raises(ValueError, match=needle):
+        relinear.Shrink(model, mode="l1", **kw)
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(lr="0.1"), "lr must be a number"),
+    (dict(lr=float("inf")), "lr must lie in"),
+    (dict(lr_g=float("nan")), "lr_g must lie in"),
+    (dict(weight_decay=None), "weight_decay must be a number"),
+    (dict(lr_b=True), "lr_b must be a number"),
+])
+def test_param_groups_reject_non_finite_and_mistyped_rates(kw, needle):
+    model = nn.Sequential(QuadraticLinear(3, 3))
+    args = dict(lr=0.1, lr_g=1e-4, lr_b=1e-4)
+    args.update(kw)
+    with pytest.raises(ValueError, match=needle):
+        relinear.param_groups(model, **args)

@@ -65,30 +65,6 @@ DEFAULT_MODELS = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic
 EQUAL_RTOL = 1e-3  # float32 tolerance, relative to each tensor's largest entry, for a whole network:
 # 20+ layers of float32 rounding and batch norm over small batches (single layers agree to 1e-5)
 
-_FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
-_FAMILY56 = ("cifar_qresnet56", "cifar_qresnet56_compact", "cifar_parabolic_resnet56", "cifar_poly_resnet56")
-# The efficiency notebook's protocol per profile. "full" is the paper's training setting
-# (CIFAR batch 128, 3x32x32, float32) with more timed steps; the paper itself reports time per
-# epoch on its GPU, which a CPU cannot reproduce.
-# compile_models: the models also timed under torch.compile (none at smoke: compiling a ResNet's
-# forward and backward takes about a minute on a CPU).
-PROTOCOLS = {
-    "smoke": dict(models=("cifar_qresnet20",), batch_size=8, input=(3, 16, 16), steps=2, warmup=1,
-                  implementations=("default", "naive"), threads=1, compile_models=()),
-    "cpu": dict(models=_FAMILY20 + ("cifar_qresnet56",), batch_size=128, input=(3, 32, 32), steps=7, warmup=2,
-                implementations=("default", "fast", "speed", "lean", "naive"), threads=None,
-                compile_models=("cifar_qresnet20",)),
-    "full": dict(models=_FAMILY20 + _FAMILY56, batch_size=128, input=(3, 32, 32), steps=30, warmup=3,
-                 implementations=("default", "fast", "speed", "lean", "fused", "naive"), threads=None,
-                 compile_models=_FAMILY20),
-}
-# The paper's Table (CIFAR-10 comparison), "Time" column: training time per epoch in seconds.
-PAPER_EPOCH_SECONDS = {
-    "cifar_resnet20": 10.43, "cifar_qresnet20": 10.87, "cifar_parabolic_resnet20": 8.98, "cifar_poly_resnet20": 10.59,
-    "cifar_resnet56": 21.61, "cifar_qresnet56": 27.72, "cifar_parabolic_resnet56": 19.79, "cifar_poly_resnet56": 25.67,
-}
-
-
 # -- models -------------------------------------------------------------------------------
 def create(name: str, num_classes: int = 10, in_chans: int = 3) -> nn.Module:
     import timm

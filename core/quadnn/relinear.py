@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import math
+import numbers
+
 import torch
 from torch import nn
 
@@ -45,6 +48,15 @@ def init_(model: nn.Module) -> nn.Module:
 QUADRATIC_DECAY = ("reference", "zero")
 
 
+def _check_number(name: str, value, lo: float, hi: float, where: str = "") -> None:
+    """A real, finite number in [lo, hi] (hi = inf: any finite value >= lo), else ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number{where}, got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value) or not lo <= value <= hi:
+        bound = f"[{lo:g}, {hi:g}]" if math.isfinite(hi) else f"[{lo:g}, inf), finite"
+        raise ValueError(f"{name} must lie in {bound}{where}, got {value!r}")
+
+
 def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_decay: float = 0.0,
                  quadratic_decay: str = "reference", verbose: bool = False) -> list[dict]:
     """ReLinear-sg as torch parameter groups, usable with any optimiser.
@@ -64,8 +76,7 @@ def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_d
       every group, b_g included: the g- and b-groups carry torch's ``weight_decay``.
     """
     for name, value in (("lr", lr), ("lr_g", lr_g), ("lr_b", lr_b), ("weight_decay", weight_decay)):
-        if not value >= 0:
-            raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+        _check_number(name, value, 0.0, math.inf)
     if quadratic_decay not in QUADRATIC_DECAY:
         raise ValueError(f"quadratic_decay must be one of {QUADRATIC_DECAY}, got {quadratic_decay!r}")
     g, b, refs = [], [], {}
@@ -146,9 +157,9 @@ class Shrink:
         if mode not in self.MODES:
             raise ValueError(f"mode must be one of {self.MODES}, got {mode!r}")
         for name, a in (("alpha_g", alpha_g), ("alpha_b", alpha_b)):
-            if not (0.0 <= a <= (1.0 if mode == "l2" else float("inf"))):
-                bound = "[0, 1]" if mode == "l2" else "[0, inf)"
-                raise ValueError(f"{name} must lie in {bound} for mode {mode!r}, got {a!r}")
+            # A finite factor in both modes: l1 with alpha = inf would set every term to its
+            # reference or, with inf * 0, to NaN after one step.
+            _check_number(name, a, 0.0, 1.0 if mode == "l2" else math.inf, f" for mode {mode!r}")
         self.mode, self.alpha_g, self.alpha_b = mode, alpha_g, alpha_b
         self.terms = [(p, group, ref) for _, p, group, ref in quadratic_terms(model)]
 

@@ -34,7 +34,7 @@ from .engine import RunConfig
 from .profiles import select
 
 __all__ = ["PROTOCOLS", "VGG_RECIPE", "RESNET_RECIPE", "Row", "vgg_rows", "comparison_rows", "runs_at",
-           "row_for", "config_for", "plan", "vgg_runs", "comparison_runs", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
+           "row_for", "paper_init", "config_for", "plan", "vgg_runs", "comparison_runs", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
 
 # -- the paper's protocols ------------------------------------------------------------------
 VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
@@ -158,12 +158,18 @@ def runs_at(row: Row, protocol: dict) -> bool:
     return row.key in protocol["rows"]
 
 
+def paper_init(model: str) -> dict:
+    """Model keyword arguments of the paper's initialisation: the official code leaves every batch
+    norm at gamma = 1, where timm's ResNets (and ours, by default) zero the last one of each block."""
+    return {} if "vgg" in model else {"zero_init_last": False}
+
+
 def config_for(row: Row, protocol: dict, seed: int, source: RunConfig | None = None,
                width: float | None = None) -> RunConfig:
     """The engine configuration that trains ``row`` at ``protocol`` (``source``: the conventional
     run a weight-transfer row starts from, at the end of its first stage)."""
     cfg = dict(protocol["recipe"], model=row.model, seed=seed, progress=False, threads=protocol.get("threads"),
-               quadratic_decay=protocol.get("quadratic_decay", "reference"))
+               quadratic_decay=protocol.get("quadratic_decay", "reference"), model_kwargs=paper_init(row.model))
     cfg["milestones"] = tuple(cfg["milestones"])
     w = width if width is not None else row.width
     if w != 1.0:

@@ -10,6 +10,7 @@ executes them through the engine (or a runner) and groups the results.
 from __future__ import annotations
 
 from . import published
+from .cifar_study import paper_init
 from .engine import RunConfig, stage_ends
 from .execute import execute
 from .profiles import select
@@ -62,6 +63,7 @@ def _base(proto: dict, seed: int, **kw) -> RunConfig:
     fields.update(model=proto["model"], seed=seed, progress=False, threads=1,
                   quadratic_decay=proto["quadratic_decay"])
     fields.update(kw)
+    fields["model_kwargs"] = paper_init(fields["model"])
     return RunConfig(**fields)
 
 

@@ -212,7 +212,8 @@ def runs(profile: str, data_root: str | Path | None = None) -> list:
     out = []
     for s in P["seeds"]:
         for m in P["models"]:
-            kwargs = dict(width=P["width"]) if P["width"] != 1.0 else {}
+            # zero_init_last=False: the paper (He et al.'s recipe) starts every batch norm at gamma = 1.
+            kwargs = dict(width=P["width"], zero_init_last=False) if P["width"] != 1.0 else dict(zero_init_last=False)
             if m in VARIANTS and VARIANTS[m][2] != "none":
                 kwargs["shortcut"] = P["shortcut"]
             out.append(RunConfig(

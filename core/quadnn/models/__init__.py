@@ -5,3 +5,9 @@ Add one import line per model file.
 from . import cifar_resnet
 from . import cifar_vgg
 from . import imagenet_resnet
+
+# Bumped whenever a registered model computes something else for the same arguments (other
+# parameters, another initialisation). Result caches keyed by a model's name and arguments (the
+# paper companion's runs) include it, so results of older models are never reused.
+# 2: quadratic convolutions carry b_r and c, Kaiming fan_in init, zero_init_last (timm's default).
+VERSION = 2

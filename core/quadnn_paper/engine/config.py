@@ -129,6 +129,7 @@ class RunConfig:
         d["transfer_from"] = self.transfer_from.key() if self.transfer_from is not None else None
         if self.transfer_from is None:
             d.pop("transfer_stage")  # meaningless without a source; keeps hashes of plain runs stable
+        d["models_version"] = _models_version()  # results of older model definitions are not reused
         return json.loads(json.dumps(d, sort_keys=True))
 
     @property
@@ -147,6 +148,7 @@ class RunConfig:
     def from_dict(cls, d: dict) -> RunConfig:
         """Rebuild a config from :meth:`to_dict` / :meth:`key` output; unknown keys are an error."""
         names = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k != "models_version"}  # part of key(), not a field
         unknown = sorted(set(d) - names)
         if unknown:
             raise ValueError(f"unknown RunConfig fields {unknown}; valid: {sorted(names)}")
@@ -164,6 +166,12 @@ class RunConfig:
             parts.append(f"transfer{self.transfer_stage}")
         parts.append(f"seed{self.seed}")
         return " ".join(parts)
+
+
+def _models_version() -> int:
+    import quadnn.models
+
+    return quadnn.models.VERSION
 
 
 def _default_data():
