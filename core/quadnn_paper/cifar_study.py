@@ -27,7 +27,7 @@ Reading of the paper used here (it does not spell these out):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from . import published
 from .engine import RunConfig

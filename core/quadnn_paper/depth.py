@@ -24,7 +24,6 @@ from 1e-4 to 1e-5; the Eigen split (23,488 train / 697 test images).
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from quadnn import relinear
 from quadnn.convert import quadratize
 from . import published
 from .profiles import select

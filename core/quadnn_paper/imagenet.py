@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from . import published
-from .engine.store import atomic_write_text
+from .atomic import atomic_write_text
 from .profiles import select
 
 __all__ = ["PROTOCOLS", "PAPER", "MODELS", "IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "protocol", "runs",

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .atomic import atomic_write_text
 from .profiles import check_profile
 
 __all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems"]
@@ -40,24 +41,6 @@ _MACRO = re.compile(r"^[A-Za-z]+$")
 STAGING = ".staging"
 STAMPS = ".stamps"
 NOTEBOOK_ENV = "QUADNN_NOTEBOOK"  # set by the Makefile: which notebook a stamp belongs to
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``path`` through a temporary file in its folder and a rename (no torn files).
-
-    Kept here rather than imported from the engine so that ``tools/paper_check.py`` runs
-    without torch.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def latex_escape(text: str) -> str:

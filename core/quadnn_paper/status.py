@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from .engine import RunConfig, RunStore
-from .execute import RUNNERS, gpus_per_run, is_done, job_dir, resources, with_dependencies
+from .execute import RUNNERS, gpus_per_run, is_done, resources, with_dependencies
 from .profiles import PROFILES
 
 __all__ = ["SECTIONS", "section_runs", "plan_table", "main", "DEFAULT_SECONDS_PER_EPOCH"]

@@ -16,7 +16,6 @@ import math
 import os
 import socket
 import time
-from pathlib import Path
 
 import torch
 import torch.distributed as dist

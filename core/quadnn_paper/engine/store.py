@@ -23,6 +23,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..atomic import atomic_write_bytes, atomic_write_text
+
 __all__ = ["RunStore", "CorruptFile", "cached", "atomic_write_text", "atomic_write_bytes", "STATES"]
 
 # done: result.json says finished; diverged: result.json says it did not converge;
@@ -36,25 +38,6 @@ class CorruptFile(RuntimeError):
     def __init__(self, path: Path, why: str):
         super().__init__(f"{path}: {why}")
         self.path = Path(path)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
 
 
 def _sha256(path: Path) -> str:

@@ -84,6 +84,14 @@ def _decay_kw(cfg: RunConfig) -> dict:
     return {} if cfg.quadratic_decay == "reference" else {"quadratic_decay": cfg.quadratic_decay}
 
 
+def _task_kwargs(task: str, defaults: dict, given: dict) -> dict:
+    """The task's settings: its defaults updated by the run's ``task_kwargs`` (unknown keys named)."""
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"{task} task_kwargs {unknown} unknown; valid: {sorted(defaults)}")
+    return dict(defaults, **given)
+
+
 def _epoch_generator(cfg: RunConfig, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(cfg.seed * 1_000_003 + epoch)
 
@@ -139,11 +147,7 @@ class ImageFolderClassification(Task):
         super().__init__(cfg, rank, world)
         from .. import imagenet
 
-        kw = dict(imagenet.DATA_DEFAULTS, **cfg.task_kwargs)
-        unknown = sorted(set(kw) - set(imagenet.DATA_DEFAULTS))
-        if unknown:
-            raise ValueError(f"imagefolder task_kwargs {unknown} unknown; valid: {sorted(imagenet.DATA_DEFAULTS)}")
-        self.kw = kw
+        self.kw = kw = _task_kwargs("imagefolder", imagenet.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
         if cfg.dataset == "digits":
             if rank == 0:
@@ -213,11 +217,7 @@ class DepthRegression(Task):
         from .. import depth
 
         self.depth = depth
-        kw = dict(depth.DATA_DEFAULTS, **cfg.task_kwargs)
-        unknown = sorted(set(kw) - set(depth.DATA_DEFAULTS))
-        if unknown:
-            raise ValueError(f"depth task_kwargs {unknown} unknown; valid: {sorted(depth.DATA_DEFAULTS)}")
-        self.kw = kw
+        self.kw = kw = _task_kwargs("depth", depth.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
         if cfg.dataset == "synthetic" and rank == 0:
             depth.write_synthetic_kitti(root, kw["n_train"], kw["n_test"], kw["height"], kw["width"],
