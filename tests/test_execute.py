@@ -113,3 +113,14 @@ def test_full_profile_notebook_through_slurm_on_tiny_data(slurm_cluster, tmp_pat
     stamp = json.loads(next((tmp_path / "paper" / ".stamps").glob("*.json")).read_text())
     assert stamp["profile"] == "full" and "TINY=1" in stamp["data"]
     assert "pending" not in "".join(p.read_text() for p in (tmp_path / "paper" / "tables").glob("*.csv"))
+
+
+def test_imagenet_runs_ask_for_eight_gpus_or_what_the_machine_has():
+    from quadnn_paper import imagenet
+    from quadnn_paper.execute import resources
+
+    cfg = imagenet.runs("full")[0]
+    assert resources(cfg, 1) == dict(gpus=8, tasks_per_node=8)
+    assert resources(cfg, 1, max_gpus=4) == dict(gpus=4, tasks_per_node=4)
+    assert resources(cfg, 0) == dict(gpus=0, tasks_per_node=1)
+    assert resources(tiny(device="auto"), 1) == dict(gpus=1, tasks_per_node=1)

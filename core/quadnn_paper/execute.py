@@ -65,7 +65,13 @@ def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline
     else:
         r = make(runner, out, **runner_options)
         keys = [cfg.run_id for cfg in todo]
-        states = r.submit(jobs(todo, out, gpus), is_done=is_done(out))
+        # The local queue cannot give a job more GPUs than this machine has.
+        max_gpus = None
+        if runner == "local":
+            from .runners import _visible_gpus
+
+            max_gpus = len(runner_options.get("gpus") or _visible_gpus()) or None
+        states = r.submit(jobs(todo, out, gpus, max_gpus), is_done=is_done(out))
         if progress:
             print(f"{runner}: {len(r.last_submitted)} run(s) submitted; " + ", ".join(
                 f"{n} {s}" for s, n in sorted(_count(states).items())), flush=True)
@@ -153,23 +159,26 @@ def gpus_per_run(default: int | None = None) -> int:
     return 1 if torch.cuda.is_available() else 0
 
 
-def resources(cfg: RunConfig, gpus: int) -> dict:
-    """GPUs and tasks a run asks for: the paper trained ImageNet with 8 GPUs (DDP, one task each),
-    the other runs with one; ``gpus=0`` runs everything on CPU (one task)."""
+def resources(cfg: RunConfig, gpus: int, max_gpus: int | None = None) -> dict:
+    """GPUs and tasks a run asks for: the paper trained ImageNet with 8 GPUs (DDP, one task each;
+    fewer where the machine has fewer, ``max_gpus``: the global batch is the same), the other
+    runs with one; ``gpus=0`` runs everything on CPU (one task)."""
     if gpus == 0 or cfg.device == "cpu":
         return dict(gpus=0, tasks_per_node=1)
     if cfg.task == "imagefolder" and cfg.dataset == "imagenet":
-        return dict(gpus=8 * gpus, tasks_per_node=8 * gpus)
+        n = 8 * gpus if max_gpus is None else max(1, min(8 * gpus, max_gpus))
+        return dict(gpus=n, tasks_per_node=n)
     return dict(gpus=gpus, tasks_per_node=1)
 
 
-def jobs(runs: list[RunConfig], out: str | os.PathLike, gpus: int | None = None) -> list:
+def jobs(runs: list[RunConfig], out: str | os.PathLike, gpus: int | None = None,
+         max_gpus: int | None = None) -> list:
     """The runners' jobs for ``runs`` (keys: run ids; deps: weight-transfer sources)."""
     from .runners import Job
 
     gpus = gpus_per_run(gpus)
     return [Job(key=c.run_id, fn=TrainRun(c, out), deps=tuple(d.run_id for d in c.dependencies()),
-                name=c.describe().replace(" ", "_"), **resources(c, gpus)) for c in runs]
+                name=c.describe().replace(" ", "_"), **resources(c, gpus, max_gpus)) for c in runs]
 
 
 def pending_note(results: dict[str, dict | None], runs: list[RunConfig]) -> str | None:
