@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import published
 from .profiles import select
 
-__all__ = ["PROTOCOLS", "PAPER_EPOCH_SECONDS", "protocol"]
+__all__ = ["PROTOCOLS", "PAPER_EPOCH_SECONDS", "protocol", "tiny_protocol"]
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
 _FAMILY56 = ("cifar_qresnet56", "cifar_qresnet56_compact", "cifar_parabolic_resnet56", "cifar_poly_resnet56")
@@ -31,3 +31,9 @@ PAPER_EPOCH_SECONDS = published.CIFAR_EPOCH_SECONDS
 def protocol(profile: str) -> dict:
     """A copy of the protocol of ``profile``."""
     return dict(select(PROTOCOLS, profile))
+
+
+def tiny_protocol(P: dict) -> dict:
+    """TINY=1: the full protocol's models, implementations and input, with two timed steps and
+    one compiled model (the code path, not a measurement)."""
+    return dict(P, steps=2, warmup=1, compile_models=tuple(P["compile_models"])[:1])
