@@ -311,3 +311,13 @@ def test_cifar100_pickles_read_with_numpy_arrays_inside(tmp_path):
     write_cifar(tmp_path, "cifar100", n_train=20, n_test=10)
     data = qdata.load("cifar100", tmp_path)
     assert data.num_classes == 100 and data.x_train.shape == (20, 3, 32, 32)
+
+
+def test_transfer_from_a_source_that_did_not_converge_is_recorded_not_retried(tmp_path):
+    source = tiny(model="cifar_resnet20", relinear="none", lr=1e4, epochs=3)
+    cfg = tiny(transfer_from=source)
+    res = run(cfg, tmp_path)
+    assert run(source, tmp_path)["status"] == "diverged"
+    assert res["status"] == "diverged" and res["epochs_run"] == 0 and res["test_error"] is None
+    assert "did not converge" in res["diverged_reason"] and source.run_id in res["diverged_reason"]
+    assert (RunStore(tmp_path).dir(cfg) / "result.json").exists()  # a result: not submitted again

@@ -28,11 +28,16 @@ from .distributed import sync_batchnorm, world
 from .store import CorruptFile, RunStore, atomic_write_text
 from .tasks import make_task
 
-__all__ = ["run", "result", "state", "DependencyNotReady", "stage_ends", "lr_factor"]
+__all__ = ["run", "result", "state", "DependencyNotReady", "SourceDidNotConverge", "stage_ends", "lr_factor"]
 
 
 class DependencyNotReady(RuntimeError):
     """A run's weight-transfer source has not finished (and the caller asked not to run it)."""
+
+
+class SourceDidNotConverge(RuntimeError):
+    """A run's weight-transfer source diverged: there are no weights to start from, so the
+    dependent is recorded as not converged too (a result, not a failure to retry)."""
 
 
 def milestone_epochs(cfg: RunConfig) -> list[int]:
@@ -103,7 +108,8 @@ def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_depen
             raise DependencyNotReady(f"weight-transfer source {src.run_id} ({src.describe()}) has not finished")
         res = run(src, store.root)
     if res["status"] != "finished":
-        raise DependencyNotReady(f"weight-transfer source {src.run_id} did not converge; nothing to transfer")
+        raise SourceDidNotConverge(f"weight-transfer source {src.run_id} ({src.describe()}) did not converge: "
+                                   f"{res.get('diverged_reason')}")
     name = f"stage{cfg.transfer_stage}.pt"
     try:
         ck = store.load_checkpoint(src, name)
@@ -167,7 +173,12 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
     torch.manual_seed(cfg.seed)
     model = task.build_model()
     if cfg.transfer_from is not None:
-        _transfer(cfg, store, model, task, run_dependencies)
+        try:
+            _transfer(cfg, store, model, task, run_dependencies)
+        except SourceDidNotConverge as e:
+            return _record(cfg, store, rank, nranks, task, dict(
+                status="diverged", diverged_reason=str(e), params=sum(p.numel() for p in model.parameters()),
+                epochs_run=0, metrics={}, epoch_time=0.0, stage_checkpoints={}, history=[]))
     if nranks > 1 and (cfg.task == "classification" or cfg.sync_bn):
         model = sync_batchnorm(model)
     model.to(device)
@@ -276,18 +287,25 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
     last = history[-1] if history else {}
     final = {k: last[k] for k in evaluated} if status == "finished" else {}
     result = dict(
-        status=status, diverged_reason=reason, run_id=cfg.run_id, config=cfg.to_dict(), key=cfg.key(),
-        world_size=nranks, params=params, epochs_run=len(history), metrics=final,
-        trained_by=dict(host=socket.gethostname(), pid=os.getpid()),
+        status=status, diverged_reason=reason, params=params, epochs_run=len(history), metrics=final,
         epoch_time=sum(h["epoch_time"] for h in history) / max(1, len(history)),
         stage_checkpoints=stage_ckpts, history=history, **final,
     )
     if task.eval_every_epoch and "test_error" in last:
         result["best_test_error"] = min((h["test_error"] for h in history if "test_error" in h), default=None)
-    if status != "finished" and task.headline not in result:
+    return _record(cfg, store, rank, nranks, task, result)
+
+
+def _record(cfg: RunConfig, store: RunStore, rank: int, nranks: int, task, result: dict) -> dict:
+    """Complete ``result`` (identity, provenance), write it last (rank 0), return its JSON round-trip."""
+    result = dict(result, run_id=cfg.run_id, config=cfg.to_dict(), key=cfg.key(), world_size=nranks,
+                  trained_by=dict(host=socket.gethostname(), pid=os.getpid()))
+    if result["status"] != "finished" and task.headline not in result:
         result[task.headline] = None
     if rank == 0:
-        atomic_write_text(out / "metrics.json", json.dumps(history, indent=1))
+        out = store.dir(cfg)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "metrics.json", json.dumps(result["history"], indent=1))
         store.write_result(cfg, result)
         (out / "last.pt").unlink(missing_ok=True)
     if nranks > 1:
