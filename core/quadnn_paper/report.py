@@ -20,7 +20,6 @@ checks before LaTeX runs (every section stamped with the requested profile, file
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
@@ -32,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .atomic import atomic_write_text
+from .atomic import atomic_write_text, sha256_file as _sha256
 from .profiles import check_profile
 
 __all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems"]
@@ -117,14 +116,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return value
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:

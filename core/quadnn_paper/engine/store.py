@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import tempfile
@@ -23,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..atomic import atomic_write_bytes, atomic_write_text
+from ..atomic import atomic_write_bytes, atomic_write_text, sha256_file as _sha256
 
 __all__ = ["RunStore", "CorruptFile", "cached", "atomic_write_text", "atomic_write_bytes", "STATES"]
 
@@ -38,14 +37,6 @@ class CorruptFile(RuntimeError):
     def __init__(self, path: Path, why: str):
         super().__init__(f"{path}: {why}")
         self.path = Path(path)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def quarantine(path: Path, why: str) -> None:
