@@ -3,7 +3,7 @@
 (section "comparison").
 
 ``PROTOCOLS[profile] = {"vgg": ..., "comparison": ...}`` (pick with
-``quadnn.profiles.select(PROTOCOLS, profile)``). ``full`` is the paper's protocol; ``smoke``
+``quadnn_paper.profiles.select(PROTOCOLS, profile)``). ``full`` is the paper's protocol; ``smoke``
 and ``cpu`` train the same models on the 8x8 digits stand-in, with fewer images, epochs,
 seeds and rows (a row not in a profile's ``rows`` is marked "full only"; ``rows=None``: all of them).
 Training goes through the engine (:mod:`quadnn_paper.engine`); this module only says *what* to run.
