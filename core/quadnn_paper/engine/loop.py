@@ -144,7 +144,7 @@ def run(config: RunConfig | dict | None = None, out: str | os.PathLike = "runs",
         return done
     rank, nranks = world()
     if rank == 0:
-        with store.lock(cfg):  # one configuration, one training: others wait here, then reuse it
+        with store.lock(cfg.run_id):  # one configuration, one training: others wait here, then reuse it
             done = store.result(cfg)
             res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies)
     else:

@@ -154,10 +154,10 @@ class RunStore:
 
     # -- one configuration, one training -------------------------------------------------------
     @contextlib.contextmanager
-    def lock(self, cfg, poll: float = 1.0) -> Iterator[None]:
-        """Hold the run's lock; other processes asking for the same run wait here."""
+    def lock(self, key: str, poll: float = 1.0) -> Iterator[None]:
+        """Hold the lock of ``key`` (a run id); other processes asking for it wait here."""
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / f"{cfg.run_id}.lock"
+        path = self.root / f"{key}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             while True:
@@ -192,9 +192,6 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
     path = root / f"{key}.json"
     store = RunStore(root)
 
-    class _Key:
-        run_id = key
-
     def read():
         entry = store.read_json(path, required=("config", "result"))
         return None if entry is None else entry["result"]
@@ -202,7 +199,7 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
     hit = read()
     if hit is not None:
         return hit
-    with store.lock(_Key):
+    with store.lock(key):
         hit = read()
         if hit is not None:
             return hit
