@@ -38,6 +38,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import parametrize
 
 __all__ = [
     "NEURONS",
@@ -100,6 +101,18 @@ class QuadraticLayer(nn.Module):
             self.register_parameter(name, nn.Parameter(torch.empty(size, **factory_kwargs)) if here else None)
 
     # -- parameters -------------------------------------------------------------
+    def register_parameter(self, name: str, param) -> None:
+        # The legacy torch.nn.utils.weight_norm(layer, "weight") deletes `weight` and registers
+        # its magnitude as `weight_g`, this layer's gate W_g: refuse rather than lose the gate.
+        if name == "weight_g" and "weight_g" in self._parameters and "weight" not in self._parameters \
+                and not parametrize.is_parametrized(self, "weight"):
+            raise RuntimeError(
+                f"{type(self).__name__}: torch.nn.utils.weight_norm(layer, 'weight') would register the "
+                "weight's magnitude as 'weight_g', which is this layer's gate W_g (the quadratic "
+                "term); use torch.nn.utils.parametrizations.weight_norm instead, which keeps every "
+                "parameter. weight_norm has already removed 'weight' from this layer: rebuild it")
+        super().register_parameter(name, param)
+
     def quadratic_terms(self):
         """Yield ``(name, parameter, group, reference)`` for each quadratic term present.
 
@@ -257,7 +270,10 @@ class QuadraticLayer(nn.Module):
         self._check_input(x)
         impl = self.implementation
         if impl in _KEEP:
-            if torch.compiler.is_compiling():  # see _forward_plain
+            # torch.jit.trace (and what traces through it: fvcore's FLOP counter, timm's
+            # benchmark) records the plain operations too, so the trace passes its check, saves,
+            # and shows the convolutions a FLOP counter counts; see _forward_plain
+            if torch.compiler.is_compiling() or torch.jit.is_tracing():
                 return self._forward_plain(x)
             # torch.func transforms (jacrev, vmap, ...) cannot trace the custom Function's
             # backward; the plain formulation computes the same function for them.
@@ -282,7 +298,9 @@ class _QuadraticConvNd(QuadraticLayer):
 
     def _check_input(self, x):
         nd = len(self.kernel_size)
-        if x.dim() not in (nd + 1, nd + 2) or x.shape[-nd - 1] != self.in_channels:
+        # under torch.jit.trace sizes are traced values, and comparing them warns; the
+        # convolution checks the channels itself
+        if x.dim() not in (nd + 1, nd + 2) or (not torch.jit.is_tracing() and x.shape[-nd - 1] != self.in_channels):
             raise ValueError(
                 f"{type(self).__name__}: expected input of shape (N, {self.in_channels}, "
                 f"{', '.join('*' * nd)}) or unbatched ({self.in_channels}, {', '.join('*' * nd)}), "
@@ -353,7 +371,7 @@ class QuadraticLinear(QuadraticLayer, nn.Linear):
         return F.linear(x, weight, bias)
 
     def _check_input(self, x):
-        if x.dim() == 0 or x.shape[-1] != self.in_features:
+        if x.dim() == 0 or (not torch.jit.is_tracing() and x.shape[-1] != self.in_features):  # see convolutions
             raise ValueError(
                 f"{type(self).__name__}: expected input with last dimension {self.in_features}, "
                 f"got shape {tuple(x.shape)}"
@@ -430,6 +448,12 @@ class _Op:
             return rg.narrow(dim, 0, self.n), rg.narrow(dim, self.n, self.n)
         v = rg.unflatten(1, (self.groups, 2, -1))
         return v.select(2, 0), v.select(2, 1)
+
+    def fuse(self, r, g):
+        """The fused [r, g] tensor of (r, g) as :meth:`split` returns them (a new tensor)."""
+        if self.groups == 1:
+            return torch.cat([r, g], 1 if self.conv else -1)
+        return torch.stack([r, g], 2).flatten(1, 3)
 
     def grouped(self, y):
         return y if self.groups == 1 else y.unflatten(1, (self.groups, -1))
@@ -533,6 +557,8 @@ class _QuadraticFunction(torch.autograd.Function):
                 dx = torch.addcmul(d1, x, d2, value=2)
             return dx, dw, db, None, None, None
         x, w, b, w_b, kept = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: see _backward_differentiable
+            return _backward_differentiable(op, dy, x, w, b, w_b, ctx.has_bias, ctx.needs_input_grad)
         if op.keep == "rg":
             r, g = op.split(kept)
         elif op.keep == "r":  # recompute the gate alone: one convolution with half the outputs
@@ -556,6 +582,24 @@ class _QuadraticFunction(torch.autograd.Function):
             if need_x:
                 dx.addcmul_(x, dx2, value=2)
         return dx, dw, db, dw_b, db_b, None
+
+
+def _backward_differentiable(op, dy, x, w, b, w_b, has_bias, needs):
+    """:class:`_QuadraticFunction`'s backward in operations autograd can differentiate, for a
+    second derivative (``create_graph=True``: gradient penalties, Hessian-vector products).
+    [r, g] is recomputed from x and the weights: a kept r would be a constant to autograd. The
+    first-order backward writes into preallocated memory (``out=``), which autograd refuses."""
+    need_x, need_w, need_b, need_wb, need_bb, _ = needs
+    r, g = op.split(op.forward(x, w, b))
+    dyg = op.grouped(dy)
+    dr = dyg * (g + 1) if op.neuron == "poly" else dyg * g
+    dx, dw, db = op.backward(op.fuse(dr, dyg * r), x, w, [need_x, need_w, need_b and has_bias[0]])
+    dw_b = db_b = None
+    if op.neuron == "full":
+        dx2, dw_b, db_b = op.backward(dy, x * x, w_b, [need_x, need_wb, need_bb and has_bias[1]])
+        if need_x:
+            dx = torch.addcmul(dx, x, dx2, value=2)
+    return dx, dw, db, dw_b, db_b, None
 
 
 class Square(nn.Module):

