@@ -246,3 +246,83 @@ def test_weight_and_spectral_norm_keep_the_neuron(kind):
         torch.testing.assert_close(y, torch.func.functional_call(ref, {name: getattr(layer, name)}, (x,)))
         y.sum().backward()
         assert all(p.grad is not None for p in layer.parameters() if p.requires_grad)
+
+
+# -- quantization -----------------------------------------------------------------------------
+def quantization_configs():
+    ao = pytest.importorskip("torchao.quantization")
+    from torchao.quantization.granularity import PerGroup
+
+    return {"int8-dynamic": ao.Int8DynamicActivationInt8WeightConfig(), "int8-weight": ao.Int8WeightOnlyConfig(),
+            "int4-weight": ao.IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32))}
+
+
+def torchao_tensor(p):
+    return type(p).__module__.startswith("torchao")
+
+
+def mlp(kind="full"):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), QuadraticLinear(64, 64, neuron=kind), nn.ReLU(), nn.Linear(64, 8))
+    return randomise_terms_(model, scale=0.1)
+
+
+def quantization_error(layer, config, x, whole=True):
+    """Relative error of ``layer``'s output after quantizing it in a model, and the layer."""
+    from torchao.quantization import quantize_
+
+    from quadnn.convert import quantize_ as quantize_whole_
+
+    ref = layer(x).detach()
+    model = nn.Sequential(copy.deepcopy(layer))
+    (quantize_whole_ if whole else quantize_)(model, config)
+    return ((model(x) - ref).norm() / ref.norm()).item(), model[0]
+
+
+@pytest.mark.parametrize("config", ["int8-dynamic", "int8-weight", "int4-weight"])
+def test_torchao_quantizes_a_quadratic_layer_as_a_whole(config):
+    config = quantization_configs()[config]
+    x = torch.randn(32, 64)
+    for kind in NEURONS:
+        layer = randomise_terms_(QuadraticLinear(64, 64, neuron=kind), scale=0.1)
+        err, q = quantization_error(layer, config, x)
+        assert all(torchao_tensor(p) for n, p in q.named_parameters() if n.startswith("weight"))
+        # the quantization error of the neuron is that of int8/int4 weights: a few times a linear layer's
+        lin_err, _ = quantization_error(nn.Linear(64, 64), config, x)
+        assert 0 < err < 4 * lin_err + 1e-3, (kind, err, lin_err)
+    model = mlp()
+    from quadnn.convert import quantize_ as quantize_whole_
+    quantize_whole_(model, config)
+    assert torchao_tensor(model[0].weight) and torchao_tensor(model[2].weight_g) and torchao_tensor(model[4].weight)
+
+
+def test_torchao_alone_leaves_a_quadratic_layer_in_float_and_says_so():
+    from torchao.quantization import quantize_
+
+    model = mlp()
+    x = torch.randn(8, 64)
+    h = model[1](model[0](x))
+    ref = model[2](h)
+    with pytest.warns(UserWarning, match=r"QuadraticLinear\(in_features=64.*left in float.*linear branch"):
+        quantize_(model, quantization_configs()["int8-weight"])
+    assert torchao_tensor(model[0].weight)  # the conventional layers are quantized
+    assert not any(torchao_tensor(p) for p in model[2].parameters())
+    torch.testing.assert_close(model[2](h), ref)
+
+
+def test_torch_ao_dynamic_quantization_leaves_quadratic_layers_in_float():
+    from torch.ao.quantization import quantize_dynamic
+
+    model = mlp()
+    x = torch.randn(8, 64)
+    h = model[1](model[0](x))
+    ref = model[2](h)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with pytest.warns(UserWarning, match=r"QuadraticLinear\(in_features=64.*left in float"):
+            q = quantize_dynamic(model, {nn.Linear, QuadraticLinear})
+        q_linear_only = quantize_dynamic(model, {nn.Linear})
+    for m in (q, q_linear_only):
+        assert m[0]._get_name() == "DynamicQuantizedLinear" and type(m[2]) is QuadraticLinear
+        assert all(type(p) is nn.Parameter for p in m[2].parameters()) and not hasattr(m[2], "qconfig")
+        torch.testing.assert_close(m[2](h), ref)

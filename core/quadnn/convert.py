@@ -20,7 +20,7 @@ from torch import nn
 
 from .layers import QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear, check_neuron
 
-__all__ = ["quadratize", "plan_quadratize", "QuadratizeSummary", "SUPPORTED"]
+__all__ = ["quadratize", "plan_quadratize", "QuadratizeSummary", "SUPPORTED", "quantize_"]
 
 log = logging.getLogger(__name__)
 
@@ -179,4 +179,34 @@ def quadratize(model: nn.Module, neuron: str = "full", include=tuple(SUPPORTED),
     log.info("%s", summary)
     if verbose:
         print(summary)
+    return model
+
+
+def quantize_(model: nn.Module, config, filter_fn=None) -> nn.Module:
+    """torchao's ``quantize_(model, config, filter_fn)``, with each quadratic linear layer quantized
+    as a whole, in place.
+
+    torchao quantizes a linear layer's ``weight``; for a :class:`QuadraticLinear` that is the linear
+    branch alone, so the layer refuses it (it stays in float, with a warning). Here each selected
+    quadratic layer has its three weights quantized with ``config`` (``weight_g`` and ``weight_b``
+    first, then ``weight``) and then computes the neuron from them in three operations
+    (``implementation="naive"``); every other layer ``filter_fn`` selects (default: torchao's, the
+    ``nn.Linear`` layers) is quantized by torchao as usual. ``config`` is a torchao config whose
+    handler takes a parameter name (e.g. ``Int8DynamicActivationInt8WeightConfig``,
+    ``Int8WeightOnlyConfig``, ``IntxWeightOnlyConfig``); quadratic convolutions stay in float, as
+    torchao leaves ``nn.Conv2d``. Returns ``model``.
+    """
+    from torchao.quantization import FqnToConfig
+    from torchao.quantization import quantize_ as torchao_quantize_
+    from torchao.quantization.quant_api import _is_linear
+
+    selected = filter_fn if filter_fn is not None else _is_linear
+    quadratic = {name: m for name, m in model.named_modules()
+                 if isinstance(m, QuadraticLinear) and selected(m, name)}
+    for names in (("weight_g", "weight_b"), ("weight",)):  # see QuadraticLayer.register_parameter
+        fqns = {f"{name}.{p}" if name else p: config for name, m in quadratic.items() for p in names
+                if getattr(m, p) is not None}
+        if fqns:
+            torchao_quantize_(model, FqnToConfig(fqns), filter_fn=None)
+    torchao_quantize_(model, config, filter_fn=lambda m, fqn: not isinstance(m, QuadraticLayer) and selected(m, fqn))
     return model

@@ -34,6 +34,7 @@ extraction treats the layers as leaf modules (``timm.models.register_notrace_mod
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -111,7 +112,44 @@ class QuadraticLayer(nn.Module):
                 "weight's magnitude as 'weight_g', which is this layer's gate W_g (the quadratic "
                 "term); use torch.nn.utils.parametrizations.weight_norm instead, which keeps every "
                 "parameter. weight_norm has already removed 'weight' from this layer: rebuild it")
+        if name in _WEIGHTS and _quantized(param) and not self._whole_once_quantized(name):
+            # torchao's quantize_ selects layers by isinstance(m, nn.Linear) and quantizes
+            # `weight` only: the linear branch alone, a neuron neither float nor quantized
+            warnings.warn(
+                f"{self!r} left in float: quantizing 'weight' alone would quantize only its linear "
+                "branch W_r, not the quadratic terms; quadnn.convert.quantize_(model, config) "
+                "quantizes its three weights", stacklevel=2)
+            return
         super().register_parameter(name, param)
+        if name == "weight" and _quantized(param):
+            self.implementation = "naive"  # three operations, each on its own quantized weight
+
+    def _whole_once_quantized(self, name: str) -> bool:
+        """Whether quantizing weight `name` leaves the layer whole: the linear branch's weight
+        goes last, once the quadratic terms' weights are quantized (quadnn.convert.quantize_)."""
+        if name != "weight":
+            return True
+        return all(_quantized(self._parameters[n]) for n in _WEIGHTS[1:] if self._parameters.get(n) is not None)
+
+    # torch.ao.quantization (eager mode) marks the layers it should quantize with a `qconfig`; it
+    # has no quantized counterpart for a quadratic layer and would leave it in float silently.
+    @property
+    def qconfig(self):
+        try:
+            return self.__dict__["_qconfig"]
+        except KeyError:
+            raise AttributeError("qconfig") from None
+
+    @qconfig.setter
+    def qconfig(self, value):
+        if value is not None:
+            warnings.warn(f"{self!r} left in float: torch.ao.quantization has no quantized quadratic "
+                          "layer; quadnn.convert.quantize_ quantizes it with torchao", stacklevel=2)
+        self.__dict__["_qconfig"] = value
+
+    @qconfig.deleter
+    def qconfig(self):
+        self.__dict__.pop("_qconfig", None)
 
     def quadratic_terms(self):
         """Yield ``(name, parameter, group, reference)`` for each quadratic term present.
@@ -481,6 +519,15 @@ class _Op:
 
 # What the custom Function keeps for backward, per implementation (see QuadraticLayer).
 _KEEP = {"fast": "r", "lean": "none", "speed": "rg"}
+
+
+_WEIGHTS = ("weight", "weight_g", "weight_b")
+
+
+def _quantized(t) -> bool:
+    """A quantized weight: torch's quantized dtypes or a torchao tensor subclass (not imported:
+    torchao is not a dependency)."""
+    return isinstance(t, torch.Tensor) and (t.is_quantized or type(t).__module__.split(".")[0] == "torchao")
 
 
 def _autocast_on(device_type: str) -> bool:
