@@ -8,6 +8,7 @@ are tiny so the whole file runs in seconds.
 import copy
 import io
 import logging
+import statistics
 import warnings
 
 import pytest
@@ -332,6 +333,7 @@ def test_torch_ao_dynamic_quantization_leaves_quadratic_layers_in_float():
 def trained_like(name, seed=1, **kwargs):
     """A timm model in a state where every parameter has a gradient: the residual blocks' last BN
     gammas (zero at initialisation) and the quadratic terms moved off their init."""
+    torch.manual_seed(seed)
     model = timm.create_model(name, num_classes=10, **kwargs).train()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -341,13 +343,33 @@ def trained_like(name, seed=1, **kwargs):
     return bench.randomise_terms_(model, seed=seed)
 
 
-def bf16_gradient_cosine(name, batch=16, seed=0, width=1.0):
-    """Cosine similarity of the whole-model gradient under CPU bf16 autocast to the float32 one."""
+def float32_forward(module):
+    """Run ``module`` in float32 under autocast."""
+    forward = module.forward
+
+    def f(x):
+        with torch.autocast("cpu", enabled=False):
+            return forward(x.float())
+    module.forward = f
+
+
+def bf16_gradient_cosine(name, batch=16, seed=0, width=1.0, variant=None):
+    """Cosine similarity of the whole-model gradient under CPU bf16 autocast to the float32 one.
+
+    ``variant``: "quadratic32" runs the quadratic layers in float32; "stem-only" compares with
+    float32 throughout except the stem convolution's output rounded to bf16."""
     model = trained_like(name, seed + 1, width=width)
     gen = torch.Generator().manual_seed(seed)
     x, y = torch.randn(batch, 3, 32, 32, generator=gen), torch.randint(0, 10, (batch,), generator=gen)
+    if variant == "quadratic32":
+        for m in model.modules():
+            if isinstance(m, QuadraticLayer):
+                float32_forward(m)
     grads = []
     for amp in (False, True):
+        if variant == "stem-only" and amp:
+            model.conv1.register_forward_hook(lambda m, i, o: o.to(torch.bfloat16).float())
+            amp = False
         model.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
             F.cross_entropy(model(x), y).backward()
@@ -407,3 +429,34 @@ def test_timm_safetensors_and_save_for_hf_round_trips(tmp_path):
     loaded = timm.create_model(f"local-dir:{tmp_path / 'hf'}", pretrained=True).eval()
     assert any(isinstance(m, QuadraticLayer) for m in loaded.modules())
     torch.testing.assert_close(loaded(x), ref)
+
+
+def measure():
+    """The figures of docs/WORKS_WITH.md: ``PYTHONPATH=core python tests/test_ecosystem.py``."""
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    x = torch.randn(1, 3, 32, 32)
+    q, c = (bench.create(n).train() for n in ("cifar_qresnet20", "cifar_resnet20"))
+    print("FLOPs cifar_qresnet20 / cifar_resnet20, gradients on, train mode:")
+    print(f"  fvcore total (timm benchmark.py)  {fvcore_flops(q, x, False) / fvcore_flops(c, x, False):.3f}")
+    print(f"  fvcore convs and matmuls          {fvcore_flops(q, x) / fvcore_flops(c, x):.3f}")
+    print(f"  torch.utils.flop_counter          {flop_counter_flops(q, x) / flop_counter_flops(c, x):.3f}")
+    print(f"  quadnn.bench.forward_gflops       {bench.forward_gflops(q, x) / bench.forward_gflops(c, x):.3f}")
+    print("quantized / float output, relative error (QuadraticLinear(64, 64) via quadnn.convert.quantize_;"
+          " nn.Linear(64, 64) via torchao):")
+    xq = torch.randn(256, 64)
+    for label, config in quantization_configs().items():
+        lin = quantization_error(nn.Linear(64, 64), config, xq)[0]
+        errs = {kind: quantization_error(randomise_terms_(QuadraticLinear(64, 64, neuron=kind), scale=0.1), config,
+                                         xq)[0] for kind in NEURONS}
+        print(f"  {label:13s} nn.Linear {lin:.4f}  " + "  ".join(f"{k} {v:.4f}" for k, v in errs.items()))
+    print("bf16 autocast gradient cosine to float32 (width 0.25, batch 16, seeds 0-5):")
+    for name, variant in (("cifar_qresnet20", None), ("cifar_resnet20", None), ("cifar_qresnet20", "quadratic32"),
+                          ("cifar_qresnet20", "stem-only"), ("cifar_resnet20", "stem-only")):
+        cos = [bf16_gradient_cosine(name, width=0.25, seed=s, variant=variant) for s in range(6)]
+        print(f"  {name:16s} {variant or 'bf16 autocast':14s}", " ".join(f"{v:.4f}" for v in cos),
+              f" median {statistics.median(cos):.4f}")
+
+
+if __name__ == "__main__":
+    measure()

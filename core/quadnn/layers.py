@@ -25,11 +25,25 @@ a kind without a term registers it as ``None``.
 ``bias=False`` drops the additive biases ``b_r`` and ``c``. The gate bias ``b_g`` is kept
 whenever there is a gate: ReLinear needs ``b_g = 1`` for the neuron to start out linear.
 
-Compilers and tracers. Under ``torch.compile`` and ``torch.fx.symbolic_trace`` the layer
-computes the same function in plain torch operations (one convolution for [r, g], see
-``QuadraticLayer._forward_plain``) instead of its custom autograd Function; timm's fx feature
-extraction treats the layers as leaf modules (``timm.models.register_notrace_module``, done in
-:mod:`quadnn.models.common`). TorchScript is not supported (it is deprecated in PyTorch).
+Compilers and tracers. Under ``torch.compile``, ``torch.fx.symbolic_trace`` and
+``torch.jit.trace`` the layer computes the same function in plain torch operations (one
+convolution for [r, g], see ``QuadraticLayer._forward_plain``) instead of its custom autograd
+Function, so traces save and load, and FLOP counters that trace (fvcore, timm's benchmark) count
+every convolution; timm's fx feature extraction treats the layers as leaf modules
+(``timm.models.register_notrace_module``, done in :mod:`quadnn.models.common`).
+``torch.jit.script`` is not supported (TorchScript is deprecated in PyTorch).
+
+Second derivatives (``create_graph=True``: gradient penalties, Hessian-vector products) work
+for every kind and implementation: the Function's backward then runs in differentiable
+operations; the first-order backward is unchanged.
+
+Tools that act on ``weight``. The legacy ``torch.nn.utils.weight_norm(layer)`` would register
+the weight's magnitude as ``weight_g``, the gate: it raises, naming the clash
+(``torch.nn.utils.parametrizations.weight_norm`` and both spectral norms work). Quantizers that
+select layers by ``isinstance(m, nn.Linear)`` and quantize ``weight`` (torchao's ``quantize_``)
+would quantize the linear branch alone: the layer keeps it in float and warns;
+``quadnn.convert.quantize_`` quantizes all three weights. ``torch.ao.quantization`` has no
+quantized quadratic layer: one given a ``qconfig`` stays in float, with a warning.
 """
 from __future__ import annotations
 
