@@ -379,11 +379,11 @@ def bf16_gradient_cosine(name, batch=16, seed=0, width=1.0, variant=None):
 
 @pytest.mark.slow
 def test_bf16_gradients_of_a_quadratic_network_follow_float32():
-    # docs/WORKS_WITH.md gives the spread over seeds: the quadratic network's gradient is more
-    # sensitive to rounding anywhere in the network (bf16 CPU convolutions are slow: a narrow net)
-    q = bf16_gradient_cosine("cifar_qresnet20", width=0.25, seed=3)
-    c = bf16_gradient_cosine("cifar_resnet20", width=0.25, seed=3)
-    assert q > 0.95 and c > 0.95, (q, c)
+    # docs/WORKS_WITH.md gives the spread over seeds (median 0.95 against 0.99 for the
+    # conventional net); bf16 CPU convolutions are slow, hence a narrow net
+    q = bf16_gradient_cosine("cifar_qresnet20", width=0.25, seed=0)
+    c = bf16_gradient_cosine("cifar_resnet20", width=0.25, seed=0)
+    assert q > 0.9 and c > 0.97, (q, c)
 
 
 # -- timm: training utilities, EMA, safetensors, save_for_hf ----------------------------------
