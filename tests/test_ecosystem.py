@@ -391,7 +391,7 @@ def test_timm_optimizer_ema_bf16_channels_last_step():
     from timm.optim import create_optimizer_v2
     from timm.utils import ModelEmaV3
 
-    model = trained_like("cifar_qresnet20").to(memory_format=torch.channels_last)
+    model = trained_like("cifar_qresnet20", width=0.25).to(memory_format=torch.channels_last)
     opt = create_optimizer_v2(model, "sgd", lr=0.05, momentum=0.9, weight_decay=1e-4)
     ema = ModelEmaV3(model, decay=0.5)
     before = copy.deepcopy(model.state_dict())
