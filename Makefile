@@ -120,8 +120,8 @@ slurm-down:
 	@bash tools/slurm/down.sh
 
 # The paper's own numbers (quadnn_paper/published.py) as LaTeX macros.
-paper/variables/published.tex: core/quadnn_paper/published.py $(INSTALLED)
-	$(BIN)/python -m quadnn_paper.published $@
+paper/variables/published.tex: core/quadnn_paper/common/published.py $(INSTALLED)
+	$(BIN)/python -m quadnn_paper.common.published $@
 
 paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
 	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)

@@ -3,8 +3,8 @@ import pytest
 import timm
 
 import quadnn  # noqa: F401
-from quadnn_paper import cifar_study as cs
-from quadnn_paper.profiles import PROFILES, select
+from quadnn_paper.sections import _cifar as cs
+from quadnn_paper.common.profiles import PROFILES, select
 
 
 def test_every_profile_present():

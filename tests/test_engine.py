@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-import quadnn_paper.data as qdata
-from quadnn_paper import cifar_tuning
+import quadnn_paper.data.cifar as qdata
+from quadnn_paper.sections import cifar_tuning
 from quadnn_paper.engine import RunConfig, RunStore, lr_factor, run, stage_ends
 from quadnn_paper.engine.tasks import make_task
 from quadnn_paper.train import _parser, config_from_args
@@ -306,7 +306,7 @@ def test_truncated_cifar_batch_names_the_file(tmp_path):
 
 
 def test_cifar100_pickles_read_with_numpy_arrays_inside(tmp_path):
-    from quadnn_paper.tiny import write_cifar
+    from quadnn_paper.data.tiny import write_cifar
 
     write_cifar(tmp_path, "cifar100", n_train=20, n_test=10)
     data = qdata.load("cifar100", tmp_path)

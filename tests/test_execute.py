@@ -116,7 +116,7 @@ def test_full_profile_notebook_through_slurm_on_tiny_data(slurm_cluster, tmp_pat
 
 
 def test_imagenet_runs_ask_for_eight_gpus_or_what_the_machine_has():
-    from quadnn_paper import imagenet
+    from quadnn_paper.sections import imagenet
     from quadnn_paper.execute import resources
 
     cfg = imagenet.runs("full")[0]

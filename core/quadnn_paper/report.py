@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .atomic import atomic_write_text, sha256_file as _sha256
-from .profiles import check_profile
+from quadnn_paper.common.files import atomic_write_text, sha256_file as _sha256
+from quadnn_paper.common.profiles import check_profile
 
 __all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems"]
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from .engine import RunConfig, RunStore
 from .execute import RUNNERS, gpus_per_run, is_done, resources, with_dependencies
-from .profiles import PROFILES
+from .common.profiles import PROFILES
 
 __all__ = ["SECTIONS", "section_runs", "plan_table", "main", "DEFAULT_SECONDS_PER_EPOCH"]
 
 
 def _sections():
-    from . import cifar_study, cifar_tuning, depth, imagenet
+    from .sections import _cifar as cifar_study, cifar_tuning, kitti_lapdepth as depth, imagenet
 
     return {"cifar_tuning": cifar_tuning.runs, "vgg_stability": cifar_study.vgg_runs,
             "cifar_comparison": cifar_study.comparison_runs, "imagenet": imagenet.runs, "kitti_lapdepth": depth.runs}
@@ -42,7 +42,7 @@ DEFAULT_SECONDS_PER_EPOCH = {"classification": 10.0, "imagefolder": 8 * 300.0, "
 
 def section_runs(section: str, profile: str, tiny: bool = False) -> list[RunConfig]:
     """Every run of ``section`` at ``profile`` (dependencies included), TINY-capped when asked."""
-    from .tiny import tiny_runs
+    from .data.tiny import tiny_runs
 
     runs = _sections()[section](profile)
     return with_dependencies(tiny_runs(runs) if tiny else runs)

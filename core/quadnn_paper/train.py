@@ -20,7 +20,7 @@ import sys
 
 from .engine import RunConfig, run
 from .engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
-from .profiles import PROFILES
+from .common.profiles import PROFILES
 
 __all__ = ["main", "config_from_args", "PROFILE_DEFAULTS", "ddp_session", "print_result"]
 

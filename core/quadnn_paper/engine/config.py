@@ -175,7 +175,7 @@ def _models_version() -> int:
 
 
 def _default_data():
-    from ..paths import DATA
+    from ..common.paths import DATA
 
     return DATA
 

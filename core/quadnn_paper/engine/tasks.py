@@ -102,7 +102,7 @@ class InMemoryClassification(Task):
 
     def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1):
         super().__init__(cfg, rank, world)
-        from .. import data as qdata
+        from ..data import cifar as qdata
 
         self.qdata = qdata
         self.data = qdata.load(cfg.dataset, cfg.data_dir, download=False, split_seed=cfg.split_seed)
@@ -145,7 +145,7 @@ class ImageFolderClassification(Task):
 
     def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1):
         super().__init__(cfg, rank, world)
-        from .. import imagenet
+        from ..sections import imagenet
 
         self.kw = kw = _task_kwargs("imagefolder", imagenet.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
@@ -214,7 +214,7 @@ class DepthRegression(Task):
 
     def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1):
         super().__init__(cfg, rank, world)
-        from .. import depth
+        from ..sections import kitti_lapdepth as depth
 
         self.depth = depth
         self.kw = kw = _task_kwargs("depth", depth.DATA_DEFAULTS, cfg.task_kwargs)

@@ -42,10 +42,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import published
-from .engine.store import cached
+from quadnn_paper.common import published
+from quadnn_paper.engine.store import cached
 from quadnn.layers import QuadraticLinear
-from .profiles import select
+from quadnn_paper.common.profiles import select
 from quadnn.relinear import Shrink, param_groups
 
 __all__ = [

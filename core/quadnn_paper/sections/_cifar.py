@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import published
-from .engine import RunConfig
-from .profiles import select
+from quadnn_paper.common import published
+from quadnn_paper.engine import RunConfig
+from quadnn_paper.common.profiles import select
 
 __all__ = ["PROTOCOLS", "VGG_RECIPE", "RESNET_RECIPE", "Row", "vgg_rows", "comparison_rows", "runs_at",
            "row_for", "paper_init", "config_for", "plan", "vgg_runs", "comparison_runs", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]

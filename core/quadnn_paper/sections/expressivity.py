@@ -30,8 +30,8 @@ import torch
 from torch import nn
 
 from quadnn.layers import QuadraticLinear, Square
-from . import published
-from .profiles import select
+from quadnn_paper.common import published
+from quadnn_paper.common.profiles import select
 
 __all__ = [
     "PROTOCOLS", "protocol", "mlp", "init_normal_", "oscillation", "load_draw_",

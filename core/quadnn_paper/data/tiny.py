@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine import RunConfig, stage_ends
-from .paths import GENERATED
+from quadnn_paper.engine import RunConfig, stage_ends
+from quadnn_paper.common.paths import GENERATED
 
 __all__ = ["TINY_ROOT", "CAPS", "write_tiny_data", "tiny_runs", "write_cifar"]
 
@@ -51,7 +51,7 @@ def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed
 
 def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
     """Write (once) every data set the full profile reads, tiny, under ``root``; returns ``root``."""
-    from . import depth, imagenet
+    from quadnn_paper.sections import kitti_lapdepth, imagenet
 
     root = Path(root)
     stamp = root / "written"

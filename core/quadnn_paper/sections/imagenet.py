@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import published
-from .atomic import atomic_write_text
-from .profiles import select
+from quadnn_paper.common import published
+from quadnn_paper.common.files import atomic_write_text
+from quadnn_paper.common.profiles import select
 
 __all__ = ["PROTOCOLS", "PAPER", "MODELS", "IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "protocol", "runs",
            "write_digits_folder", "train_transform", "eval_transform", "datasets", "main"]
@@ -196,11 +196,11 @@ def runs(profile: str, data_root: str | Path | None = None) -> list:
     (``data/imagenet/{train,val}``), :data:`~quadnn_paper.paths.GENERATED` for the generated
     digits tree (default by profile).
     """
-    from .paths import DATA, GENERATED
+    from quadnn_paper.common.paths import DATA, GENERATED
 
     from quadnn.models.imagenet_resnet import VARIANTS
 
-    from .engine import RunConfig
+    from quadnn_paper.engine import RunConfig
 
     P = protocol(profile)
     if data_root is None:
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
     one run of the protocol through the engine (under torchrun: DDP over the ranks)."""
     import argparse
 
-    from .train import ddp_session, print_result
+    from quadnn_paper.train import ddp_session, print_result
 
     p = argparse.ArgumentParser(prog="python -m quadnn_paper.imagenet",
                                 description="Train and 10-crop-evaluate one network of the paper's ImageNet "
@@ -255,7 +255,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         p.error(str(e))
     with ddp_session(cfg.device):
-        from .engine import run
+        from quadnn_paper.engine import run
 
         print_result(run(cfg, ns.out))
     return 0

@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from quadnn.convert import quadratize
-from . import published
-from .profiles import select
+from quadnn_paper.common import published
+from quadnn_paper.common.profiles import select
 
 __all__ = ["PROTOCOLS", "PAPER", "METRICS", "MODELS", "LABELS", "DATA_DEFAULTS", "LapDepth", "quadratic_lapdepth",
            "build_model", "depth_metrics", "read_depth_png", "write_depth_png", "garg_crop_mask", "KittiSplit",
@@ -349,8 +349,8 @@ def runs(profile: str, data_dir: str | Path | None = None) -> list:
     ``data_dir``: the KITTI tree (full; default ``data/kitti``) or where the synthetic scenes are
     written (smoke/cpu; default ``build/data/kitti_synthetic``).
     """
-    from .engine import RunConfig
-    from .paths import DATA, GENERATED
+    from quadnn_paper.engine import RunConfig
+    from quadnn_paper.common.paths import DATA, GENERATED
 
     P = protocol(profile)
     if data_dir is None:

@@ -9,11 +9,11 @@ executes them through the engine (or a runner) and groups the results.
 """
 from __future__ import annotations
 
-from . import published
-from .cifar_study import paper_init
-from .engine import RunConfig, stage_ends
-from .execute import execute
-from .profiles import select
+from quadnn_paper.common import published
+from quadnn_paper.sections._cifar import paper_init
+from quadnn_paper.engine import RunConfig, stage_ends
+from quadnn_paper.execute import execute
+from quadnn_paper.common.profiles import select
 
 __all__ = ["PROTOCOLS", "GRIDS", "PAPER", "grid", "plan", "runs", "sweep", "conventional_config"]
 
@@ -117,7 +117,7 @@ def sweep(profile: str, out: str, seeds=None, runner: str = "inline", tiny: bool
     """
     planned = plan(profile, seeds)
     if tiny:
-        from .tiny import tiny_runs
+        from quadnn_paper.data.tiny import tiny_runs
 
         planned = dict(zip(planned, tiny_runs(list(planned.values()))))
     results = execute(list(planned.values()), out, runner, **runner_options)
