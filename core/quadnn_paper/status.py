@@ -42,7 +42,7 @@ DEFAULT_SECONDS_PER_EPOCH = {"classification": 10.0, "imagefolder": 8 * 300.0, "
 
 def section_runs(section: str, profile: str, tiny: bool = False) -> list[RunConfig]:
     """Every run of ``section`` at ``profile`` (dependencies included), TINY-capped when asked."""
-    from .data.tiny import tiny_runs
+    from .sections._tiny import tiny_runs
 
     runs = _sections()[section](profile)
     return with_dependencies(tiny_runs(runs) if tiny else runs)

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from quadnn_paper.engine import RunConfig, stage_ends
 from quadnn_paper.common.paths import GENERATED
 
-__all__ = ["TINY_ROOT", "CAPS", "write_tiny_data", "tiny_runs", "write_cifar"]
+__all__ = ["TINY_ROOT", "CAPS", "write_tiny_data", "write_cifar"]
 
 TINY_ROOT = GENERATED / "tiny"
 # Epochs: the fewest that keep every stage of the run's schedule (at least 2); training images.
@@ -51,7 +50,7 @@ def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed
 
 def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
     """Write (once) every data set the full profile reads, tiny, under ``root``; returns ``root``."""
-    from quadnn_paper.sections import kitti_lapdepth, imagenet
+    from quadnn_paper.sections import imagenet, kitti_lapdepth as depth
 
     root = Path(root)
     stamp = root / "written"
@@ -71,33 +70,3 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
     depth.write_synthetic_kitti(root / "kitti", CAPS["kitti_train"], CAPS["kitti_test"], 64, 192, seed=0)
     stamp.write_text("tiny format-identical data for the full profile\n")
     return root
-
-
-def _data_dir(cfg: RunConfig, root: Path) -> str:
-    if cfg.task == "classification":
-        return str(root)
-    if cfg.task == "imagefolder":
-        return str(root / "imagenet") if cfg.dataset == "imagenet" else cfg.data_dir
-    return str(root / "kitti") if cfg.dataset == "kitti" else cfg.data_dir
-
-
-def _epochs(cfg: RunConfig) -> int:
-    want = len(stage_ends(cfg))
-    for epochs in range(2, cfg.epochs + 1):
-        if len(stage_ends(cfg.replace(epochs=epochs))) == want:
-            return epochs
-    return cfg.epochs
-
-
-def tiny_runs(runs: list[RunConfig], root: str | Path = TINY_ROOT) -> list[RunConfig]:
-    """``runs`` with epochs and training images capped and data under ``root`` (sources too);
-    writes the tiny data sets there first if they are missing."""
-    root = write_tiny_data(root)
-
-    def cap(cfg: RunConfig) -> RunConfig:
-        limit = CAPS["classification_images"] if cfg.task == "classification" else 0
-        src = cap(cfg.transfer_from) if cfg.transfer_from is not None else None
-        return cfg.replace(epochs=_epochs(cfg), train_limit=limit or cfg.train_limit, data_dir=_data_dir(cfg, root),
-                           transfer_from=src)
-
-    return [cap(c) for c in runs]

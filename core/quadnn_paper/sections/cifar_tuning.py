@@ -117,7 +117,7 @@ def sweep(profile: str, out: str, seeds=None, runner: str = "inline", tiny: bool
     """
     planned = plan(profile, seeds)
     if tiny:
-        from quadnn_paper.data.tiny import tiny_runs
+        from quadnn_paper.sections._tiny import tiny_runs
 
         planned = dict(zip(planned, tiny_runs(list(planned.values()))))
     results = execute(list(planned.values()), out, runner, **runner_options)
