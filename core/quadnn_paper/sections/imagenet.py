@@ -31,10 +31,11 @@ import torch
 
 from quadnn_paper.common import published
 from quadnn_paper.common.files import atomic_write_text
-from quadnn_paper.common.profiles import select
+from quadnn_paper.common.profiles import protocol_of
 
 __all__ = ["PROTOCOLS", "PAPER", "MODELS", "IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "protocol", "runs",
-           "write_digits_folder", "train_transform", "eval_transform", "datasets", "main"]
+           "write_digits_folder", "train_transform", "eval_transform", "datasets", "main", "NAME", "summary",
+           "parameter_counts", "depth_of"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -73,9 +74,12 @@ PROTOCOLS = {
 }
 
 
-def protocol(profile: str) -> dict:
-    """A copy of the protocol of ``profile``."""
-    return dict(select(PROTOCOLS, profile))
+NAME = "imagenet"
+
+
+def protocol(profile: str, tiny: bool = False) -> dict:
+    """A copy of the protocol of ``profile`` (TINY=1: the full protocol; :func:`runs` caps its runs)."""
+    return protocol_of(PROTOCOLS, profile, tiny)
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -189,7 +193,7 @@ def folder_name(P: dict) -> str:
     return f"digits-imagefolder-{P['image_size']}" + (f"-{P['max_per_class']}" if P.get("max_per_class") else "")
 
 
-def runs(profile: str, data_root: str | Path | None = None) -> list:
+def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) -> list:
     """The runs of ``profile`` (every model x seed) as engine configurations (task ``imagefolder``).
 
     ``data_root`` holds the data folder: :data:`~quadnn_paper.paths.DATA` for ImageNet
@@ -202,7 +206,7 @@ def runs(profile: str, data_root: str | Path | None = None) -> list:
 
     from quadnn_paper.engine import RunConfig
 
-    P = protocol(profile)
+    P = protocol(profile, tiny)
     if data_root is None:
         data_root = DATA if P["data"] == "imagenet" else GENERATED
     task_kwargs = {k: P[k] for k in ("resize", "crop", "scale")}
@@ -222,7 +226,109 @@ def runs(profile: str, data_root: str | Path | None = None) -> list:
                 weight_decay=P["weight_decay"], relinear=P["relinear"], lr_g=P["lr_g"], lr_b=P["lr_b"],
                 milestones=P["milestones"], seed=s, data_dir=str(Path(data_root) / folder_name(P)),
                 train_limit=P.get("train_limit", 0), progress=False, eval_batch_size=640))
+    if tiny:
+        from quadnn_paper.sections._tiny import tiny_runs
+
+        out = tiny_runs(out)
     return out
+
+
+# -- the section's numbers ---------------------------------------------------------------------------
+def parameter_counts() -> dict[str, int]:
+    """Parameters of every network of the paper's table at ImageNet size (the paper's option-A
+    shortcuts where there are shortcuts), counted on the meta device (nothing is allocated)."""
+    import timm
+
+    import quadnn.models  # noqa: F401  (registers the imagenet_* models)
+    from quadnn.models.imagenet_resnet import VARIANTS
+
+    def count(name, **kw):
+        return sum(p.numel() for p in timm.create_model(name, device="meta", **kw).parameters())
+
+    out = {m: count(m, **({} if VARIANTS[m][2] == "none" else dict(shortcut="A"))) for m in MODELS[18] + MODELS[34]}
+    out.update({f"option_b_{d}": count(f"imagenet_resnet{d}") for d in (18, 34)})
+    return out
+
+
+def depth_of(model: str) -> int:
+    """A network's depth, from the model registry."""
+    from quadnn.models.imagenet_resnet import VARIANTS
+
+    return VARIANTS[model][0]
+
+
+def _mean_sd(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return float(np.mean(values)), (float(np.std(values, ddof=1)) if len(values) > 1 else None)
+
+
+_MACROS = {"PlainEighteen": "imagenet_plain18", "ResEighteen": "imagenet_resnet18", "QResEighteen": "imagenet_qresnet18",
+           "PlainThirtyFour": "imagenet_plain34", "ResThirtyFour": "imagenet_resnet34",
+           "QResThirtyFour": "imagenet_qresnet34"}
+
+
+def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Path | None = None) -> dict:
+    """Per model the finished results (``by_model``), the pending ones, the error table's rows
+    (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes."""
+    from quadnn_paper.common.cells import Cell
+
+    P = protocol(profile, tiny)
+    configs = runs(profile, tiny, data_root)
+    by_model = {m: [] for m in P["models"]}
+    pending = []
+    for cfg in configs:
+        r = results.get(cfg.run_id)
+        (pending.append(cfg) if r is None else by_model[cfg.model].append(r))
+    full_params = parameter_counts()
+
+    def top(model, key):
+        return _mean_sd([r[key] for r in by_model.get(model, [])])
+
+    def cell(model, key):
+        mean, sd = top(model, key)
+        if mean is None:
+            return "diverged" if by_model.get(model) else "pending"
+        return Cell(mean, sd, decimals=2)
+
+    rows = []
+    for m in P["models"]:
+        run_params = by_model[m][0]["params"] / 1e6 if by_model[m] else None
+        rows.append([PAPER_LABEL[m], m.replace("imagenet_", ""), full_params[m] / 1e6, run_params, PAPER[m],
+                     cell(m, "top1_error"), cell(m, "top5_error")])
+
+    def top1_text(model):
+        v = top(model, "top1_error")[0]
+        return "--" if v is None else f"{v:.2f}"
+
+    def gap(a, b):
+        x, y = top(a, "top1_error")[0], top(b, "top1_error")[0]
+        return "--" if x is None or y is None else f"${x - y:+.2f}$"
+
+    def final_loss(model):
+        rs = by_model.get(model) or []
+        if not rs or rs[0]["history"][-1]["train_loss"] is None:
+            return "--"
+        return f"{np.mean([r['history'][-1]['train_loss'] for r in rs]):.2f}"
+
+    var = dict(Epochs=P["epochs"], BatchSize=P["batch_size"], Lr=P["lr"], LrQuad=P["lr_g"], Width=P["width"],
+               Crop=P["crop"], Resize=P["resize"], Seeds=len(P["seeds"]),
+               ParamsResEighteenB=f"{full_params['option_b_18'] / 1e6:.2f}M",
+               ParamsResThirtyFourB=f"{full_params['option_b_34'] / 1e6:.2f}M",
+               ParamsQResThirtyFour=f"{full_params['imagenet_qresnet34'] / 1e6:.2f}M")
+    for macro, m in _MACROS.items():
+        var[f"TopOne{macro}"] = top1_text(m)
+        var[f"Loss{macro}"] = final_loss(m)
+    eighteen = [top(m, "top1_error")[0] for m in MODELS[18][1:] if top(m, "top1_error")[0] is not None]
+    var["SpreadResEighteen"] = f"{max(eighteen) - min(eighteen):.2f}" if len(eighteen) > 1 else "--"
+    var["GapPlainDeeper"] = gap("imagenet_plain34", "imagenet_plain18")
+    var["GapQResThirtyFour"] = gap("imagenet_qresnet34", "imagenet_resnet34")
+    compute = sum(sum(h["epoch_time"] for h in r["history"]) + (r.get("eval_time") or 0.0)
+                  for rs in by_model.values() for r in rs)
+    var["ComputeMinutes"] = f"{compute / 60:.1f}"
+    return dict(protocol=P, configs=configs, by_model=by_model, pending=pending, params=full_params, rows=rows,
+                variables=var)
 
 
 # -- command line --------------------------------------------------------------------------------
@@ -246,10 +352,10 @@ def main(argv=None) -> int:
     p.add_argument("--data-root", default=None, help="folder holding imagenet/ (default data/)")
     p.add_argument("--out", default="runs/imagenet", help="cache directory (OUT/<run id>/)")
     ns = p.parse_args(argv)
-    match = [c for c in runs(ns.profile, ns.data_root) if c.model == ns.model]
+    match = [c for c in runs(ns.profile, data_root=ns.data_root) if c.model == ns.model]
     if not match:
         p.error(f"--model {ns.model!r} is not in the {ns.profile} protocol; choose from "
-                f"{sorted({c.model for c in runs(ns.profile, ns.data_root)})}")
+                f"{sorted({c.model for c in runs(ns.profile, data_root=ns.data_root)})}")
     try:
         cfg = match[0].replace(seed=ns.seed, device=ns.device, workers=ns.workers, amp=ns.amp, progress=True)
     except ValueError as e:

@@ -33,11 +33,11 @@ from torch import nn
 
 from quadnn.convert import quadratize
 from quadnn_paper.common import published
-from quadnn_paper.common.profiles import select
+from quadnn_paper.common.profiles import protocol_of
 
 __all__ = ["PROTOCOLS", "PAPER", "METRICS", "MODELS", "LABELS", "DATA_DEFAULTS", "LapDepth", "quadratic_lapdepth",
            "build_model", "depth_metrics", "read_depth_png", "write_depth_png", "garg_crop_mask", "KittiSplit",
-           "write_synthetic_kitti", "silog_loss", "protocol", "runs"]
+           "write_synthetic_kitti", "silog_loss", "protocol", "runs", "NAME", "summary"]
 
 METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
 
@@ -62,9 +62,12 @@ PROTOCOLS = {
 }
 
 
-def protocol(profile: str) -> dict:
-    """A copy of the protocol of ``profile``."""
-    return dict(select(PROTOCOLS, profile))
+NAME = "kitti_lapdepth"
+
+
+def protocol(profile: str, tiny: bool = False) -> dict:
+    """A copy of the protocol of ``profile`` (TINY=1: the full protocol; :func:`runs` caps its runs)."""
+    return protocol_of(PROTOCOLS, profile, tiny)
 
 
 # -- model -----------------------------------------------------------------------------------------
@@ -343,7 +346,7 @@ def build_model(name: str, encoder: str = "resnext101_32x8d", max_depth: float =
     raise ValueError(f"depth model must be one of {MODELS}, got {name!r}")
 
 
-def runs(profile: str, data_dir: str | Path | None = None) -> list:
+def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -> list:
     """The runs of ``profile``: both models x seeds, as engine configurations.
 
     ``data_dir``: the KITTI tree (full; default ``data/kitti``) or where the synthetic scenes are
@@ -352,14 +355,14 @@ def runs(profile: str, data_dir: str | Path | None = None) -> list:
     from quadnn_paper.engine import RunConfig
     from quadnn_paper.common.paths import DATA, GENERATED
 
-    P = protocol(profile)
+    P = protocol(profile, tiny)
     if data_dir is None:
         data_dir = DATA / "kitti" if P["data"] == "kitti" else GENERATED / "kitti_synthetic"
     task_kwargs = dict(n_train=P["n_train"], n_test=P["n_test"], height=P["height"], width=P["width"],
                        max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"])
     if P["data"] == "kitti":  # the real split files decide the sizes
         task_kwargs = dict(max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"])
-    return [RunConfig(task="depth", model=m, model_kwargs=dict(encoder=P["encoder"], max_depth=P["max_depth"]),
+    out = [RunConfig(task="depth", model=m, model_kwargs=dict(encoder=P["encoder"], max_depth=P["max_depth"]),
                       dataset=P["data"], task_kwargs=task_kwargs, epochs=P["epochs"], batch_size=P["batch_size"],
                       optimizer="adamw", lr=P["lr"], momentum=P["betas"][0], beta2=P["betas"][1],
                       weight_decay=P["weight_decay_encoder"], relinear="sg", lr_g=P["lr_g"], lr_b=P["lr_b"],
@@ -367,6 +370,11 @@ def runs(profile: str, data_dir: str | Path | None = None) -> list:
                       data_dir=str(data_dir), threads=P["threads"], progress=False, split_seed=s,
                       train_limit=P.get("train_limit", 0))
             for s in P["seeds"] for m in MODELS]
+    if tiny:
+        from quadnn_paper.sections._tiny import tiny_runs
+
+        out = tiny_runs(out)
+    return out
 
 
 def silog_loss(pred, gt, mask, lam: float = 0.85) -> torch.Tensor:
@@ -375,3 +383,39 @@ def silog_loss(pred, gt, mask, lam: float = 0.85) -> torch.Tensor:
     return torch.sqrt((d ** 2).mean() - lam * d.mean() ** 2 + 1e-8) * 10.0
 
 
+
+
+# -- the section's numbers ---------------------------------------------------------------------------
+METRIC_LABELS = dict(abs_rel="AbsRel", sq_rel="SqRel", rmse="RMSE", rmse_log="RMSE log", d1="d<1.25", d2="d<1.25^2",
+                     d3="d<1.25^3")
+METRIC_TEX = dict(abs_rel="AbsRel", sq_rel="SqRel", rmse="RMSE", rmse_log="RMSE$_{\\log}$", d1="$\\delta_1$",
+                  d2="$\\delta_2$", d3="$\\delta_3$")
+
+
+def summary(results: dict, profile: str, tiny: bool = False, data_dir: str | Path | None = None,
+            seed: int | None = None) -> dict:
+    """Per model (display name) its result or None (pending), the metrics table's rows (the paper's
+    and ours) and the variables the text quotes. ``seed``: only that seed's runs (default: all)."""
+    from quadnn_paper.common.cells import Cell
+
+    P = protocol(profile, tiny)
+    configs = [c for c in runs(profile, tiny, data_dir) if seed is None or c.seed == seed]
+    by_name = {LABELS[c.model]: results.get(c.run_id) for c in configs}
+
+    def cell(v):
+        return Cell(v, decimals=3) if isinstance(v, float) else ("pending" if v is None else v)
+
+    rows = [[name, "paper"] + [cell(vals[k]) if k in vals else "--" for k in METRICS] for name, vals in PAPER.items()]
+    rows += [[name, f"ours ({profile})"] + [cell(r[k]) if r is not None else "pending" for k in METRICS]
+             for name, r in by_name.items()]
+    lap, quad = by_name["LapDepth"], by_name["Quadratic-LapDepth"]
+
+    def shown(r, key, spec, scale=1.0, unit=""):
+        return "pending" if r is None or r[key] is None else format(r[key] / scale, spec) + unit
+
+    var = dict(Encoder=P["encoder"], Epochs=P["epochs"], BatchSize=P["batch_size"], Height=P["height"], Width=P["width"],
+               ParamsLap=shown(lap, "params", ".1f", 1e6, "M"), ParamsQuad=shown(quad, "params", ".1f", 1e6, "M"),
+               SqRelLap=shown(lap, "sq_rel", ".3f"), SqRelQuad=shown(quad, "sq_rel", ".3f"),
+               RmseLap=shown(lap, "rmse", ".3f"), RmseQuad=shown(quad, "rmse", ".3f"),
+               ComputeMinutes=f"{sum(r['epoch_time'] * r['epochs_run'] for r in (lap, quad) if r) / 60:.1f}")
+    return dict(protocol=P, configs=configs, results=by_name, rows=rows, variables=var)
