@@ -109,3 +109,10 @@ def test_layer_contract_holds_for_every_import():
     proc = subprocess.run([str(lint), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT / "core",
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_changelog_has_an_entry_for_the_current_version():
+    import quadnn
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {quadnn.__version__} " in text, f"CHANGELOG.md has no entry for {quadnn.__version__}"
