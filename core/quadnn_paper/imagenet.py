@@ -69,7 +69,7 @@ PROTOCOLS = {
     "full": dict(data="imagenet", image_size=None, resize=256, crop=224, scale=(0.08, 1.0), width=1.0,
                  shortcut="A", models=MODELS[18] + MODELS[34], seeds=[0], epochs=90, batch_size=256,
                  lr=0.1, momentum=0.9, weight_decay=1e-4, relinear="sg", lr_g=1e-5, lr_b=1e-5,
-                 milestones=(1 / 3, 2 / 3), max_per_class=None),
+                 milestones=(1 / 3, 2 / 3), max_per_class=None, workers="auto"),
 }
 
 
@@ -221,7 +221,8 @@ def runs(profile: str, data_root: str | Path | None = None) -> list:
                 epochs=P["epochs"], batch_size=P["batch_size"], optimizer="sgd", lr=P["lr"], momentum=P["momentum"],
                 weight_decay=P["weight_decay"], relinear=P["relinear"], lr_g=P["lr_g"], lr_b=P["lr_b"],
                 milestones=P["milestones"], seed=s, data_dir=str(Path(data_root) / folder_name(P)),
-                train_limit=P.get("train_limit", 0), progress=False, eval_batch_size=640))
+                train_limit=P.get("train_limit", 0), progress=False, eval_batch_size=640,
+                workers=P.get("workers", 0)))  # "auto": JPEG decoding on every CPU of the task
     return out
 
 
@@ -241,7 +242,8 @@ def main(argv=None) -> int:
     p.add_argument("--model", required=True, help=f"one of {MODELS[18] + MODELS[34]}")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto (cuda where available), cpu, cuda")
-    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--workers", type=lambda v: v if v == "auto" else int(v), default="auto",
+                   help="DataLoader workers per rank, or auto (SLURM_CPUS_PER_TASK, else this process's CPUs, less one)")
     p.add_argument("--amp", action="store_true")
     p.add_argument("--data-root", default=None, help="folder holding imagenet/ (default data/)")
     p.add_argument("--out", default="runs/imagenet", help="cache directory (OUT/<run id>/)")
