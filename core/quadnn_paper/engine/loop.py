@@ -198,7 +198,7 @@ class EpochTotals:
     def reduce(self, nranks: int) -> list[float]:
         if nranks > 1:
             all_reduce(self.tot, self.device)
-        return self.tot.tolist()
+        return self.tot.cpu().tolist()
 
 
 def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool) -> dict:

@@ -113,7 +113,8 @@ def _autocast(device: torch.device, enabled: bool):
 
 def _sums(device, *values) -> torch.Tensor:
     """Per-batch sums as one float64 tensor on ``device`` (added there; read once at the end)."""
-    return torch.stack([torch.as_tensor(v, device=device).double() for v in values])
+    return torch.stack([v.double() if isinstance(v, torch.Tensor) else torch.full((), v, dtype=torch.float64, device=device)
+                        for v in values])
 
 
 def _decay_kw(cfg: RunConfig) -> dict:
@@ -171,7 +172,7 @@ class InMemoryClassification(Task):
             with _autocast(device, amp):
                 out = model(x)
             tot += _sums(device, F.cross_entropy(out.float(), y, reduction="sum"), (out.argmax(1) == y).sum(), len(y))
-        loss, correct, n = tot.tolist()
+        loss, correct, n = tot.cpu().tolist()
         return dict(test_loss=_finite(loss / n), test_error=100.0 - 100.0 * correct / n, test_images=int(n))
 
 
@@ -212,7 +213,11 @@ class ImageFolderClassification(Task):
         if self._train_loader is None:  # once per run: workers start once and stay
             self._sampler = _SeededIndices(DistributedSampler(self.train_set, num_replicas=self.world,
                                                               rank=self.rank, shuffle=True, seed=cfg.seed))
-            data = _Reseeded(self.train_set) if loader_workers(cfg) else self.train_set
+            data = self.train_set
+            if loader_workers(cfg):  # augmentation seeded per image (with workers=0: torch's RNG, seeded below)
+                data = _Reseeded(self.train_set)
+            else:
+                self._sampler.pairs = False
             self._gen = torch.Generator()
             self._train_loader = self._loader(data, max(1, cfg.batch_size // self.world), self._sampler, self._gen)
         seed = cfg.seed * 1_000_003 + epoch * self.world + self.rank
@@ -241,7 +246,7 @@ class ImageFolderClassification(Task):
             tot += _sums(device, F.cross_entropy(logits, y, reduction="sum"), hit[:, 0].sum(), hit.any(1).sum(), b)
         if self.world > 1:
             all_reduce(tot, device)
-        loss, top1, top5, n = tot.tolist()
+        loss, top1, top5, n = tot.cpu().tolist()
         return dict(val_loss=_finite(loss / n), top1_error=100.0 - 100.0 * top1 / n,
                     top5_error=100.0 - 100.0 * top5 / n, val_images=int(n), n_crops=10)
 
@@ -351,14 +356,14 @@ class _SeededIndices(torch.utils.data.Sampler):
     """A sampler's indices paired with the epoch's seed, for :class:`_Reseeded`."""
 
     def __init__(self, sampler):
-        self.sampler, self.seed = sampler, 0
+        self.sampler, self.seed, self.pairs = sampler, 0, True
 
     def set_epoch(self, epoch: int, seed: int) -> None:
         self.sampler.set_epoch(epoch)
         self.seed = seed
 
     def __iter__(self):
-        return ((self.seed, i) for i in self.sampler)
+        return ((self.seed, i) for i in self.sampler) if self.pairs else iter(self.sampler)
 
     def __len__(self) -> int:
         return len(self.sampler)
