@@ -49,7 +49,9 @@ KITTI_SIZES = ((375, 1242), (370, 1224), (374, 1238), (376, 1241))
 # LapDepth's own paper reports 2.446 m, so the leading digit seems to have been lost.)
 PAPER = published.KITTI
 
-# full = the paper's protocol. smoke / cpu: synthetic scenes at a small size, a resnet18 encoder.
+# full = the paper's protocol (LapDepth's KB crop 352x1216, random 352x704 training crops), in
+# float32 (amp=False: the paper's runs; with amp on the loss would still be computed in float32).
+# smoke / cpu: synthetic scenes at a small size, a resnet18 encoder.
 PROTOCOLS = {
     "smoke": dict(data="synthetic", encoder="resnet18", n_train=8, n_test=4, height=64, width=192,
                   epochs=2, batch_size=4, optimizer="AdamW", betas=(0.9, 0.999), lr=1e-4, end_lr=1e-5,
@@ -60,9 +62,10 @@ PROTOCOLS = {
                 lr_power=0.5, weight_decay_encoder=5e-4, weight_decay_decoder=0.0, lr_g=1e-5, lr_b=1e-5,
                 max_depth=80.0, threads=1, seeds=[0]),
     "full": dict(data="kitti", encoder="resnext101_32x8d", n_train=23488, n_test=697, height=352, width=1216,
-                 train_height=352, train_width=704, epochs=50, batch_size=16, optimizer="AdamW", betas=(0.9, 0.999), lr=1e-4, end_lr=1e-5,
+                 train_height=352, train_width=704, epochs=50, batch_size=16, optimizer="AdamW", betas=(0.9, 0.999),
+                 lr=1e-4, end_lr=1e-5,
                  lr_power=0.5, weight_decay_encoder=5e-4, weight_decay_decoder=0.0, lr_g=1e-5, lr_b=1e-5,
-                 max_depth=80.0, threads=None, seeds=[0]),
+                 max_depth=80.0, threads=None, seeds=[0], amp=False),
 }
 
 
@@ -391,6 +394,7 @@ def runs(profile: str, data_dir: str | Path | None = None) -> list:
                       weight_decay=P["weight_decay_encoder"], relinear="sg", lr_g=P["lr_g"], lr_b=P["lr_b"],
                       schedule="poly", end_lr=P["end_lr"], lr_power=P["lr_power"], seed=s,
                       data_dir=str(data_dir), threads=P["threads"], progress=False, split_seed=s,
+                      amp=P.get("amp", False),
                       train_limit=P.get("train_limit", 0))
             for s in P["seeds"] for m in MODELS]
 

@@ -113,8 +113,8 @@ def _autocast(device: torch.device, enabled: bool):
 
 def _sums(device, *values) -> torch.Tensor:
     """Per-batch sums as one float64 tensor on ``device`` (added there; read once at the end)."""
-    return torch.stack([v.double() if isinstance(v, torch.Tensor) else torch.full((), v, dtype=torch.float64, device=device)
-                        for v in values])
+    return torch.stack([v.double() if isinstance(v, torch.Tensor)
+                        else torch.full((), v, dtype=torch.float64, device=device) for v in values])
 
 
 def _decay_kw(cfg: RunConfig) -> dict:
