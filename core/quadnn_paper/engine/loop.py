@@ -217,10 +217,10 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
             return _record(cfg, store, rank, nranks, task, dict(
                 status="diverged", diverged_reason=str(e), params=sum(p.numel() for p in model.parameters()),
                 epochs_run=0, metrics={}, epoch_time=0.0, stage_checkpoints={}, history=[]))
+    _plan_for_device(model, cfg, device, task.in_chans)
     synced = nranks > 1 and (cfg.task == "classification" or cfg.sync_bn)
     if synced:
         model = sync_batchnorm(model, device)
-    _plan_for_device(model, cfg, device, task.in_chans)
     cuda = device.type == "cuda"
     layout = torch.channels_last if cuda and cfg.channels_last else torch.preserve_format
     model.to(device, memory_format=layout)
@@ -288,6 +288,8 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
             # for every step, so there the epoch's sum carries the NaN to the check below.
             if nranks == 1 and device.type == "cpu" and not math.isfinite(loss.item()):
                 break
+        if cuda:
+            torch.cuda.synchronize(device)  # the epoch's kernels, not just their launches, in its time
         train_time = time.perf_counter() - t0
         tot = tot.reduce(nranks)
         train_loss = tot[0] / tot[2]
