@@ -4,7 +4,7 @@ A strict fake of the ``torch.cuda`` calls the engine makes, a stand-in compute d
 whole runs train (every tensor of a step must be on it, as on a GPU), NCCL's collective rule,
 KITTI's mix of image sizes, and ImageNet loaders sized by the task's CPUs.
 """
-import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -15,7 +15,7 @@ from torch import nn
 from quadnn_paper import depth, imagenet, tiny
 from quadnn_paper.engine import RunConfig, RunStore, loop, run
 from quadnn_paper.engine.distributed import SyncBatchNorm2d, sync_batchnorm
-from quadnn_paper.engine.tasks import DepthRegression, ImageFolderClassification, make_task
+from quadnn_paper.engine.tasks import ImageFolderClassification, loader_workers, make_task
 
 from standin_device import DEVICE, StandInDevice, StrictCuda, StrictNCCL, to_cpu
 
@@ -139,6 +139,7 @@ def _imagefolder_task(tmp_path, **kw):
     return ImageFolderClassification(cfg.replace(**kw), 0, 1)
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # more workers than this machine's CPUs
 def test_imagenet_workers_follow_slurm_cpus_per_task_and_loaders_are_built_once(tmp_path, monkeypatch):
     assert imagenet.protocol("full")["workers"] == "auto"
     assert {c.workers for c in imagenet.runs("full")} == {"auto"}
@@ -155,6 +156,11 @@ def test_imagenet_workers_follow_slurm_cpus_per_task_and_loaders_are_built_once(
     second.close()
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "9")
     assert _imagefolder_task(tmp_path, workers="auto")._loader([0], 1).num_workers == 8
+    # outside SLURM: the CPUs this process may use, shared by the node's ranks
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert loader_workers(RunConfig(workers="auto")) == 3
 
 
 def test_loaders_pin_memory_only_for_a_gpu(tmp_path):
