@@ -105,6 +105,7 @@ def test_imagenet_ten_crop_evaluation_reduces_on_its_device(tmp_path, two_ranks_
     assert nccl.reduced == [((3,), DEVICE), ((4,), DEVICE)]  # the epoch's counters, the 10-crop sums
 
 
+@pytest.mark.slow
 def test_depth_without_sync_bn_broadcasts_rank0_statistics(tmp_path, two_ranks_on_a_standin_device):
     cfg = depth.runs("smoke", data_dir=tmp_path / "kitti")[0]
     cfg = cfg.replace(epochs=1, model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t"),
