@@ -134,6 +134,8 @@ def ddp_session(device: str):
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized()
     if ddp:
         cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        if cuda:  # before NCCL starts: its barriers and communicators use the current device
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
         dist.init_process_group("nccl" if cuda else "gloo")
     try:
         yield

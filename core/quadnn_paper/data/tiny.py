@@ -7,7 +7,9 @@ in the same layouts the real loaders read:
 
 - ``cifar-10-batches-py/`` and ``cifar-100-python/``: torchvision's pickled batches;
 - ``imagenet/{train,val}/<class>/<image>.png``: an ImageFolder tree;
-- ``kitti/``: RGB PNGs, 16-bit depth PNGs (metres x 256) and the Eigen split files.
+- ``kitti/``: RGB PNGs, 16-bit depth PNGs (metres x 256) and the Eigen split files, in the
+  real split's mix of image sizes scaled down by :data:`KITTI_SCALE` (so the KB crop and the
+  random training crops, scaled alike, do the work they do on real KITTI).
 
 :func:`tiny_runs` keeps every field of a full-profile run but caps epochs and training images
 and points it at that data. The caps keep each schedule's stages (so stage-k weight transfer
@@ -23,11 +25,13 @@ import numpy as np
 
 from quadnn_paper.common.paths import GENERATED
 
-__all__ = ["TINY_ROOT", "CAPS", "write_tiny_data", "write_cifar"]
+__all__ = ["TINY_ROOT", "CAPS", "KITTI_SCALE", "write_tiny_data", "write_cifar"]
 
 TINY_ROOT = GENERATED / "tiny"
 # Epochs: the fewest that keep every stage of the run's schedule (at least 2); training images.
 CAPS = dict(classification_images=64, imagenet_per_class=2, imagenet_classes=4, kitti_train=4, kitti_test=2)
+# TINY KITTI: the real images' sizes and the protocol's crops divided by this.
+KITTI_SCALE = 4
 
 
 def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed: int = 0) -> Path:
@@ -54,7 +58,7 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
 
     root = Path(root)
     stamp = root / "written"
-    if stamp.exists():
+    if stamp.exists() and "mixed sizes" in stamp.read_text():  # older trees had one KITTI size
         return root
     write_cifar(root, "cifar10")
     write_cifar(root, "cifar100")
@@ -67,6 +71,7 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
             (dest / split / f"n{int(c.name):08d}").mkdir(parents=True, exist_ok=True)
             for png in c.glob("*.png"):
                 (dest / split / f"n{int(c.name):08d}" / png.name).write_bytes(png.read_bytes())
-    depth.write_synthetic_kitti(root / "kitti", CAPS["kitti_train"], CAPS["kitti_test"], 64, 192, seed=0)
-    stamp.write_text("tiny format-identical data for the full profile\n")
+    depth.write_synthetic_kitti(root / "kitti", CAPS["kitti_train"], CAPS["kitti_test"], seed=0,
+                                sizes=[(h // KITTI_SCALE, w // KITTI_SCALE) for h, w in depth.KITTI_SIZES])
+    stamp.write_text("tiny format-identical data for the full profile, KITTI in mixed sizes\n")
     return root

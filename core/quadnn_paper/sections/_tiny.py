@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.tiny import CAPS, TINY_ROOT, write_tiny_data
+from ..data.tiny import CAPS, KITTI_SCALE, TINY_ROOT, write_tiny_data
 from ..engine import RunConfig, stage_ends
 
 __all__ = ["tiny_runs"]
@@ -36,7 +36,10 @@ def tiny_runs(runs: list[RunConfig], root: str | Path = TINY_ROOT) -> list[RunCo
     def cap(cfg: RunConfig) -> RunConfig:
         limit = CAPS["classification_images"] if cfg.task == "classification" else 0
         src = cap(cfg.transfer_from) if cfg.transfer_from is not None else None
+        kw = cfg.task_kwargs
+        if cfg.task == "depth" and cfg.dataset == "kitti":  # the crops scaled as the images are
+            kw = {k: [c // KITTI_SCALE for c in v] if k in ("crop", "train_crop") and v else v for k, v in kw.items()}
         return cfg.replace(epochs=_epochs(cfg), train_limit=limit or cfg.train_limit, data_dir=_data_dir(cfg, root),
-                           transfer_from=src)
+                           transfer_from=src, task_kwargs=kw)
 
     return [cap(c) for c in runs]

@@ -58,6 +58,9 @@ PAPER_LABEL = {f"imagenet_{p}{d}": f"{q}{l}" for d, l in ((18, 20), (34, 32)) fo
 # cpu/smoke: digits rendered as 24x24 PNGs (crop 21 inside 24, the 224-in-256 ratio), narrow
 # networks (width 1/8: 8..64 channels), batch 64 with lr scaled linearly (0.1 * 64/256).
 # RandomResizedCrop keeps at least 35% of a digit (ImageNet's 8% would often cut the digit away).
+# full trains in float32 (amp=False), as the paper's runs did: bf16 rounds the quadratic terms'
+# x*x products to 8 bits of mantissa, which is not the neuron the paper measures. TF32 stays on
+# (RunConfig.tf32; torch already runs convolutions in TF32 by default).
 PROTOCOLS = {
     "smoke": dict(data="digits", image_size=24, resize=24, crop=21, scale=(0.35, 1.0), width=0.125,
                   shortcut="A", models=["imagenet_plain18", "imagenet_resnet18", "imagenet_qresnet18"],
@@ -70,7 +73,7 @@ PROTOCOLS = {
     "full": dict(data="imagenet", image_size=None, resize=256, crop=224, scale=(0.08, 1.0), width=1.0,
                  shortcut="A", models=MODELS[18] + MODELS[34], seeds=[0], epochs=90, batch_size=256,
                  lr=0.1, momentum=0.9, weight_decay=1e-4, relinear="sg", lr_g=1e-5, lr_b=1e-5,
-                 milestones=(1 / 3, 2 / 3), max_per_class=None),
+                 milestones=(1 / 3, 2 / 3), max_per_class=None, workers="auto", amp=False),
 }
 
 
@@ -225,7 +228,8 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
                 epochs=P["epochs"], batch_size=P["batch_size"], optimizer="sgd", lr=P["lr"], momentum=P["momentum"],
                 weight_decay=P["weight_decay"], relinear=P["relinear"], lr_g=P["lr_g"], lr_b=P["lr_b"],
                 milestones=P["milestones"], seed=s, data_dir=str(Path(data_root) / folder_name(P)),
-                train_limit=P.get("train_limit", 0), progress=False, eval_batch_size=640))
+                train_limit=P.get("train_limit", 0), progress=False, eval_batch_size=640,
+                workers=P.get("workers", 0), amp=P.get("amp", False)))  # "auto": JPEG decoding on every CPU of the task
     if tiny:
         from quadnn_paper.sections._tiny import tiny_runs
 
@@ -347,7 +351,9 @@ def main(argv=None) -> int:
     p.add_argument("--model", required=True, help=f"one of {MODELS[18] + MODELS[34]}")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto (cuda where available), cpu, cuda")
-    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--workers", type=lambda v: v if v == "auto" else int(v), default="auto",
+                   help="DataLoader workers per rank, or auto (SLURM_CPUS_PER_TASK, else this process's CPUs, "
+                        "less one)")
     p.add_argument("--amp", action="store_true")
     p.add_argument("--data-root", default=None, help="folder holding imagenet/ (default data/)")
     p.add_argument("--out", default="runs/imagenet", help="cache directory (OUT/<run id>/)")

@@ -15,7 +15,9 @@ from 1e-4 to 1e-5; the Eigen split (23,488 train / 697 test images).
 - :func:`depth_metrics`: AbsRel, SqRel, RMSE, RMSE log, delta < 1.25^k over valid pixels.
 - KITTI on-disk format: 16-bit PNG depth in metres * 256 (0 = no measurement), split files with
   one ``<rgb path> <depth path> [focal]`` line per image (paths relative to the data directory),
-  the Garg evaluation crop and the 80 m cap (:class:`KittiSplit`).
+  the Garg evaluation crop and the 80 m cap (:class:`KittiSplit`). The Eigen split's drives come
+  in several image sizes (:data:`KITTI_SIZES`); LapDepth's protocol cuts every image to 352 x 1216
+  (the bottom rows, centred: the KB crop) and trains on random 352 x 704 crops of that.
 - :func:`write_synthetic_kitti`: driving-like scenes (ground plane, boxes, sky) with known depth
   and a sparse, scan-line LiDAR-like ground-truth mask, written in that format with split files.
 - ``PROTOCOLS`` and :func:`runs` (smoke / cpu: a few small synthetic images, resnet18, 1 thread):
@@ -37,15 +39,19 @@ from quadnn_paper.common.profiles import protocol_of
 
 __all__ = ["PROTOCOLS", "PAPER", "METRICS", "MODELS", "LABELS", "DATA_DEFAULTS", "LapDepth", "quadratic_lapdepth",
            "build_model", "depth_metrics", "read_depth_png", "write_depth_png", "garg_crop_mask", "KittiSplit",
-           "write_synthetic_kitti", "silog_loss", "protocol", "runs", "NAME", "summary"]
+           "write_synthetic_kitti", "silog_loss", "protocol", "runs", "KITTI_SIZES", "NAME", "summary"]
 
 METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
+# (height, width) of the camera images in the Eigen split's drives (one size per calibration day).
+KITTI_SIZES = ((375, 1242), (370, 1224), (374, 1238), (376, 1241))
 
 # The paper's KITTI table: only SqRel and RMSE are given. (It prints RMSE 0.446 for LapDepth;
 # LapDepth's own paper reports 2.446 m, so the leading digit seems to have been lost.)
 PAPER = published.KITTI
 
-# full = the paper's protocol. smoke / cpu: synthetic scenes at a small size, a resnet18 encoder.
+# full = the paper's protocol (LapDepth's KB crop 352x1216, random 352x704 training crops), in
+# float32 (amp=False: the paper's runs; with amp on the loss would still be computed in float32).
+# smoke / cpu: synthetic scenes at a small size, a resnet18 encoder.
 PROTOCOLS = {
     "smoke": dict(data="synthetic", encoder="resnet18", n_train=8, n_test=4, height=64, width=192,
                   epochs=2, batch_size=4, optimizer="AdamW", betas=(0.9, 0.999), lr=1e-4, end_lr=1e-5,
@@ -56,9 +62,10 @@ PROTOCOLS = {
                 lr_power=0.5, weight_decay_encoder=5e-4, weight_decay_decoder=0.0, lr_g=1e-5, lr_b=1e-5,
                 max_depth=80.0, threads=1, seeds=[0]),
     "full": dict(data="kitti", encoder="resnext101_32x8d", n_train=23488, n_test=697, height=352, width=1216,
-                 epochs=50, batch_size=16, optimizer="AdamW", betas=(0.9, 0.999), lr=1e-4, end_lr=1e-5,
+                 train_height=352, train_width=704, epochs=50, batch_size=16, optimizer="AdamW", betas=(0.9, 0.999),
+                 lr=1e-4, end_lr=1e-5,
                  lr_power=0.5, weight_decay_encoder=5e-4, weight_decay_decoder=0.0, lr_g=1e-5, lr_b=1e-5,
-                 max_depth=80.0, threads=None, seeds=[0]),
+                 max_depth=80.0, threads=None, seeds=[0], amp=False),
 }
 
 
@@ -204,11 +211,13 @@ class KittiSplit(torch.utils.data.Dataset):
     """Images of one split file: ``(rgb (3,H,W) in [0,1], depth (1,H,W) metres, eval mask (1,H,W))``.
 
     Ground truth at or beyond ``max_depth`` (the 80 m cap) or at most ``min_depth`` is set to 0
-    (invalid); the mask is the Garg crop (``garg=True``) and the valid pixels.
+    (invalid); the mask is the Garg crop (``garg=True``, placed on the full image) and the valid
+    pixels. ``crop=(h, w)`` cuts every image to its bottom ``h`` rows and centred ``w`` columns (the
+    KB crop), so images of different sizes batch together.
     """
 
     def __init__(self, root, split_file, max_depth: float = 80.0, min_depth: float = 1e-3, garg: bool = True,
-                 limit: int | None = None):
+                 limit: int | None = None, crop: tuple[int, int] | None = None):
         self.root = Path(root)
         split_file = Path(split_file)
         if not split_file.is_absolute() and not split_file.exists():
@@ -222,6 +231,7 @@ class KittiSplit(torch.utils.data.Dataset):
         if limit is not None:
             self.items = self.items[:limit]
         self.max_depth, self.min_depth, self.garg = float(max_depth), float(min_depth), garg
+        self.crop = tuple(crop) if crop is not None else None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -239,8 +249,17 @@ class KittiSplit(torch.utils.data.Dataset):
         mask = depth > 0
         if self.garg:
             mask &= garg_crop_mask(*depth.shape)
-        return (torch.from_numpy(rgb).permute(2, 0, 1).contiguous(), torch.from_numpy(depth)[None],
-                torch.from_numpy(mask)[None])
+        if rgb.shape[:2] != depth.shape:
+            raise ValueError(f"{rgb_path} is {rgb.shape[0]}x{rgb.shape[1]} but its depth map {depth_path} is "
+                             f"{depth.shape[0]}x{depth.shape[1]}")
+        if self.crop is not None:
+            (h, w), (H, W) = self.crop, depth.shape
+            if h > H or w > W:
+                raise ValueError(f"{rgb_path} is {H}x{W}, smaller than the crop {h}x{w}")
+            top, left = H - h, (W - w) // 2
+            rgb, depth, mask = (a[top:top + h, left:left + w] for a in (rgb, depth, mask))
+        return (torch.from_numpy(rgb).permute(2, 0, 1).contiguous(), torch.from_numpy(depth.copy())[None],
+                torch.from_numpy(mask.copy())[None])
 
 
 # -- synthetic scenes ------------------------------------------------------------------------------
@@ -287,8 +306,11 @@ def render_scene(rng: np.random.Generator, height: int = 64, width: int = 192, l
 
 
 def write_synthetic_kitti(root, n_train: int = 16, n_test: int = 4, height: int = 64, width: int = 192,
-                          seed: int = 0) -> Path:
+                          seed: int = 0, sizes=None) -> Path:
     """Synthetic scenes in the KITTI layout under ``root``; returns ``root``.
+
+    Every image is ``height`` x ``width``, or with ``sizes`` (a list of ``(height, width)``) the
+    images cycle through those sizes, as the real split's drives do (:data:`KITTI_SIZES`).
 
     ``root/synthetic/drive_{train,test}/image_02/data/NNNNNNNNNN.png`` (RGB),
     ``root/synthetic/drive_*/proj_depth/groundtruth/image_02/NNNNNNNNNN.png`` (16-bit depth * 256,
@@ -300,14 +322,17 @@ def write_synthetic_kitti(root, n_train: int = 16, n_test: int = 4, height: int 
     root = Path(root)
     # One stamp naming the settings of the last write: the split files are shared, so a tree
     # written later with other settings (another profile) must not pass for this one.
-    stamp, spec = root / "synthetic" / "spec.txt", f"{n_train} {n_test} {height} {width} {seed}\n"
+    spec = f"{n_train} {n_test} {height} {width} {seed}" + (f" {[tuple(s) for s in sizes]}" if sizes else "") + "\n"
+    stamp = root / "synthetic" / "spec.txt"
     if stamp.exists() and stamp.read_text() == spec:
         return root
     rng = np.random.default_rng(seed)
-    f = 0.9 * width
+    sizes = [tuple(s) for s in sizes] if sizes else [(height, width)]
     for split, n in (("train", n_train), ("test", n_test)):
         lines = []
         for i in range(n):
+            height, width = sizes[i % len(sizes)]
+            f = 0.9 * width
             rgb, _, sparse = render_scene(rng, height, width)
             drive = f"synthetic/drive_{split}"
             rgb_rel = f"{drive}/image_02/data/{i:010d}.png"
@@ -325,8 +350,11 @@ def write_synthetic_kitti(root, n_train: int = 16, n_test: int = 4, height: int 
 
 # -- models and runs -------------------------------------------------------------------------------
 # What the engine's depth task reads from a run's ``task_kwargs`` (with these defaults).
+# crop: every image cut to (h, w) (KB crop); train_crop: random (h, w) training crops of that;
+# sizes: the synthetic images' mix of sizes (None: all height x width).
 DATA_DEFAULTS = dict(n_train=16, n_test=4, height=64, width=192, max_depth=80.0, weight_decay_decoder=0.0,
-                     train_split="splits/eigen_train_files.txt", test_split="splits/eigen_test_files.txt")
+                     train_split="splits/eigen_train_files.txt", test_split="splits/eigen_test_files.txt",
+                     crop=None, train_crop=None, sizes=None)
 MODELS = ("lapdepth", "quadratic_lapdepth")
 # Display names of the two models in the paper's table.
 LABELS = {"lapdepth": "LapDepth", "quadratic_lapdepth": "Quadratic-LapDepth"}
@@ -360,14 +388,16 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
         data_dir = DATA / "kitti" if P["data"] == "kitti" else GENERATED / "kitti_synthetic"
     task_kwargs = dict(n_train=P["n_train"], n_test=P["n_test"], height=P["height"], width=P["width"],
                        max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"])
-    if P["data"] == "kitti":  # the real split files decide the sizes
-        task_kwargs = dict(max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"])
+    if P["data"] == "kitti":  # the real images, KB-cropped, random training crops
+        task_kwargs = dict(max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"],
+                           crop=[P["height"], P["width"]], train_crop=[P["train_height"], P["train_width"]])
     out = [RunConfig(task="depth", model=m, model_kwargs=dict(encoder=P["encoder"], max_depth=P["max_depth"]),
                       dataset=P["data"], task_kwargs=task_kwargs, epochs=P["epochs"], batch_size=P["batch_size"],
                       optimizer="adamw", lr=P["lr"], momentum=P["betas"][0], beta2=P["betas"][1],
                       weight_decay=P["weight_decay_encoder"], relinear="sg", lr_g=P["lr_g"], lr_b=P["lr_b"],
                       schedule="poly", end_lr=P["end_lr"], lr_power=P["lr_power"], seed=s,
                       data_dir=str(data_dir), threads=P["threads"], progress=False, split_seed=s,
+                      amp=P.get("amp", False),
                       train_limit=P.get("train_limit", 0))
             for s in P["seeds"] for m in MODELS]
     if tiny:
