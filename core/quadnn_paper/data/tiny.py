@@ -54,7 +54,8 @@ def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed
 
 def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
     """Write (once) every data set the full profile reads, tiny, under ``root``; returns ``root``."""
-    from quadnn_paper.sections import imagenet, kitti_lapdepth as depth
+    from quadnn_paper.data import imagefolder as imagenet
+    from quadnn_paper.data import kitti as depth
 
     root = Path(root)
     stamp = root / "written"

@@ -185,7 +185,7 @@ class ImageFolderClassification(Task):
 
     def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1, device=None):
         super().__init__(cfg, rank, world, device)
-        from ..sections import imagenet
+        from ..data import imagefolder as imagenet
 
         self.kw = kw = _task_kwargs("imagefolder", imagenet.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
@@ -260,13 +260,14 @@ class DepthRegression(Task):
 
     def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1, device=None):
         super().__init__(cfg, rank, world, device)
-        from ..sections import kitti_lapdepth as depth
+        from ..data import kitti
+        from . import lapdepth
 
-        self.depth = depth
-        self.kw = kw = _task_kwargs("depth", depth.DATA_DEFAULTS, cfg.task_kwargs)
+        self.depth = lapdepth
+        self.kw = kw = _task_kwargs("depth", lapdepth.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
         if cfg.dataset == "synthetic" and rank == 0:
-            depth.write_synthetic_kitti(root, kw["n_train"], kw["n_test"], kw["height"], kw["width"],
+            kitti.write_synthetic_kitti(root, kw["n_train"], kw["n_test"], kw["height"], kw["width"],
                                         seed=cfg.split_seed, sizes=kw["sizes"])
         if world > 1:
             import torch.distributed as dist
@@ -276,9 +277,9 @@ class DepthRegression(Task):
         # centred columns: the KB crop) so batches stack; training then takes random kw["train_crop"] crops.
         crop = tuple(kw["crop"]) if kw["crop"] else None
         self.train_crop = tuple(kw["train_crop"]) if kw["train_crop"] else None
-        self.train_set = depth.KittiSplit(root, kw["train_split"], kw["max_depth"], garg=False,
+        self.train_set = kitti.KittiSplit(root, kw["train_split"], kw["max_depth"], garg=False,
                                           limit=cfg.train_limit or None, crop=crop)
-        self.test_set = depth.KittiSplit(root, kw["test_split"], kw["max_depth"], garg=True, crop=crop)
+        self.test_set = kitti.KittiSplit(root, kw["test_split"], kw["max_depth"], garg=True, crop=crop)
         self._train_loader = None
 
     def build_model(self, cfg: RunConfig | None = None) -> nn.Module:
