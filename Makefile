@@ -110,7 +110,7 @@ build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 
 # The plan: runs per section and their states, with the GPU-hours still to spend.
 status: $(INSTALLED)
-	@$(BIN)/python -m quadnn_paper.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
+	@$(BIN)/python -m quadnn_paper.execution.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
 	  --runner $(if $(filter inline,$(RUNNER)),slurm,$(RUNNER))
 
 # A single-node SLURM on this machine (root, Debian): what the tests and RUNNER=slurm use here.

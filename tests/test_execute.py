@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from quadnn_paper.engine import RunConfig, RunStore
-from quadnn_paper.execute import TrainRun, execute, job_dir, with_dependencies
-from quadnn_paper.runners import Job, make_runner
+from quadnn_paper.execution.execute import TrainRun, execute, job_dir, with_dependencies
+from quadnn_paper.execution.runners import Job, make_runner
 from slurm_fixture import slurm_cluster  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def test_local_runner_gives_inline_results(tmp_path, inline_results):
     assert curves(results) == curves(inline_results)
     # A second pass submits nothing: every key is done.
     runner = make_runner("local", job_dir(out), workers=2)
-    from quadnn_paper.execute import is_done, jobs
+    from quadnn_paper.execution.execute import is_done, jobs
 
     runner.submit(jobs(with_dependencies(sweep()), out, 0), is_done=is_done(out))
     assert runner.last_submitted == []
@@ -72,7 +72,7 @@ def test_slurm_runner_gives_inline_results_and_the_dependent_waits(slurm_cluster
     assert records[dependent.run_id]["sources"] == {dependent.transfer_from.run_id:
                                                     records[dependent.transfer_from.run_id]["job_id"]}
     again = make_runner("slurm", job_dir(out))
-    from quadnn_paper.execute import is_done, jobs
+    from quadnn_paper.execution.execute import is_done, jobs
 
     again.submit(jobs(with_dependencies(sweep()), out, 0), is_done=is_done(out))
     assert again.last_submitted == []  # queued or running: never submitted twice
@@ -117,7 +117,7 @@ def test_full_profile_notebook_through_slurm_on_tiny_data(slurm_cluster, tmp_pat
 
 def test_imagenet_runs_ask_for_eight_gpus_or_what_the_machine_has():
     from quadnn_paper import imagenet
-    from quadnn_paper.execute import resources
+    from quadnn_paper.execution.execute import resources
 
     cfg = imagenet.runs("full")[0]
     assert resources(cfg, 1) == dict(gpus=8, tasks_per_node=8)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import published
 from .cifar_study import paper_init
 from .engine import RunConfig, stage_ends
-from .execute import execute
+from .execution import execute
 from .profiles import select
 
 __all__ = ["PROTOCOLS", "GRIDS", "PAPER", "grid", "plan", "runs", "sweep", "conventional_config"]

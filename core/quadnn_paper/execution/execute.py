@@ -1,21 +1,36 @@
 """Execute a section's runs through a runner and collect what is done.
 
-``execute(runs, out, runner="inline")`` makes sure every run (and every run it depends on)
-is done or submitted, and returns ``{run_id: result or None}``: None where a run is still
-pending, queued or running (a notebook then shows "pending (k of n runs)" instead of blocking
-for days). ``inline`` trains in this process, dependencies first; ``local`` and ``slurm``
-submit through :mod:`quadnn_paper.runners`, keyed by run id so nothing is trained twice.
+``execute(runs, out, runner="inline")`` makes sure every run (and every run it depends on) is done
+or submitted, and returns ``{run_id: result or None}``: None where a run is still pending, queued
+or running (a notebook then shows "pending (k of n runs)" instead of blocking for days).
+``inline`` trains in this process, dependencies first; ``local`` and ``slurm`` submit through
+:mod:`.runners`, keyed by run id so nothing is trained twice.
+
+What a run asks for comes from its configuration, never from the machine that submits it
+(:func:`resources`): ImageNet 8 GPUs (one DDP task each, as the paper trained it), every other GPU
+run one, ``device="cpu"`` runs none; ``CPUS_PER_GPU`` CPUs per GPU (more when the run's loader
+has more workers) and ``MEM_GB_PER_GPU`` memory. ``QUADNN_GPUS_PER_RUN`` overrides the GPU count
+(0: CPU jobs). Where the runner's machines have fewer GPUs (``runner.max_gpus``: this machine's
+for ``local``, a node of the partition for ``slurm``), a run gets what there is.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .engine import RunConfig, RunStore, run
+from .runners import RUNNERS, Job, init_distributed, make_runner
 
-__all__ = ["RUNNERS", "with_dependencies", "execute", "pending_note"]
+if TYPE_CHECKING:   # the engine (torch) is imported where it is used: job processes start without it
+    from ..engine import RunConfig
 
-RUNNERS = ("inline", "local", "slurm")
+__all__ = ["RUNNERS", "with_dependencies", "execute", "pending_note", "resources", "jobs", "make", "job_dir",
+           "is_done", "TrainRun"]
+
+PROTOCOL_GPUS = {("imagefolder", "imagenet"): 8}   # (task, dataset) -> GPUs; others: 1
+CPUS_PER_GPU = 8
+MEM_GB_PER_GPU = 32
+MEM_GB_CPU = 4
 
 
 def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
@@ -33,69 +48,45 @@ def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
 
 
 def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline", wait: bool | None = None,
-            progress: bool = True, gpus: int | None = None, **runner_options) -> dict[str, dict | None]:
+            progress: bool = True, **runner_options) -> dict[str, dict | None]:
     """Results of ``runs`` by run id (None: not done yet); see the module doc.
 
-    ``wait``: block until every submitted run has ended (default: yes for ``inline`` and
-    ``local``, whose queue lives in this process; no for ``slurm``: submit and return).
-    ``gpus``: GPUs per run (default :func:`gpus_per_run`). ``runner_options`` go to the runner
-    (e.g. ``workers`` for ``local``; ``partition``, ``time_min``, ... for ``slurm``).
+    ``wait``: block until every submitted run has ended (default ``QUADNN_WAIT``, else yes for
+    ``inline`` and ``local``, whose queue lives in this process, and no for ``slurm``).
+    ``runner_options`` go to the runner (``workers``, ``gpus`` for ``local``; ``partition``, ... for ``slurm``).
     """
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
     if wait is None:
         env = os.environ.get("QUADNN_WAIT", "")
         wait = env not in ("", "0") if env else runner != "slurm"
-    if runner not in RUNNERS:
-        raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
-    todo = with_dependencies(runs)
-    store = RunStore(out)
-    if runner == "inline":
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+    from ..engine import RunStore, run
 
-            bar = tqdm(total=len(todo), desc="runs", unit="run")
-        try:
-            for cfg in todo:
-                run(cfg, out)
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
+    todo = with_dependencies(runs)
+    if runner == "inline":
+        from tqdm.auto import tqdm
+        for cfg in tqdm(todo, desc="runs", unit="run", disable=not progress):
+            run(cfg, out)
     else:
         r = make(runner, out, **runner_options)
-        keys = [cfg.run_id for cfg in todo]
-        # The local queue cannot give a job more GPUs than this machine has.
-        max_gpus = None
-        if runner == "local":
-            from .runners import _visible_gpus
-
-            max_gpus = len(runner_options.get("gpus") or _visible_gpus()) or None
-        states = r.submit(jobs(todo, out, gpus, max_gpus), is_done=is_done(out))
+        states = r.submit(jobs(todo, out, r.max_gpus), is_done=is_done(out))
         if progress:
-            print(f"{runner}: {len(r.last_submitted)} run(s) submitted; " + ", ".join(
-                f"{n} {s}" for s, n in sorted(_count(states).items())), flush=True)
+            counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
+            print(f"{runner}: {len(r.last_submitted)} run(s) submitted; "
+                  + ", ".join(f"{n} {s}" for s, n in counts.items()), flush=True)
         if wait:
-            states = r.wait(keys, is_done=is_done(out))
-            failed = [k for k, s in states.items() if s == "failed"]
-            for k in failed:
-                print(f"run {k} failed; last lines of its log:\n{r.log_tail(k)}", flush=True)
+            states = r.wait([cfg.run_id for cfg in todo], is_done=is_done(out))
+            for key in (k for k, s in states.items() if s == "failed"):
+                print(f"run {key} failed; last lines of its log:\n{r.log_tail(key)}", flush=True)
+    store = RunStore(out)
     results = {cfg.run_id: store.result(cfg) for cfg in todo}
-    missing = [c for c in runs if results[c.run_id] is None]
-    if missing:
-        note = pending_note(results, runs)
-        print(f"{note}: see `make status` (python -m quadnn_paper.status)", flush=True)
+    note = pending_note(results, runs)
+    if note:
+        print(f"{note}: see `make status` (python -m quadnn_paper.execution.status)", flush=True)
         if os.environ.get("QUADNN_PENDING"):  # tells `make paper` this notebook is not complete yet
             with open(os.environ["QUADNN_PENDING"], "a") as f:
                 f.write(f"{note}\n")
     return results
-
-
-def _count(states: dict[str, str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in states.values():
-        out[s] = out.get(s, 0) + 1
-    return out
 
 
 def job_dir(out: str | os.PathLike) -> Path:
@@ -104,8 +95,7 @@ def job_dir(out: str | os.PathLike) -> Path:
 
 
 def make(runner: str, out: str | os.PathLike, **options):
-    from .runners import make_runner
-
+    """The runner ``runner`` keeping its records under ``out``'s :func:`job_dir`."""
     return make_runner(runner, job_dir(out), **options)
 
 
@@ -118,9 +108,8 @@ def is_done(out: str | os.PathLike):
 class TrainRun:
     """A picklable job: train one configuration into ``out`` (resuming from its checkpoint).
 
-    Its weight-transfer source is a job of its own, so it is never trained from here. Under a
-    multi-task SLURM job or ``local`` with several tasks, torch.distributed is initialised from
-    the environment the runner set.
+    Its weight-transfer source is a job of its own, so it is never trained from here. With
+    several tasks, torch.distributed is joined from the environment the runner set.
     """
 
     def __init__(self, cfg: RunConfig, out: str | os.PathLike):
@@ -129,56 +118,39 @@ class TrainRun:
         self.out = str(Path(out).resolve())
 
     def __call__(self) -> str:
-        from .runners import init_distributed
+        from ..engine import run
 
         ddp = init_distributed()
         try:
-            res = run(self.cfg, self.out, run_dependencies=False)
+            return run(self.cfg, self.out, run_dependencies=False)["status"]
         finally:
             if ddp:
                 import torch.distributed as dist
-
                 dist.destroy_process_group()
-        return res["status"]
 
     def __repr__(self) -> str:
         return f"TrainRun({self.cfg.describe()} {self.cfg.run_id})"
 
 
-def gpus_per_run(default: int | None = None) -> int:
-    """GPUs a run gets: ``QUADNN_GPUS_PER_RUN``, else 1 where this machine has CUDA, else 0 (CPU)."""
-    if default is not None:
-        return int(default)
-    env = os.environ.get("QUADNN_GPUS_PER_RUN")
-    if env:
-        if not env.isdigit():
-            raise ValueError(f"QUADNN_GPUS_PER_RUN must be a non-negative integer, got {env!r}")
-        return int(env)
-    import torch
-
-    return 1 if torch.cuda.is_available() else 0
-
-
-def resources(cfg: RunConfig, gpus: int, max_gpus: int | None = None) -> dict:
-    """GPUs and tasks a run asks for: the paper trained ImageNet with 8 GPUs (DDP, one task each;
-    fewer where the machine has fewer, ``max_gpus``: the global batch is the same), the other
-    runs with one; ``gpus=0`` runs everything on CPU (one task)."""
-    if gpus == 0 or cfg.device == "cpu":
-        return dict(gpus=0, tasks_per_node=1)
-    if cfg.task == "imagefolder" and cfg.dataset == "imagenet":
-        n = 8 * gpus if max_gpus is None else max(1, min(8 * gpus, max_gpus))
-        return dict(gpus=n, tasks_per_node=n)
-    return dict(gpus=gpus, tasks_per_node=1)
+def resources(cfg: RunConfig, max_gpus: int | None = None) -> dict:
+    """GPUs, tasks, CPUs per task and memory (GB) a run asks for; see the module doc."""
+    env = os.environ.get("QUADNN_GPUS_PER_RUN", "")
+    if env and not env.isdigit():
+        raise ValueError(f"QUADNN_GPUS_PER_RUN must be a non-negative integer, got {env!r}")
+    gpus = 0 if cfg.device == "cpu" else int(env) if env else PROTOCOL_GPUS.get((cfg.task, cfg.dataset), 1)
+    if max_gpus is not None:
+        gpus = min(gpus, max_gpus)
+    if gpus == 0:
+        return dict(gpus=0, tasks_per_node=1, cpus_per_task=cfg.threads or None, mem_gb=MEM_GB_CPU)
+    tasks = gpus if (cfg.task, cfg.dataset) in PROTOCOL_GPUS else 1   # DDP: one task per GPU
+    return dict(gpus=gpus, tasks_per_node=tasks, cpus_per_task=max(CPUS_PER_GPU * gpus // tasks, cfg.workers + 1),
+                mem_gb=MEM_GB_PER_GPU * gpus)
 
 
-def jobs(runs: list[RunConfig], out: str | os.PathLike, gpus: int | None = None,
-         max_gpus: int | None = None) -> list:
+def jobs(runs: list[RunConfig], out: str | os.PathLike, max_gpus: int | None = None) -> list[Job]:
     """The runners' jobs for ``runs`` (keys: run ids; deps: weight-transfer sources)."""
-    from .runners import Job
-
-    gpus = gpus_per_run(gpus)
     return [Job(key=c.run_id, fn=TrainRun(c, out), deps=tuple(d.run_id for d in c.dependencies()),
-                name=c.describe().replace(" ", "_"), **resources(c, gpus, max_gpus)) for c in runs]
+                name=c.describe().replace(" ", "_"), **resources(c, max_gpus)) for c in runs]
 
 
 def pending_note(results: dict[str, dict | None], runs: list[RunConfig]) -> str | None:

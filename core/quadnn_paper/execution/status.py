@@ -1,30 +1,32 @@
 """The plan before spending GPU-days: every section's runs, their states, and GPU-hours.
 
-    python -m quadnn_paper.status --profile full            # or: make status PROFILE=full
-    python -m quadnn_paper.status --profile full --tiny     # the TINY=1 variant (format-identical data)
+    python -m quadnn_paper.execution.status --profile full          # or: make status PROFILE=full
+    python -m quadnn_paper.execution.status --profile full --tiny   # the TINY=1 variant
 
 Prints one line per section: runs, done / running / pending / failed / not submitted, and an
-estimate of the GPU-hours still to spend, from the measured time per epoch of the section's
-finished runs (scaled to each run's epochs and model size) or, before any has finished, from
-the stated defaults in :data:`DEFAULT_SECONDS_PER_EPOCH`. Failed runs follow with the last lines
-of their log and the command that resubmits them.
+estimate of the GPU-hours still to spend: wall time per epoch times the GPUs each run's submission
+requests (:func:`~.execute.resources`). Wall time per epoch is measured on the section's finished
+runs, or before any has finished taken from :data:`DEFAULT_SECONDS_PER_EPOCH` for the task's
+reference model, and scaled to each run by its model's forward FLOPs (counted by
+``torch.utils.flop_counter`` on a small input, so a full quadratic neuron costs what its
+arithmetic costs: about 3x a conventional layer, parabolic and poly about 2x). Failed runs follow
+with the last lines of their log and the command that resubmits them.
 """
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
-from .engine import RunConfig, RunStore
-from .execute import RUNNERS, gpus_per_run, is_done, resources, with_dependencies
-from .profiles import PROFILES
+from ..engine import RunConfig, RunStore, cached
+from ..profiles import PROFILES
+from .execute import RUNNERS, is_done, make, resources, with_dependencies
 
 __all__ = ["SECTIONS", "section_runs", "plan_table", "main", "DEFAULT_SECONDS_PER_EPOCH"]
 
 
 def _sections():
-    from . import cifar_study, cifar_tuning, depth, imagenet
+    from .. import cifar_study, cifar_tuning, depth, imagenet
 
     return {"cifar_tuning": cifar_tuning.runs, "vgg_stability": cifar_study.vgg_runs,
             "cifar_comparison": cifar_study.comparison_runs, "imagenet": imagenet.runs, "kitti_lapdepth": depth.runs}
@@ -32,40 +34,65 @@ def _sections():
 
 SECTIONS = ("cifar_tuning", "vgg_stability", "cifar_comparison", "imagenet", "kitti_lapdepth")
 
-# Stated defaults (seconds per epoch on one current data-centre GPU, for the reference model of
-# each task) used until a section has a finished run to measure. CIFAR: ResNet20 at batch 128
-# (about the paper's 10 s/epoch), scaled by depth, width^2 and 2x for quadratic neurons.
-# ImageNet: ResNet-18, GPU-seconds per epoch (8 GPUs x ~5 min), scaled by depth. KITTI: LapDepth with a
-# ResNeXt-101 encoder over 23,488 images.
-DEFAULT_SECONDS_PER_EPOCH = {"classification": 10.0, "imagefolder": 8 * 300.0, "depth": 900.0}
+# Stated defaults: wall seconds per epoch of each task's reference model (:data:`REFERENCE`) on the
+# GPUs its run requests, used until a section has a finished run to measure. CIFAR: ResNet20 at
+# batch 128 on one GPU (about the paper's 10 s/epoch). ImageNet: ResNet-18 on 8 GPUs (~5 min).
+# KITTI: LapDepth with a ResNeXt-101 encoder over 23,488 images on one GPU.
+DEFAULT_SECONDS_PER_EPOCH = {"classification": 10.0, "imagefolder": 300.0, "depth": 900.0}
+REFERENCE = {"classification": dict(model="cifar_resnet20", width=1.0, model_kwargs={}),
+             "imagefolder": dict(model="imagenet_resnet18", width=1.0, model_kwargs={}),
+             "depth": dict(model="lapdepth", model_kwargs=dict(encoder="resnext101_32x8d"))}
+_INPUT = {"classification": (3, 32, 32), "imagefolder": (3, 64, 64), "depth": (3, 64, 64)}
 
 
 def section_runs(section: str, profile: str, tiny: bool = False) -> list[RunConfig]:
     """Every run of ``section`` at ``profile`` (dependencies included), TINY-capped when asked."""
-    from .tiny import tiny_runs
+    from ..tiny import tiny_runs
 
     runs = _sections()[section](profile)
     return with_dependencies(tiny_runs(runs) if tiny else runs)
 
 
-def _size(cfg: RunConfig) -> float:
-    """Relative cost of a run's model against its task's reference model (depth, width, neuron)."""
-    m = re.search(r"(\d+)", cfg.model)
-    depth = int(m.group(1)) if m else 20
-    ref = {"classification": 20, "imagefolder": 18, "depth": 1}[cfg.task]
-    scale = (depth / ref if cfg.task != "depth" else 1.0) * cfg.width ** 2
-    quadratic = any(k in cfg.model for k in ("qresnet", "qvgg", "quadratic", "parabolic", "poly"))
-    return scale * (2.0 if quadratic else 1.0)
+def model_gflops(cfg: RunConfig, cache: str | Path | None = None) -> float:
+    """Forward GFLOPs of ``cfg``'s model on a small input of its task (cached under ``cache``)."""
+    key = dict(task=cfg.task, model=cfg.model, width=cfg.width, rezero=cfg.rezero, model_kwargs=cfg.model_kwargs)
+
+    def count():
+        import types
+
+        import torch
+
+        from quadnn.bench import forward_gflops
+
+        from ..engine.tasks import TASK_CLASSES
+
+        # The task's own builder, without loading its data (only the output size matters, barely).
+        stand_in = types.SimpleNamespace(cfg=cfg, num_classes=10, in_chans=3)
+        if cfg.task == "depth":
+            from .. import depth
+            stand_in.depth = depth
+        model = TASK_CLASSES[cfg.task].build_model(stand_in, cfg).eval()
+        with torch.no_grad():
+            return forward_gflops(model, torch.zeros(1, *_INPUT[cfg.task]))
+
+    return cached(cache, "model_gflops", key, count)
 
 
-def plan_table(profile: str, cache: str | Path, tiny: bool = False, gpus: int | None = None) -> tuple[str, list]:
+def relative_cost(cfg: RunConfig, cache: str | Path | None = None) -> float:
+    """Cost of a run's model per epoch against its task's reference model, by forward FLOPs."""
+    reference = cfg.replace(**REFERENCE[cfg.task], transfer_from=None)
+    return model_gflops(cfg, cache) / model_gflops(reference, cache)
+
+
+def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str, list]:
     """The table (text) and the failed runs ``[(section, cfg, log tail)]``."""
-    from .execute import make
-
     store = RunStore(cache)
     runner = make("inline", cache)
     done_fn = is_done(cache)
-    gpus = gpus_per_run(gpus) or 1  # estimate GPU-hours as if each run had its GPU(s)
+    flops_cache = Path(cache).parent
+
+    def gpu_seconds(cfg, wall):  # a CPU run (QUADNN_GPUS_PER_RUN=0) is counted as one GPU's time
+        return wall * max(1, resources(cfg)["gpus"])
     lines = [f"{'section':<18} {'runs':>5} {'done':>5} {'running':>8} {'pending':>8} {'failed':>7} "
              f"{'not sub.':>8} {'GPU-h left':>11}  estimate from"]
     failed, total = [], 0.0
@@ -79,7 +106,7 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False, gpus: int | 
             if res is not None:
                 counts["done"] += 1
                 if res.get("epoch_time"):
-                    measured.append(res["epoch_time"] * max(1, resources(cfg, gpus)["gpus"]) / _size(cfg))
+                    measured.append(res["epoch_time"] / relative_cost(cfg, flops_cache))
                 continue
             state, _ = runner.state(cfg.run_id, done_fn)
             states[cfg.run_id] = state
@@ -91,7 +118,7 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False, gpus: int | 
         for cfg in runs:
             if cfg.run_id in states:
                 unit = per_unit if per_unit is not None else DEFAULT_SECONDS_PER_EPOCH[cfg.task]
-                left += unit * _size(cfg) * cfg.epochs / 3600.0
+                left += gpu_seconds(cfg, unit * relative_cost(cfg, flops_cache) * cfg.epochs) / 3600.0
         total += left
         source = f"{len(measured)} finished run(s)" if measured else "stated default"
         lines.append(f"{section:<18} {len(runs):>5} {counts['done']:>5} {counts['running']:>8} {counts['pending']:>8} "
@@ -101,14 +128,13 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False, gpus: int | 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m quadnn_paper.status", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m quadnn_paper.execution.status", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", choices=PROFILES, default="full")
     p.add_argument("--tiny", action="store_true", help="the TINY=1 variant of the full profile")
     p.add_argument("--cache", default="build/cache/runs", help="the run cache (default build/cache/runs)")
-    p.add_argument("--gpus", type=int, default=None, help="GPUs per run (default: QUADNN_GPUS_PER_RUN or 1)")
     p.add_argument("--runner", choices=RUNNERS, default="slurm", help="runner named in the resubmit hint")
     ns = p.parse_args(argv)
-    table, failed = plan_table(ns.profile, ns.cache, ns.tiny, ns.gpus)
+    table, failed = plan_table(ns.profile, ns.cache, ns.tiny)
     tiny = " TINY=1" if ns.tiny else ""
     print(f"profile {ns.profile}{tiny}; cache {ns.cache}")
     print(table)
