@@ -151,11 +151,18 @@ def main(spec: str, state_dir: str, task: bool = False) -> int:
 
     from ..atomic import atomic_write_text, file_lock
 
-    job = load_job(Path(spec), Path(state_dir))
+    record_path = Path(state_dir) / f"{Path(spec).stem}.json"
+    try:
+        job = load_job(Path(spec), Path(state_dir))
+    except PermissionError as refused:
+        print(refused, file=sys.stderr)
+        if not task:
+            record = read_json(record_path) or {"key": Path(spec).stem, "runner": "local"}
+            atomic_write_text(record_path, json.dumps({**record, "exit": 1, "error": str(refused)}, indent=1))
+        return 1
     if task:
         job["fn"]()
         return 0
-    record_path = Path(state_dir) / f"{job['key']}.json"
     code, error = 0, ""
     with file_lock(Path(state_dir) / f"{job['key']}.lock", poll=0.05):
         try:

@@ -45,6 +45,8 @@ ACTIVE = {"PENDING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending"
           "RESIZING": "pending", "SUSPENDED": "pending", "CONFIGURING": "pending", "RUNNING": "running",
           "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running", "STOPPED": "running"}
 GRACE_S = 300             # how long SLURM may not know a job it was asked to take
+SACCT_TIMEOUT_S = 20      # a sacct whose database does not answer hangs: give up after this ...
+SACCT_RETRIES = 2         # ... this many more times (1 s, 2 s, ... apart), then ask squeue
 _TRANSIENT = ("timed out", "Unable to contact", "Zero Bytes", "Connection refused", "temporarily unavailable",
               "Socket", "TimeoutExpired")
 
@@ -63,15 +65,16 @@ def _rows(text: str | None) -> dict[str, tuple[str, str]]:
     return {r[0]: ((r[1].split() or ["UNKNOWN"])[0], r[2]) for r in rows if len(r) >= 3}
 
 
-def query(job_ids: list[str], retries: int = 2) -> tuple[dict[str, tuple[str, str]], bool]:
-    """``({job id: (STATE, job name)}, whether SLURM answered)``: sacct (tried ``1 + retries``
-    times with backoff), then squeue for what sacct could not say."""
+def query(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], bool]:
+    """``({job id: (STATE, job name)}, whether SLURM answered)``: sacct (tried
+    ``1 + SACCT_RETRIES`` times with backoff), then squeue for what sacct could not say."""
     if not job_ids:
         return {}, True
     text = None
-    for attempt in range(retries + 1):
-        text = _call(["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,State,JobName", "-j", ",".join(job_ids)])
-        if text is not None:
+    for attempt in range(SACCT_RETRIES + 1):
+        text = _call(["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,State,JobName", "-j", ",".join(job_ids)],
+                     timeout=SACCT_TIMEOUT_S)
+        if text is not None or attempt == SACCT_RETRIES:
             break
         time.sleep(2 ** attempt)
     known = _rows(text)
@@ -86,7 +89,8 @@ def find(name: str, since: float) -> tuple[list[str], bool]:
     """Job ids named ``name`` (submitted since ``since``), and whether the controller answered."""
     queued = _call(["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], timeout=30)
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 60))
-    accounted = _call(["sacct", "-X", "-n", "-P", "--name", name, "-S", start, "-o", "JobIDRaw"], timeout=30)
+    accounted = _call(["sacct", "-X", "-n", "-P", "--name", name, "-S", start, "-o", "JobIDRaw"],
+                      timeout=SACCT_TIMEOUT_S)
     ids = {i.strip() for text in (queued, accounted) for i in (text or "").split() if i.strip()}
     return sorted(ids, key=int), queued is not None
 
