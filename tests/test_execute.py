@@ -166,3 +166,24 @@ def test_sbatch_script_from_a_cuda_less_host_asks_for_what_the_protocol_needs(tm
     for line in (f"#SBATCH --gpus-per-node={gpus}", f"#SBATCH --ntasks-per-node={gpus}", "#SBATCH --nodes=1",
                  "#SBATCH --cpus-per-task=8", f"#SBATCH --mem={32 * gpus * 1024}M"):
         assert line in script.splitlines(), (line, script)
+
+
+@pytest.mark.slow
+def test_status_costs_runs_by_their_models_flops_and_the_gpus_they_request(tmp_path, monkeypatch):
+    from quadnn_paper import imagenet
+    from quadnn_paper.engine import RunConfig
+    from quadnn_paper.execution.status import gpu_hours, relative_cost
+
+    monkeypatch.delenv("QUADNN_GPUS_PER_RUN", raising=False)
+    cost = {m: relative_cost(RunConfig(model=m), tmp_path) for m in ("cifar_resnet20", "cifar_qresnet20")}
+    assert cost["cifar_resnet20"] == pytest.approx(1.0)
+    assert 2.7 < cost["cifar_qresnet20"] < 3.3          # the full neuron: three convolutions per layer
+    net = {m: relative_cost(RunConfig(task="imagefolder", dataset="imagenet", model=m), tmp_path)
+           for m in ("imagenet_resnet34", "imagenet_parabolic_resnet34", "imagenet_qresnet34")}
+    assert 1.8 < net["imagenet_parabolic_resnet34"] / net["imagenet_resnet34"] < 2.2
+    assert 2.7 < net["imagenet_qresnet34"] / net["imagenet_resnet34"] < 3.3
+    assert (tmp_path / "model_gflops").is_dir()          # counted once, then read back
+    cfg = imagenet.runs("full")[0]
+    eight = gpu_hours(cfg, 300.0, tmp_path)
+    monkeypatch.setenv("QUADNN_GPUS_PER_RUN", "1")
+    assert eight == pytest.approx(8 * gpu_hours(cfg, 300.0, tmp_path))

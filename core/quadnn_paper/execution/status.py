@@ -22,7 +22,8 @@ from ..engine import RunConfig, RunStore, cached
 from ..profiles import PROFILES
 from .execute import RUNNERS, is_done, make, resources, with_dependencies
 
-__all__ = ["SECTIONS", "section_runs", "plan_table", "main", "DEFAULT_SECONDS_PER_EPOCH"]
+__all__ = ["SECTIONS", "section_runs", "model_gflops", "relative_cost", "gpu_hours", "plan_table", "main",
+           "DEFAULT_SECONDS_PER_EPOCH"]
 
 
 def _sections():
@@ -71,8 +72,8 @@ def model_gflops(cfg: RunConfig, cache: str | Path | None = None) -> float:
         if cfg.task == "depth":
             from .. import depth
             stand_in.depth = depth
-        model = TASK_CLASSES[cfg.task].build_model(stand_in, cfg).eval()
-        with torch.no_grad():
+        with torch.device("meta"), torch.no_grad():   # shapes only: no memory, no initialisation cost
+            model = TASK_CLASSES[cfg.task].build_model(stand_in, cfg).eval()
             return forward_gflops(model, torch.zeros(1, *_INPUT[cfg.task]))
 
     return cached(cache, "model_gflops", key, count)
@@ -84,15 +85,20 @@ def relative_cost(cfg: RunConfig, cache: str | Path | None = None) -> float:
     return model_gflops(cfg, cache) / model_gflops(reference, cache)
 
 
+def gpu_hours(cfg: RunConfig, seconds_per_epoch: float, cache: str | Path | None = None) -> float:
+    """GPU-hours of ``cfg``: its epochs at ``seconds_per_epoch`` (wall time of its task's reference
+    model on the GPUs the run requests), scaled by its model's FLOPs, times those GPUs (a CPU run,
+    ``QUADNN_GPUS_PER_RUN=0``, counts as one)."""
+    gpus = max(1, resources(cfg)["gpus"])
+    return seconds_per_epoch * relative_cost(cfg, cache) * cfg.epochs * gpus / 3600.0
+
+
 def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str, list]:
     """The table (text) and the failed runs ``[(section, cfg, log tail)]``."""
     store = RunStore(cache)
     runner = make("inline", cache)
     done_fn = is_done(cache)
     flops_cache = Path(cache).parent
-
-    def gpu_seconds(cfg, wall):  # a CPU run (QUADNN_GPUS_PER_RUN=0) is counted as one GPU's time
-        return wall * max(1, resources(cfg)["gpus"])
     lines = [f"{'section':<18} {'runs':>5} {'done':>5} {'running':>8} {'pending':>8} {'failed':>7} "
              f"{'not sub.':>8} {'GPU-h left':>11}  estimate from"]
     failed, total = [], 0.0
@@ -118,7 +124,7 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str
         for cfg in runs:
             if cfg.run_id in states:
                 unit = per_unit if per_unit is not None else DEFAULT_SECONDS_PER_EPOCH[cfg.task]
-                left += gpu_seconds(cfg, unit * relative_cost(cfg, flops_cache) * cfg.epochs) / 3600.0
+                left += gpu_hours(cfg, unit, flops_cache)
         total += left
         source = f"{len(measured)} finished run(s)" if measured else "stated default"
         lines.append(f"{section:<18} {len(runs):>5} {counts['done']:>5} {counts['running']:>8} {counts['pending']:>8} "
