@@ -25,6 +25,7 @@ submitit and reads states from SLURM.
 from __future__ import annotations
 
 import dataclasses
+import graphlib
 import json
 import os
 import re
@@ -162,24 +163,11 @@ def order(jobs: list[Job]) -> list[Job]:
     for job in jobs:
         if by_key.setdefault(job.key, job) != job:
             raise ValueError(f"two different jobs share the key {job.key}")
-    ordered, seen, visiting = [], set(), []
-
-    def visit(job):
-        if job.key in seen:
-            return
-        if job.key in visiting:
-            raise ValueError(f"dependency cycle: {' -> '.join(visiting + [job.key])}")
-        visiting.append(job.key)
-        for dep in job.deps:
-            if dep in by_key:
-                visit(by_key[dep])
-        visiting.pop()
-        seen.add(job.key)
-        ordered.append(job)
-
-    for job in by_key.values():
-        visit(job)
-    return ordered
+    graph = {key: [d for d in job.deps if d in by_key] for key, job in by_key.items()}
+    try:
+        return [by_key[key] for key in graphlib.TopologicalSorter(graph).static_order()]
+    except graphlib.CycleError as e:
+        raise ValueError(f"dependency cycle: {' -> '.join(reversed(e.args[1]))}") from None
 
 
 # --- the shared part ---------------------------------------------------------------------------------
