@@ -13,7 +13,8 @@ TEX_PACKAGES := texlive-latex-base texlive-latex-recommended texlive-latex-extra
 
 # Where training runs execute: inline (this process), local (a queue over this machine's GPUs or
 # CPUs), slurm (submitit; SLURM_PARTITION, SLURM_ACCOUNT, SLURM_TIME (minutes), SLURM_CONSTRAINT,
-# SLURM_SBATCH="--opt=value ..."). WAIT=1 waits for submitted SLURM jobs, then collects;
+# SLURM_SBATCH="--opt=value ..."). GPUS=n gives every run n GPUs (0: CPU jobs) instead of what its
+# protocol asks (ImageNet 8, others 1). WAIT=1 waits for submitted SLURM jobs, then collects;
 # without it a notebook submits what is missing and shows it as pending. TINY=1 (full only) runs
 # the full protocols on tiny generated data in the real on-disk formats.
 RUNNER   ?= inline
@@ -39,6 +40,7 @@ export QUADNN_SLURM_ACCOUNT ?= $(SLURM_ACCOUNT)
 export QUADNN_SLURM_TIME ?= $(SLURM_TIME)
 export QUADNN_SLURM_CONSTRAINT ?= $(SLURM_CONSTRAINT)
 export QUADNN_SLURM_SBATCH ?= $(SLURM_SBATCH)
+export QUADNN_GPUS_PER_RUN ?= $(GPUS)
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 EXECUTED  := $(patsubst notebooks/%.ipynb,build/$(RUN_TAG)/%.ipynb,$(NOTEBOOKS))
@@ -112,7 +114,7 @@ build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 
 # The plan: runs per section and their states, with the GPU-hours still to spend.
 status: $(INSTALLED)
-	@$(BIN)/python -m quadnn_paper.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
+	@$(BIN)/python -m quadnn_paper.execution.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
 	  --runner $(if $(filter inline,$(RUNNER)),slurm,$(RUNNER))
 
 # A single-node SLURM on this machine (root, Debian): what the tests and RUNNER=slurm use here.

@@ -18,7 +18,7 @@ import quadnn_paper.data.cifar as qdata
 from quadnn_paper.sections import cifar_tuning
 from quadnn_paper.engine import RunConfig, RunStore, lr_factor, run, stage_ends
 from quadnn_paper.engine.tasks import make_task
-from quadnn_paper.train import _parser, config_from_args
+from quadnn_paper.execution.train import _parser, config_from_args
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -210,9 +210,9 @@ def test_ddp_two_processes_match_one_process_with_the_same_global_batch(tmp_path
     with socket.socket() as sock:  # a free port, so concurrent test runs do not collide
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    subprocess.run([str(torchrun), "--nproc_per_node=2", "--master_port", str(port), "-m", "quadnn_paper.train",
+    subprocess.run([str(torchrun), "--nproc_per_node=2", "--master_port", str(port), "-m", "quadnn_paper.execution.train",
                     *args, "--out", str(tmp_path / "ddp")], check=True, env=env, capture_output=True)
-    subprocess.run([PY, "-m", "quadnn_paper.train", *args, "--out", str(tmp_path / "one")], check=True, env=env,
+    subprocess.run([PY, "-m", "quadnn_paper.execution.train", *args, "--out", str(tmp_path / "one")], check=True, env=env,
                    capture_output=True)
     (ddp,) = [json.loads(p.read_text()) for p in (tmp_path / "ddp").glob("*/result.json")]
     (one,) = [json.loads(p.read_text()) for p in (tmp_path / "one").glob("*/result.json")]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from quadnn_paper.common import published
 from quadnn_paper.sections._cifar import paper_init
 from quadnn_paper.engine import RunConfig, stage_ends
-from quadnn_paper.execute import execute
+from quadnn_paper.execution import execute
 from quadnn_paper.common.profiles import select
 
 __all__ = ["PROTOCOLS", "GRIDS", "PAPER", "grid", "plan", "runs", "sweep", "conventional_config"]

@@ -6,7 +6,7 @@ and the standard 10-crop validation. Its labels "ResNet20/32" and "plain-20/32" 
 and 34-layer ImageNet models (:mod:`quadnn.models.imagenet_resnet`). :func:`runs` makes them
 configurations of the engine's ``"imagefolder"`` task (data: :mod:`quadnn_paper.data.imagefolder`);
 :func:`summary` turns results into the error table and the text's numbers. One run under
-torchrun (DDP): ``python -m quadnn_paper.sections.imagenet --model ...``.
+torchrun (DDP): ``python -m quadnn_paper.execution.imagenet --model ...``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from quadnn_paper.data.imagefolder import (DATA_DEFAULTS, IMAGENET_MEAN, IMAGENE
                                            train_transform, write_digits_folder)
 
 __all__ = ["PROTOCOLS", "PAPER", "MODELS", "IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "protocol", "runs",
-           "write_digits_folder", "train_transform", "eval_transform", "datasets", "main", "NAME", "summary",
+           "write_digits_folder", "train_transform", "eval_transform", "datasets", "NAME", "summary",
            "parameter_counts", "depth_of"]
 
 
@@ -217,47 +217,3 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
     var["ComputeMinutes"] = f"{compute / 60:.1f}"
     return dict(protocol=P, configs=configs, by_model=by_model, pending=pending, params=full_params, rows=rows,
                 variables=var)
-
-
-# -- command line --------------------------------------------------------------------------------
-def main(argv=None) -> int:
-    """``python -m quadnn_paper.imagenet --profile full --model imagenet_qresnet34 [--device cuda]``:
-    one run of the protocol through the engine (under torchrun: DDP over the ranks)."""
-    import argparse
-
-    from quadnn_paper.train import ddp_session, print_result
-
-    p = argparse.ArgumentParser(prog="python -m quadnn_paper.imagenet",
-                                description="Train and 10-crop-evaluate one network of the paper's ImageNet "
-                                            "table. `torchrun --nproc_per_node=G [--nnodes=N ...] -m "
-                                            "quadnn_paper.imagenet ...` for DDP.")
-    p.add_argument("--profile", choices=tuple(PROTOCOLS), default="full")
-    p.add_argument("--model", required=True, help=f"one of {MODELS[18] + MODELS[34]}")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto", help="auto (cuda where available), cpu, cuda")
-    p.add_argument("--workers", type=lambda v: v if v == "auto" else int(v), default="auto",
-                   help="DataLoader workers per rank, or auto (SLURM_CPUS_PER_TASK, else this process's CPUs, "
-                        "less one)")
-    p.add_argument("--amp", action="store_true")
-    p.add_argument("--data-root", default=None, help="folder holding imagenet/ (default data/)")
-    p.add_argument("--out", default="runs/imagenet", help="cache directory (OUT/<run id>/)")
-    ns = p.parse_args(argv)
-    match = [c for c in runs(ns.profile, data_root=ns.data_root) if c.model == ns.model]
-    if not match:
-        p.error(f"--model {ns.model!r} is not in the {ns.profile} protocol; choose from "
-                f"{sorted({c.model for c in runs(ns.profile, data_root=ns.data_root)})}")
-    try:
-        cfg = match[0].replace(seed=ns.seed, device=ns.device, workers=ns.workers, amp=ns.amp, progress=True)
-    except ValueError as e:
-        p.error(str(e))
-    with ddp_session(cfg.device):
-        from quadnn_paper.engine import run
-
-        print_result(run(cfg, ns.out))
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())
