@@ -24,10 +24,10 @@ __all__ = ["SECTIONS", "section_runs", "plan_table", "main", "DEFAULT_SECONDS_PE
 
 
 def _sections():
-    from .sections import _cifar as cifar_study, cifar_tuning, kitti_lapdepth as depth, imagenet
+    from .sections import cifar_comparison, cifar_tuning, kitti_lapdepth as depth, imagenet, vgg_stability
 
-    return {"cifar_tuning": cifar_tuning.runs, "vgg_stability": cifar_study.vgg_runs,
-            "cifar_comparison": cifar_study.comparison_runs, "imagenet": imagenet.runs, "kitti_lapdepth": depth.runs}
+    return {"cifar_tuning": cifar_tuning.runs, "vgg_stability": vgg_stability.runs,
+            "cifar_comparison": cifar_comparison.runs, "imagenet": imagenet.runs, "kitti_lapdepth": depth.runs}
 
 
 SECTIONS = ("cifar_tuning", "vgg_stability", "cifar_comparison", "imagenet", "kitti_lapdepth")
