@@ -157,7 +157,7 @@ def test_comparison_claims_from_paired_errors():
     verdicts = {c.text: c for c in cifar_comparison.claims(errs, params)}
     every = verdicts["Every QResNet beats the ResNet of its depth"]
     assert every.verdict == "contradicted"  # the ReZero row loses at every seed
-    assert "full only" in every.evidence()  # depths 32-110 are not run here
+    assert "9 of 12 pairs full only" in every.evidence()  # depths 32-110 are not run here
     assert verdicts["Weight transfer beats random initialisation (QResNet, ReLinear)"].verdict == "supported"
     assert verdicts["QResNet32 beats ResNet110 with fewer parameters"].verdict == "not tested"
     errs[R("cifar_qresnet20", "ri+rezero")] = _errs(9.5, 10.4, 11.6)

@@ -43,7 +43,7 @@ from quadnn_paper.engine import RunConfig
 
 __all__ = ["VGG_RECIPE", "RESNET_RECIPE", "DIGITS", "Row", "vgg_rows", "comparison_rows", "runs_at", "row_for",
            "paper_init", "config_for", "plan", "pick", "summarise", "error_cell", "seed_errors", "chance",
-           "Claim", "pair_claim", "claim_rows", "detectable_text", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
+           "Claim", "pair_claim", "claim_rows", "CLAIMS_HEADER", "param_count", "detectable_text", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
 
 # -- the paper's protocols ------------------------------------------------------------------
 VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
@@ -251,11 +251,12 @@ class Claim:
     verdict: str                                   # one of stats.VERDICTS
     pairs: list                                    # [(label better, label worse, Interval | None)]
     paper: str = ""                                # the paper's numbers behind the claim
+    note: str = ""                                 # e.g. how many pairs only the full profile trains
 
     def evidence(self) -> str:
         """"A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error)."""
         parts = [f"{a} vs {b}: " + (iv.text() if iv is not None else "not run") for a, b, iv in self.pairs]
-        return "; ".join(parts)
+        return "; ".join(parts + ([self.note] if self.note else []))
 
     @property
     def decided(self) -> bool:
@@ -276,9 +277,23 @@ def pair_claim(text: str, pairs: list[tuple[str, dict, str, dict]], paper: str =
     return Claim(text, stats.combine(verdicts), out, paper)
 
 
+CLAIMS_HEADER = ["Claim of the paper", "Paper (%)", "Ours: paired difference, mean [95% CI] (points)", "Verdict"]
+
+
 def claim_rows(claims: list[Claim]) -> list[list]:
-    """Rows of a claims table: claim, the paper's numbers, our paired differences, verdict."""
-    return [[c.text, c.paper, c.evidence(), c.verdict] for c in claims]
+    """Rows of a claims table (:data:`CLAIMS_HEADER`); the verdict cell is a dict of
+    ``report.Cell`` fields, flagged when the claim is contradicted."""
+    return [[c.text, c.paper, c.evidence(), dict(value=c.verdict, reproduced=False if c.verdict == "contradicted"
+                                                 else None)] for c in claims]
+
+
+def param_count(model: str, num_classes: int = 10, **kwargs) -> int:
+    """Parameters of ``model`` (a registered timm name) built with ``kwargs``."""
+    import timm
+
+    import quadnn.models  # noqa: F401  (registers quadnn's models)
+
+    return sum(p.numel() for p in timm.create_model(model, num_classes=num_classes, **kwargs).parameters())
 
 
 def detectable_text(claims: list[Claim], level: float = stats.LEVEL) -> tuple[float, float, int]:

@@ -18,12 +18,13 @@ import math
 import torch
 
 from quadnn import relinear
+from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.engine import RunConfig, stage_ends
 from quadnn_paper.sections import _cifar as cs
 
 __all__ = ["NAME", "PROTOCOLS", "GRIDS", "PAPER", "protocol", "grid", "plan", "runs", "summary",
-           "conventional_config", "gamma_zero_trajectory"]
+           "conventional_config", "gamma_zero_trajectory", "SUMMARY_HEADER", "summary_rows", "variables"]
 
 NAME = "cifar_tuning"
 PAPER = published.CIFAR_TUNING  # errors (%) on CIFAR-10 printed in the paper
@@ -102,6 +103,11 @@ def _transfer(proto: dict, seed: int, k: int, v: float) -> RunConfig:
                  transfer_stage=k)
 
 
+def _values(proto: dict, name: str, full_grid: bool, claimed: list) -> list:
+    """The values of sweep ``name`` a seed runs: the claimed ones, plus the grid at a grid seed."""
+    return sorted(set(claimed) | set(grid(proto, name))) if full_grid else sorted(claimed)
+
+
 def plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunConfig]:
     """Every run of ``profile``, keyed by ``(experiment, value, seed)``.
 
@@ -118,18 +124,18 @@ def plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunCo
         conv = conventional_config(proto, s)
         out[("conventional", 0.0, s)] = conv
         # gamma_g = gamma_b = 0 keeps every quadratic term at its reference: a conventional network.
-        for v in [0.0] + (grid(proto, "sg") if full_grid else [SG_BEST, SG_LARGE]):
+        for v in [0.0] + _values(proto, "sg", full_grid, [SG_BEST, SG_LARGE]):
             out[("sg", v, s)] = _base(proto, s, relinear="sg", lr_g=v)
         if full_grid:
             for v in grid(proto, "sw-l1"):
                 out[("sw-l1", v, s)] = _base(proto, s, relinear="sw-l1", alpha_g=v)
-        for v in grid(proto, "sw-l2") if full_grid else [SW_BEST]:
+        for v in _values(proto, "sw-l2", full_grid, [SW_BEST]):
             out[("sw-l2", v, s)] = _base(proto, s, relinear="sw-l2", alpha_g=v)
         if full_grid:
             for v in grid(proto, "rezero"):
                 out[("rezero", v, s)] = _base(proto, s, relinear="sg", lr_g=v, rezero=True)
         for k in range(1, n_stages + 1):
-            for v in grid(proto, "transfer") if full_grid else [SG_BEST]:
+            for v in _values(proto, "transfer", full_grid, [SG_BEST]):
                 out[(f"transfer{k}", v, s)] = _transfer(proto, s, k, v)
         if proto["optimizer"] != "adam" and s == proto["grid_seeds"][0]:
             out[("adam", 0.0, s)] = conv.replace(optimizer="adam")  # the optimiser the paper names
@@ -220,6 +226,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         runs=len(planned), pending=sum(r is None for r in got.values()),
         epoch_time_q=q_times[len(q_times) // 2] if q_times else math.nan,
         epoch_time_conv=epoch_time(curves["conventional"][0][1]),
+        test_images=(curves["conventional"][0][1] or {}).get("test_images"),
     )
 
 
@@ -264,3 +271,65 @@ def gamma_zero_trajectory(steps: int = 20, lr: float = 0.1, momentum: float = 0.
     dp = max((p - qp[n]).abs().max().item() for n, p in conv.named_parameters())
     return dict(steps=steps, logits=(a - b).abs().max().item(), params=dp, scale=a.abs().max().item(),
                 lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+SUMMARY_HEADER = ["method", "paper best setting", "paper error (%)", "our best setting", "our error (%)", "diverged"]
+_DECAY_TEXT = {"reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
+               "zero": "as ordinary coupled L2 toward zero on every group (the official code)"}
+_WORDS = ("One", "Two", "Three")
+
+
+def summary_rows(S: dict) -> list[list]:
+    """The best final error of each sweep beside the paper's (``best`` chosen on the test set, as
+    in the paper), at the grid seeds."""
+    def row(label, e, paper_err=None, paper_setting=None):
+        value, err, _, _ = S["best"].get(e, (None, math.nan, math.nan, 0))
+        return [label, paper_setting, paper_err, None if value is None else f"{value:g}",
+                None if math.isnan(err) else round(err, 2), S["diverged"].get(e, 0)]
+
+    rows = [["ResNet20 (conventional)", None, None, None, round(S["conv_error"], 2), S["diverged"]["conventional"]],
+            row("ReLinear-sg", "sg", PAPER["sg"], f"{SG_BEST:g}"), row("ReLinear-sw l1", "sw-l1"),
+            row("ReLinear-sw l2", "sw-l2", PAPER["sw"], f"{SW_BEST:g}")]
+    rows += [row(f"transfer, stage {e[-1]}", e, PAPER["transfer"][e[-1]]) for e in S["stages"]]
+    return rows + [row("ReLinear-sg + ReZero", "rezero")]
+
+
+def variables(S: dict, exact: dict) -> dict:
+    """The numbers the section's text quotes, by macro name (``exact``: :func:`gamma_zero_trajectory`)."""
+    P = S["protocol"]
+
+    def err(e):
+        v = S["best"].get(e, (None, math.nan))[1]
+        return "--" if math.isnan(v) else v
+
+    def setting(e):
+        v = S["best"].get(e, (None,))[0]
+        return "--" if v is None else f"{v:g}"
+
+    sd, mde, n = S["detectable"]
+    out = dict(ConvError=S["conv_error"], SgError=err("sg"), SgBest=setting("sg"), SwlOneError=err("sw-l1"),
+               SwlOneBest=setting("sw-l1"), SwlTwoError=err("sw-l2"), SwlTwoBest=setting("sw-l2"),
+               RezeroError=err("rezero"), RezeroBest=setting("rezero"))
+    for word in _WORDS:  # placeholders if a stage is missing
+        out[f"Transfer{word}Error"] = out[f"Transfer{word}Best"] = "--"
+    for e, word in zip(S["stages"], _WORDS):
+        out[f"Transfer{word}Error"], out[f"Transfer{word}Best"] = err(e), setting(e)
+    verdicts = [c.verdict for c in S["claims"]]
+    g0 = S["gamma0"].pairs[0][2]
+    out.update(
+        Diverged=sum(S["diverged"].values()), Runs=S["runs"], Seeds=len(P["seeds"]), GridSeeds=len(P["grid_seeds"]),
+        QuadraticDecay=_DECAY_TEXT[P["quadratic_decay"]],
+        FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]], Epochs=P["epochs"], Width=P["width"],
+        Optimizer={"sgd": "SGD (momentum 0.9)", "adam": "Adam"}[P["optimizer"]],
+        EpochTimeQ=S["epoch_time_q"], EpochTimeConv=S["epoch_time_conv"],
+        AdamConvError="--" if S["adam_error"] is None else S["adam_error"],
+        TestImages=S["test_images"] or "--", TrainImages=P["train_limit"] or "all",
+        Level=round(100 * stats.LEVEL), DetectSd="--" if math.isnan(sd) else sd,
+        Detectable="--" if math.isnan(mde) else mde, DetectSeeds=n,
+        ClaimsSupported=verdicts.count("supported"), ClaimsContradicted=verdicts.count("contradicted"),
+        ClaimsUndecided=verdicts.count("undecided"), ClaimsAll=len(verdicts),
+        GammaZeroFloat="--" if g0 is None else g0.text(),
+        ExactSteps=exact["steps"], ExactLogits=exact["logits"], ExactParams=exact["params"],
+        ExactScale=exact["scale"], ExactLr=exact["lr"], ExactDecay=exact["weight_decay"],
+    )
+    return out

@@ -9,10 +9,13 @@ is supported when the interval of ``err(square) - err(quadratic)`` lies above ze
 """
 from __future__ import annotations
 
+import math
+
+from quadnn_paper.analysis import stats
 from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "runs", "summary", "MARGIN"]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "runs", "summary", "variables", "MARGIN"]
 
 NAME = "vgg_stability"
 # smoke/cpu: the same models and learning rates on the 8x8 digits stand-in, all channel counts
@@ -94,9 +97,46 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     vs_vgg = cs.pair_claim("Quadratic VGG16 against the conventional VGG16 (no claim in the paper)",
                            [(qvgg.label, errs[qvgg], vgg.label, errs[vgg])])
     pending = sum(s["pending"] for s in sums.values())
-    return dict(rows=rows, table=table, summaries=sums, claims=claims, vs_vgg=vs_vgg, chance=chance,
+    num_classes = 100 if R["dataset"] == "cifar100" else 10
+    limit = next(iter(planned.values())).diverge_factor * math.log(num_classes)
+    return dict(protocol=P, rows=rows, table=table, summaries=sums, claims=claims, vs_vgg=vs_vgg, chance=chance,
                 pending=pending, runs=len(planned), learned={r: learned(sums[r]) for r in rows},
                 square_diverged=sum(sums[r]["finished"] == 0 and not sums[r]["pending"] for r in square),
                 square_not_learned=sum(not learned(sums[r]) for r in square), square_runs=len(square),
                 qvgg=qvgg, vgg=vgg, history={r: [x for x in per_row[r] if x is not None] for r in rows},
-                detectable=cs.detectable_text(claims))
+                detectable=cs.detectable_text(claims), num_classes=num_classes, loss_limit=limit,
+                test_images=next((x["test_images"] for v in per_row.values() for x in v
+                                  if x is not None and "test_images" in x), None))
+
+
+def variables(S: dict, params: dict) -> dict:
+    """The numbers the section's text quotes, by macro name (``params``: counts by row)."""
+    P, sums = S["protocol"], S["summaries"]
+    R, F = P["recipe"], PROTOCOLS["full"]["recipe"]  # F: the recipe the text describes
+    q, v = sums[S["qvgg"]], sums[S["vgg"]]
+    if q["pending"] or v["pending"]:
+        comparison = "pending"
+    elif q["finished"] and v["finished"]:
+        comparison = "lower" if q["mean"] < v["mean"] else "higher"
+    else:
+        comparison = "not comparable (a run diverged)"
+    verdicts = [c.verdict for c in S["claims"]]
+    sd, mde, n = S["detectable"]
+    return dict(
+        Epochs=R["epochs"], FullMomentum=F["momentum"], FullLr=F["lr"], FullLrDecay=F["lr_decay"],
+        FullMilestones=", ".join(f"{round(100 * m)}%" for m in F["milestones"]), Width=P["width"],
+        Seeds=len(P["seeds"]), TrainImages=R.get("train_limit") or "all", BatchSize=R["batch_size"],
+        TestImages=S["test_images"] or "--", DivergeFactor=RunConfig().diverge_factor, LossLimit=S["loss_limit"],
+        NumClasses=S["num_classes"], SquareDiverged=S["square_diverged"], SquareNotLearned=S["square_not_learned"],
+        Chance=S["chance"], Margin=MARGIN, SquareRuns=S["square_runs"],
+        Verdict=cs.error_cell({"pending": S["pending"], "n": S["runs"]}) if S["pending"] else
+        ("supported" if all(x == "supported" for x in verdicts) else
+         "contradicted" if "contradicted" in verdicts else "undecided"),
+        ClaimsSupported=verdicts.count("supported"), ClaimsAll=len(verdicts),
+        VggError=cs.error_cell(v) if v["pending"] else (v["mean"] if v["finished"] else "no converge"),
+        QvggError=cs.error_cell(q) if q["pending"] else (q["mean"] if q["finished"] else "no converge"),
+        QvggComparison=comparison, QvggVsVgg=S["vs_vgg"].evidence(), QvggVsVggVerdict=S["vs_vgg"].verdict,
+        VggParams=f"{params[S['vgg']] / 1e6:.2f}M", QvggParams=f"{params[S['qvgg']] / 1e6:.2f}M",
+        DetectSd="--" if math.isnan(sd) else sd, Detectable="--" if math.isnan(mde) else mde, DetectSeeds=n,
+        Level=round(100 * stats.LEVEL),
+    )
