@@ -35,7 +35,7 @@ _SMOKE_ROWS = (_key("cifar_resnet20"), _key("cifar_qresnet20", "ri"), _key("cifa
 PROTOCOLS = {
     "smoke": dict(recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 160}, rows=_SMOKE_ROWS,
                   seeds=(0, 1), threads=1),
-    "cpu": dict(recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 6, "train_limit": 512}, rows=_CPU_ROWS,
+    "cpu": dict(recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 8, "train_limit": 512}, rows=_CPU_ROWS,
                 seeds=(0, 1, 2, 3, 4), threads=1, width=0.5, split_per_seed=True),
     "full": dict(recipe=dict(cs.RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
 }
@@ -205,7 +205,7 @@ def variables(S: dict, params: dict) -> dict:
         Epochs=R["epochs"], FullMomentum=F["momentum"], FullLr=F["lr"],
         StageEnd=round(R["milestones"][0] * R["epochs"]), Seeds=len(P["seeds"]),
         TrainImages=R.get("train_limit") or "all", TestImages=S["test_images"] or "--", BatchSize=R["batch_size"],
-        Width=P.get("width") or 1.0, RowsRun=S["rows_run"], RowsAll=len(rows), Runs=S["runs"], Pending=S["pending"],
+        Width=P.get("width") or 1.0, FullSeeds=len(PROTOCOLS["full"]["seeds"]), RowsRun=S["rows_run"], RowsAll=len(rows), Runs=S["runs"], Pending=S["pending"],
         ClaimsSupported=verdicts.count("supported"), ClaimsContradicted=verdicts.count("contradicted"),
         ClaimsUndecided=verdicts.count("undecided"), ClaimsNotTested=verdicts.count("not tested"),
         Level=round(100 * stats.LEVEL), DetectSd="--" if math.isnan(sd) else sd,
