@@ -71,6 +71,8 @@ class RunConfig:
     lr_power: float = 0.5                # poly schedule exponent
     transfer_from: RunConfig | None = None  # weight transfer: start from this conventional run ...
     transfer_stage: int = 1                 # ... at the end of this schedule stage
+    init_twin: str | None = None         # paired design: start from the initial weights this conventional
+                                         # model draws under the same seed (quadratic terms at reference)
     seed: int = 0
     device: str = "auto"                 # auto: cuda where available, else cpu
     amp: bool = False                    # bf16 autocast (CPU and CUDA); losses stay float32
@@ -136,6 +138,9 @@ class RunConfig:
                 raise ValueError(f"{name} must be a dict of keyword arguments, got {getattr(self, name)!r}")
         if self.transfer_from is not None and not isinstance(self.transfer_from, RunConfig):
             raise ValueError(f"transfer_from must be a RunConfig (or its dict), got {self.transfer_from!r}")
+        if self.init_twin is not None and (not isinstance(self.init_twin, str) or self.transfer_from is not None):
+            raise ValueError(f"init_twin must be a model name and excludes transfer_from (which sets the "
+                             f"initial weights itself), got {self.init_twin!r}")
         if self.threads is not None and not (isinstance(self.threads, int) and self.threads >= 1):
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
 
@@ -150,6 +155,8 @@ class RunConfig:
         for name, default in KEY_IF_NOT.items():
             if d[name] == default:
                 d.pop(name)
+        if self.init_twin is None:
+            d.pop("init_twin")  # keeps the hashes of unpaired runs what they were
         d["models_version"] = _models_version()  # results of older model definitions are not reused
         return json.loads(json.dumps(d, sort_keys=True))
 

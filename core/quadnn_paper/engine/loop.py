@@ -210,6 +210,11 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
 
     torch.manual_seed(cfg.seed)
     model = task.build_model()
+    if cfg.init_twin is not None:
+        # The paired design: the conventional twin's initial weights, drawn exactly as its own run
+        # draws them, become this model's linear branch (quadratic terms at their reference).
+        torch.manual_seed(cfg.seed)
+        relinear.transfer_weights_(task.build_model(cfg.replace(model=cfg.init_twin)), model)
     if cfg.transfer_from is not None:
         try:
             _transfer(cfg, store, model, task, run_dependencies)
