@@ -29,9 +29,12 @@ __all__ = ["TINY_ROOT", "CAPS", "KITTI_SCALE", "write_tiny_data", "write_cifar"]
 
 TINY_ROOT = GENERATED / "tiny"
 # Epochs: the fewest that keep every stage of the run's schedule (at least 2); training images.
-CAPS = dict(classification_images=64, imagenet_per_class=2, imagenet_classes=4, kitti_train=4, kitti_test=2)
+CAPS = dict(classification_images=32, classification_test=16, imagenet_per_class=2, imagenet_classes=4, kitti_train=4, kitti_test=2)
 # TINY KITTI: the real images' sizes and the protocol's crops divided by this.
 KITTI_SCALE = 4
+
+# Written into the stamp: a tree of another layout (older sizes) is rewritten, not reused.
+_LAYOUT = "layout 3: CIFAR 32+16 images, KITTI in mixed sizes"
 
 
 def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed: int = 0) -> Path:
@@ -59,10 +62,11 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
 
     root = Path(root)
     stamp = root / "written"
-    if stamp.exists() and "mixed sizes" in stamp.read_text():  # older trees had one KITTI size
+    if stamp.exists() and _LAYOUT in stamp.read_text():  # trees of an older layout are rewritten
         return root
-    write_cifar(root, "cifar10")
-    write_cifar(root, "cifar100")
+    n = dict(n_train=CAPS["classification_images"], n_test=CAPS["classification_test"])
+    write_cifar(root, "cifar10", **n)
+    write_cifar(root, "cifar100", **n)
     # ImageNet: digits rendered as 64x64 RGB-readable PNGs in ImageFolder layout (the full
     # protocol's Resize(256) + TenCrop(224) then run on them unchanged).
     tree = imagenet.write_digits_folder(root / "imagenet-digits", size=64, max_per_class=CAPS["imagenet_per_class"])
@@ -74,5 +78,5 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
                 (dest / split / f"n{int(c.name):08d}" / png.name).write_bytes(png.read_bytes())
     depth.write_synthetic_kitti(root / "kitti", CAPS["kitti_train"], CAPS["kitti_test"], seed=0,
                                 sizes=[(h // KITTI_SCALE, w // KITTI_SCALE) for h, w in depth.KITTI_SIZES])
-    stamp.write_text("tiny format-identical data for the full profile, KITTI in mixed sizes\n")
+    stamp.write_text(f"tiny format-identical data for the full profile, {_LAYOUT}\n")
     return root
