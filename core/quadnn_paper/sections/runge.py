@@ -408,13 +408,13 @@ def _high_order(pieces, k0: int = 3) -> float:
     return max(float(np.abs(c[k0:]).max()) for _, _, c in pieces)
 
 
-def summary(result: dict, profile: str, tiny: bool = False) -> dict:
-    """The section's numbers from :func:`run_experiment`'s ``result``: per strategy the test RMSEs,
+def summary(results: dict, profile: str, tiny: bool = False) -> dict:
+    """The section's numbers from :func:`run_experiment`'s ``results``: per strategy the test RMSEs,
     the trained networks and their exact polynomial pieces; the RMSE and pieces tables (rows of
     :class:`~quadnn_paper.common.cells.Cell`); and the variables the text quotes."""
     P = protocol(profile, tiny)
     lo, hi = P["interval"]
-    by = {s: [r for r in result["runs"] if r["strategy"] == s] for s in STRATEGIES}
+    by = {s: [r for r in results["runs"] if r["strategy"] == s] for s in STRATEGIES}
     models = {s: [unflatten_(build_model(P["width"], P["depth"]), r["params"]) for r in rs] for s, rs in by.items()}
     rmse_ = {s: np.array([r["rmse"] for r in rs]) for s, rs in by.items()}
     pieces = {s: [piecewise_polynomials(m, lo, hi) for m in ms] for s, ms in models.items()}
@@ -436,7 +436,7 @@ def summary(result: dict, profile: str, tiny: bool = False) -> dict:
                            Cell(float(n_pieces[s].mean()), float(n_pieces[s].std()), decimals=1),
                            f"{n_pieces[s].min()}--{n_pieces[s].max()}", float(np.median(high[s]))])
 
-    var = dict(Seeds=len(P["seeds"]), Iterations=P["iterations"], TrainSeconds=round(result["seconds"]),
+    var = dict(Seeds=len(P["seeds"]), Iterations=P["iterations"], TrainSeconds=round(results["seconds"]),
                PaperPieces=PAPER_PIECES, WorstPieceError=(worst, 1))
     for s in STRATEGIES:
         m, v = MACRO[s], rmse_[s]
