@@ -13,7 +13,8 @@ TEX_PACKAGES := texlive-latex-base texlive-latex-recommended texlive-latex-extra
 
 # Where training runs execute: inline (this process), local (a queue over this machine's GPUs or
 # CPUs), slurm (submitit; SLURM_PARTITION, SLURM_ACCOUNT, SLURM_TIME (minutes), SLURM_CONSTRAINT,
-# SLURM_SBATCH="--opt=value ..."). WAIT=1 waits for submitted SLURM jobs, then collects;
+# SLURM_SBATCH="--opt=value ..."). GPUS=n gives every run n GPUs (0: CPU jobs) instead of what its
+# protocol asks (ImageNet 8, others 1). WAIT=1 waits for submitted SLURM jobs, then collects;
 # without it a notebook submits what is missing and shows it as pending. TINY=1 (full only) runs
 # the full protocols on tiny generated data in the real on-disk formats.
 RUNNER   ?= inline
@@ -39,6 +40,7 @@ export QUADNN_SLURM_ACCOUNT ?= $(SLURM_ACCOUNT)
 export QUADNN_SLURM_TIME ?= $(SLURM_TIME)
 export QUADNN_SLURM_CONSTRAINT ?= $(SLURM_CONSTRAINT)
 export QUADNN_SLURM_SBATCH ?= $(SLURM_SBATCH)
+export QUADNN_GPUS_PER_RUN ?= $(GPUS)
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 EXECUTED  := $(patsubst notebooks/%.ipynb,build/$(RUN_TAG)/%.ipynb,$(NOTEBOOKS))
@@ -58,22 +60,24 @@ $(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build bu
 endif
 endif
 
-.PHONY: help setup test paper tex clean status slurm-up slurm-down
+.PHONY: help setup test test-fast test-e2e lint paper tex clean status slurm-up slurm-down
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
 	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (see the README)"
 	@echo "make status [PROFILE=full] [TINY=1]  runs per section: done/running/pending/failed, GPU-hours left"
-	@echo "make test                            pytest + nbval (smoke profile), and the smoke PDF build"
+	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
+	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
+	@echo "make test-e2e                        make paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 in a fresh clone, empty cache"
 	@echo "make setup                           create .venv and install quadnn with its extras"
 	@echo "make clean                           remove build products (keeps .venv and data/)"
 
 setup: $(INSTALLED)
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml core/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e '.[paper,test]' $(TORCH)
+	$(BIN)/python -m pip install -q -e ./core -e '.[paper,test]' $(TORCH)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $@
 
@@ -110,7 +114,7 @@ build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 
 # The plan: runs per section and their states, with the GPU-hours still to spend.
 status: $(INSTALLED)
-	@$(BIN)/python -m quadnn_paper.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
+	@$(BIN)/python -m quadnn_paper.execution.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
 	  --runner $(if $(filter inline,$(RUNNER)),slurm,$(RUNNER))
 
 # A single-node SLURM on this machine (root, Debian): what the tests and RUNNER=slurm use here.
@@ -120,8 +124,8 @@ slurm-down:
 	@bash tools/slurm/down.sh
 
 # The paper's own numbers (quadnn_paper/published.py) as LaTeX macros.
-paper/variables/published.tex: core/quadnn_paper/published.py $(INSTALLED)
-	$(BIN)/python -m quadnn_paper.published $@
+paper/variables/published.tex: core/quadnn_paper/common/published.py $(INSTALLED)
+	$(BIN)/python -m quadnn_paper.common.published $@
 
 paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
 	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)
@@ -130,11 +134,35 @@ paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/
 
 paper: paper/main.pdf
 
-# make test: unit tests, nbval over every notebook at its (smoke) defaults, and the smoke
-# PDF build (skipped with a message when TeX cannot be had).
-test: $(INSTALLED)
+# Three tiers. test-fast: the library and engine unit tests. test: everything of the smoke tier
+# (lint and format, the layer contract, unit tests, SLURM, nbval over every notebook at its smoke
+# defaults, the smoke PDF build; skipped with a message when TeX cannot be had). test-e2e: the whole
+# full profile at TINY=1 through the real SLURM, from an empty cache in a fresh clone of HEAD.
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test-fast: $(INSTALLED)
+	$(PYTEST) tests -m "not slow and not slurm and not notebook and not pdf" -q
+
+test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
-	$(BIN)/python -m pytest tests $(wildcard notebooks/*.ipynb) --nbval-lax -p no:cacheprovider
+	$(PYTEST) tests $(wildcard notebooks/*.ipynb) --nbval-lax
+
+E2E_DIR := build/e2e
+test-e2e: $(INSTALLED)
+	@$(MAKE) --no-print-directory build/.tex-ok
+	rm -rf "$(E2E_DIR)" && git clone -q --no-hardlinks "$(CURDIR)" "$(E2E_DIR)"
+	ln -s "$(CURDIR)/$(VENV)" "$(E2E_DIR)/$(VENV)" && touch "$(E2E_DIR)/$(INSTALLED)"
+	bash tools/slurm/up.sh
+	@# First pass: every notebook submits what it misses and returns (the PDF builds with "pending"
+	@# cells), so SLURM has the whole profile queued at once; second pass: WAIT=1 collects everything.
+	cd "$(E2E_DIR)" && export PYTHONPATH="$(CURDIR)/$(E2E_DIR)/core" QUADNN_GENERATED="$(CURDIR)/$(E2E_DIR)/build/data" && \
+	  start=$$(date +%s) && \
+	  $(MAKE) --no-print-directory paper PROFILE=full TINY=1 RUNNER=slurm && \
+	  $(MAKE) --no-print-directory paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 && \
+	  echo "test-e2e: the full profile at TINY=1 through SLURM in $$(( $$(date +%s) - start )) s"
 
 clean:
 	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile paper/.stamps paper/.staging

@@ -10,3 +10,16 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+# Test tiers (Makefile): `make test-fast` runs the library and engine unit tests (-m "not slow and
+# not slurm and not notebook and not pdf"); `make test` runs everything. Tests that need the real
+# SLURM or build the PDF are marked here by the fixture/file they use, so no test is forgotten.
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "slurm" in getattr(item, "fixturenames", ()) or "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.notebook)
+        if item.path.name == "test_paper.py":
+            item.add_marker(pytest.mark.pdf)

@@ -131,7 +131,7 @@ class AllReduce:
     def __call__(self):
         import torch
         import torch.distributed as dist
-        from quadnn_paper.runners import init_distributed
+        from quadnn_paper.execution.runners import init_distributed
         assert init_distributed("gloo")
         total = torch.tensor([float(dist.get_rank() + 1)])
         dist.all_reduce(total)

@@ -73,8 +73,8 @@ def test_bad_arguments():
 
 
 def test_protocols_cover_every_profile_and_full_is_the_papers_setting():
-    from quadnn_paper import efficiency
-    from quadnn_paper.profiles import PROFILES, select
+    from quadnn_paper.sections import efficiency
+    from quadnn_paper.common.profiles import PROFILES, select
     assert set(efficiency.PROTOCOLS) == set(PROFILES)
     full = select(efficiency.PROTOCOLS, "full")
     assert full["batch_size"] == 128 and tuple(full["input"]) == (3, 32, 32)  # the paper's CIFAR setting

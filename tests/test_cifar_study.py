@@ -1,20 +1,36 @@
-"""Protocol tables of the VGG-stability and CIFAR comparison sections: full = the paper's."""
+"""The CIFAR sections (VGG stability, comparison, tuning): protocols (full = the paper's), the
+section interface, paired runs, and claims decided from paired differences."""
+import math
+
 import pytest
 import timm
+import torch
 
 import quadnn  # noqa: F401
-from quadnn_paper import cifar_study as cs
-from quadnn_paper.profiles import PROFILES, select
+from quadnn_paper.analysis import stats
+from quadnn_paper.common.profiles import PROFILES
+from quadnn_paper.engine import RunConfig, run
+from quadnn_paper.sections import _cifar as cs
+from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
+
+SECTIONS = (vgg_stability, cifar_comparison, cifar_tuning)
 
 
-def test_every_profile_present():
-    assert set(cs.PROTOCOLS) == set(PROFILES)
-    for p in PROFILES:
-        assert set(select(cs.PROTOCOLS, p)) == {"vgg", "comparison"}
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda m: m.NAME)
+def test_section_interface(section):
+    assert section.__name__.rsplit(".", 1)[1] == section.NAME
+    assert set(section.PROTOCOLS) == set(PROFILES)
+    p = section.protocol("cpu")
+    p["seeds"] = "changed"
+    assert section.protocol("cpu")["seeds"] != "changed"  # a copy
+    with pytest.raises(ValueError, match="full"):
+        section.protocol("cpu", tiny=True)
+    planned = section.runs("smoke")
+    assert planned and all(isinstance(c, RunConfig) for c in planned)
 
 
 def test_full_vgg_is_the_papers_protocol():
-    full = cs.PROTOCOLS["full"]["vgg"]
+    full = vgg_stability.PROTOCOLS["full"]
     r = full["recipe"]
     assert (r["dataset"], r["epochs"], r["batch_size"], r["lr"]) == ("cifar100", 200, 128, 0.1)
     assert full["width"] == 1.0
@@ -29,7 +45,7 @@ def test_full_vgg_is_the_papers_protocol():
 
 
 def test_full_comparison_is_the_papers_protocol():
-    full = cs.PROTOCOLS["full"]["comparison"]
+    full = cifar_comparison.PROTOCOLS["full"]
     r = full["recipe"]
     assert (r["dataset"], r["epochs"], r["batch_size"], r["lr"], r["weight_decay"]) == ("cifar10", 200, 128, 0.1, 1e-4)
     # stages 1-100, 101-150, 151-200
@@ -51,7 +67,7 @@ def test_full_comparison_is_the_papers_protocol():
 
 def test_weight_transfer_needs_a_source():
     row = next(r for r in cs.comparison_rows() if r.method == "wt")
-    full = cs.PROTOCOLS["full"]["comparison"]
+    full = cifar_comparison.PROTOCOLS["full"]
     with pytest.raises(ValueError, match="conventional run"):
         cs.config_for(row, full, 0)
     planned = cs.plan(cs.comparison_rows(), full)
@@ -63,10 +79,10 @@ def test_weight_transfer_needs_a_source():
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_cheap_profiles_use_the_stand_in_and_mark_full_only(profile):
-    p = select(cs.PROTOCOLS, profile)
-    assert p["vgg"]["recipe"]["dataset"] == p["comparison"]["recipe"]["dataset"] == "digits"
+    p = cifar_comparison.protocol(profile)
+    assert vgg_stability.protocol(profile)["recipe"]["dataset"] == p["recipe"]["dataset"] == "digits"
     rows = cs.comparison_rows()
-    skipped = [r for r in rows if not cs.runs_at(r, p["comparison"])]
+    skipped = [r for r in rows if not cs.runs_at(r, p)]
     assert cs.row_for(rows, "cifar_resnet1202") in skipped and cs.row_for(rows, "cifar_qresnet110", "wt") in skipped
     assert cs.row_for(rows, "cifar_resnet20") not in skipped
 
@@ -82,25 +98,9 @@ def test_summaries_and_error_cells():
     assert cs.error_cell(None, run=False) == "full only"
 
 
-def test_claims_verdicts():
-    mk = lambda e: cs.summarise([dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)])  # noqa: E731
-    rows = cs.comparison_rows()
-    R = lambda model, method="conventional": cs.row_for(rows, model, method)  # noqa: E731
-    summary = {R("cifar_resnet20"): mk(10.0), R("cifar_qresnet20", "ri"): mk(9.0),
-               R("cifar_qresnet20", "ri+rezero"): mk(11.0), R("cifar_qresnet20", "wt"): mk(8.0)}
-    params = {R("cifar_qresnet32", "wt"): 1, R("cifar_resnet110"): 2}
-    verdicts = {c: v for c, v, _ in cs.claims(summary, params)}
-    assert verdicts["Every QResNet beats the ResNet of its depth"] == "not supported"  # ReZero row loses
-    assert verdicts["Weight transfer beats random initialisation (QResNet, ReLinear)"] == "supported"
-    assert verdicts["QResNet32 beats ResNet110 with fewer parameters"] == "not tested"
-    summary[R("cifar_qresnet20", "ri+rezero")] = mk(9.5)
-    verdicts = {c: v for c, v, _ in cs.claims(summary, params)}
-    assert verdicts["Every QResNet beats the ResNet of its depth"] == "supported"
-
-
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_cheap_rows_exist_and_have_their_transfer_source(profile):
-    p = cs.PROTOCOLS[profile]["comparison"]
+    p = cifar_comparison.PROTOCOLS[profile]
     by = {r.key: r for r in cs.comparison_rows()}
     assert set(p["rows"]) <= set(by), set(p["rows"]) - set(by)
     for key in p["rows"]:
@@ -108,21 +108,66 @@ def test_cheap_rows_exist_and_have_their_transfer_source(profile):
             assert cs.row_for(list(by.values()), by[key].source).key in p["rows"]
 
 
-def test_claims_account_for_the_spread_over_seeds():
-    fin = lambda e: dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)  # noqa: E731
+def test_pending_runs_are_shown_as_pending_not_as_diverged():
+    fin = dict(status="finished", test_error=7.0, epoch_time=1.0, diverged_reason=None)
+    s = cs.summarise([fin, None, None])
+    assert s["pending"] == 2 and cs.error_cell(s) == "pending (2 of 3 runs)"
+
+
+# -- claims from paired differences ---------------------------------------------------------------
+def _errs(*values):
+    return {s: v for s, v in enumerate(values)}
+
+
+def test_interval_and_verdicts():
+    iv = stats.interval([1.0, 2.0, 3.0])
+    # mean 2, sd 1, t_{0.975, 2} = 4.303: half-width 4.303 / sqrt(3)
+    assert iv.mean == 2.0 and iv.sd == pytest.approx(1.0) and iv.hi - iv.mean == pytest.approx(4.3027 / 3 ** 0.5, 1e-4)
+    assert stats.verdict(iv) == "undecided"
+    assert stats.verdict(stats.interval([1.0, 1.2, 0.9, 1.1])) == "supported"
+    assert stats.verdict(stats.interval([-1.0, -1.2, -0.9, -1.1])) == "contradicted"
+    assert stats.verdict(stats.interval([5.0])) == "undecided"  # one pair: no interval
+    assert stats.verdict(None) == "not tested"
+    assert stats.combine(["supported", "not tested"]) == "supported"
+    assert stats.combine(["supported", "contradicted"]) == "contradicted"
+    assert stats.combine(["supported", "undecided"]) == "undecided"
+    assert stats.paired_differences({0: 1.0, 1: 2.0, 2: None}, {0: 3.0, 1: 2.5, 2: 4.0}) == [2.0, 0.5]
+    # more seeds, smaller detectable difference; zero spread detects anything
+    assert stats.detectable(1.0, 10) < stats.detectable(1.0, 3) and stats.detectable(0.0, 5) == 0.0
+    assert math.isinf(stats.detectable(1.0, 1))
+    with pytest.raises(ValueError, match="level"):
+        stats.interval([1.0, 2.0], level=95)
+
+
+def test_pairing_removes_what_the_pair_shares():
+    # The same per-seed offsets in both rows (initialisation, data order) cancel in the pairs: a
+    # 0.5-point difference is decided although each row spreads over 4 points across seeds.
+    base = [10.0, 14.0, 11.0, 13.0, 12.0]
+    c = cs.pair_claim("A beats B", [("A", _errs(*base), "B", _errs(*[b + 0.5 + 0.01 * i for i, b in enumerate(base)]))])
+    assert c.verdict == "supported" and c.pairs[0][2].lo > 0
+    assert "A vs B: +0.52 [" in c.evidence()
+
+
+def test_comparison_claims_from_paired_errors():
     rows = cs.comparison_rows()
-    q = cs.row_for(rows, "cifar_qresnet20", "wt")
-    c = cs.row_for(rows, "cifar_qresnet20_compact", "wt")
-    name = "Compact-QResNet is worse than QResNet (both w.t.)"
+    R = lambda model, method="conventional": cs.row_for(rows, model, method)  # noqa: E731
+    errs = {R("cifar_resnet20"): _errs(10.0, 11.0, 12.0), R("cifar_qresnet20", "ri"): _errs(9.0, 10.1, 10.9),
+            R("cifar_qresnet20", "ri+rezero"): _errs(11.0, 12.1, 13.0), R("cifar_qresnet20", "wt"): _errs(8.0, 9.0, 10.1)}
+    params = {R("cifar_qresnet32", "wt"): 1, R("cifar_resnet110"): 2}
+    verdicts = {c.text: c for c in cifar_comparison.claims(errs, params)}
+    every = verdicts["Every QResNet beats the ResNet of its depth"]
+    assert every.verdict == "contradicted"  # the ReZero row loses at every seed
+    assert "9 of 12 pairs full only" in every.evidence()  # depths 32-110 are not run here
+    assert verdicts["Weight transfer beats random initialisation (QResNet, ReLinear)"].verdict == "supported"
+    assert verdicts["QResNet32 beats ResNet110 with fewer parameters"].verdict == "not tested"
+    errs[R("cifar_qresnet20", "ri+rezero")] = _errs(9.5, 10.4, 11.6)
+    assert {c.text: c for c in cifar_comparison.claims(errs, params)}[every.text].verdict == "supported"
+    # Labels are for display: the verdicts follow what the rows train.
+    from dataclasses import replace
 
-    def verdict(qe, ce):
-        summary = {q: cs.summarise([fin(e) for e in qe]), c: cs.summarise([fin(e) for e in ce])}
-        return {k: v for k, v, _ in cs.claims(summary, {})}[name]
-
-    assert verdict([5.0, 6.0], [5.5, 6.5]) == "within noise"        # 0.5 apart, spread 1
-    assert verdict([5.0, 5.2], [7.0, 7.2]) == "supported"
-    assert verdict([7.0, 7.2], [5.0, 5.2]) == "not supported"
-    assert verdict([5.0], [4.9]) == "not supported"                  # one seed: the order decides
+    renamed = {replace(r, label=r.label.upper()): e for r, e in errs.items()}
+    assert [c.verdict for c in cifar_comparison.claims(renamed, params)] == \
+        [c.verdict for c in cifar_comparison.claims(errs, params)]
 
 
 def test_rows_are_keyed_by_what_they_train_not_by_their_labels():
@@ -130,18 +175,51 @@ def test_rows_are_keyed_by_what_they_train_not_by_their_labels():
     assert len({r.key for r in rows}) == len(rows)
     with pytest.raises(KeyError, match="cifar_qresnet21"):
         cs.row_for(rows, "cifar_qresnet21", "wt")
-    # A claim keeps its verdict when every display label changes.
-    from dataclasses import replace
-
-    mk = lambda e: cs.summarise([dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)])  # noqa: E731
-    R = lambda model, method="conventional": cs.row_for(rows, model, method)  # noqa: E731
-    summary = {R("cifar_qresnet20", "wt"): mk(8.0), R("cifar_qresnet20", "ri"): mk(9.0)}
-    before = [v for _, v, _ in cs.claims(summary, {})]
-    renamed = {replace(r, label=r.label.upper()): s for r, s in summary.items()}
-    assert before[1] == "supported" and [v for _, v, _ in cs.claims(renamed, {})] == before
 
 
-def test_pending_runs_are_shown_as_pending_not_as_diverged():
-    fin = dict(status="finished", test_error=7.0, epoch_time=1.0, diverged_reason=None)
-    s = cs.summarise([fin, None, None])
-    assert s["pending"] == 2 and cs.error_cell(s) == "pending (2 of 3 runs)"
+def test_a_diverged_run_counts_at_chance_in_a_pair():
+    div = dict(status="diverged", test_error=None)
+    assert cs.seed_errors(div, "digits") == 90.0 and cs.seed_errors(div, "cifar100") == 99.0
+    assert cs.seed_errors(None, "digits") is None
+
+
+# -- the paired design in the engine ----------------------------------------------------------------
+def test_quadratic_rows_start_from_their_conventional_twin():
+    P = cifar_comparison.protocol("cpu")
+    planned = cs.plan(cs.comparison_rows(), P, width=P["width"])
+    by = {(r.model, r.method, s): c for (r, s), c in planned.items()}
+    q, conv = by[("cifar_qresnet20", "ri", 1)], by[("cifar_resnet20", "conventional", 1)]
+    assert q.init_twin == "cifar_resnet20" and conv.init_twin is None
+    assert (q.seed, q.split_seed, q.width) == (conv.seed, conv.split_seed, conv.width) == (1, 1, 0.5)
+    assert by[("cifar_qresnet20", "wt", 1)].transfer_from == conv  # the pair shares the source
+    tuning = cifar_tuning.plan("cpu")
+    assert tuning[("sg", 1e-4, 3)].init_twin == "cifar_resnet20" and tuning[("sg", 1e-4, 3)].seed == 3
+    assert tuning[("transfer1", 1e-4, 3)].transfer_from == tuning[("conventional", 0.0, 3)]
+    # Unpaired runs keep their hashes: the field is not part of the key until it is set.
+    assert "init_twin" not in RunConfig().key() and "init_twin" in q.key()
+    with pytest.raises(ValueError, match="init_twin"):
+        RunConfig(init_twin="cifar_resnet20", transfer_from=RunConfig())
+
+
+def test_paired_runs_share_initial_weights_and_data_order(tmp_path):
+    # One step per epoch: the first epoch's training loss is the loss of the first step, taken
+    # before any update, so it is equal only if the pair shares its initial (linear) weights and
+    # its first batch (quadratic terms at their reference). The unpaired run shows it could fail.
+    base = dict(dataset="digits", width=0.125, epochs=2, train_limit=32, batch_size=32, progress=False, threads=1,
+                model_kwargs={"zero_init_last": False}, seed=3, split_seed=3)
+    conv = run(RunConfig(model="cifar_resnet20", relinear="none", **base), tmp_path)
+    pair = run(RunConfig(model="cifar_qresnet20", relinear="sg", lr_g=0.0, init_twin="cifar_resnet20", **base), tmp_path)
+    alone = run(RunConfig(model="cifar_qresnet20", relinear="sg", lr_g=0.0, **base), tmp_path)
+    first = [r["history"][0]["train_loss"] for r in (conv, pair, alone)]
+    assert first[1] == pytest.approx(first[0], rel=1e-6, abs=0)
+    assert abs(first[2] - first[0]) > 1e-3
+    # the second epoch's batch is also shared (gamma 0: still a conventional network, up to rounding)
+    assert pair["history"][1]["train_loss"] == pytest.approx(conv["history"][1]["train_loss"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_gamma_zero_follows_the_conventional_trajectory_in_float64():
+    r = cifar_tuning.gamma_zero_trajectory(steps=20)
+    assert (r["steps"], r["momentum"], r["lr"]) == (20, 0.9, 0.1) and r["weight_decay"] > 0
+    assert r["logits"] < 1e-12 * max(1.0, r["scale"]) and r["params"] < 1e-12
+    assert r["scale"] > 0.1  # the network is not trivially constant

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from quadnn_paper import depth
+from quadnn_paper.sections import kitti_lapdepth as depth
 
 
 def test_metrics_hand_computed_with_invalid_pixels_masked():

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from quadnn_paper.engine import RunConfig, RunStore
-from quadnn_paper.execute import TrainRun, execute, job_dir, with_dependencies
-from quadnn_paper.runners import Job, make_runner
+from quadnn_paper.execution.execute import TrainRun, execute, job_dir, with_dependencies
+from quadnn_paper.execution.runners import Job, make_runner
 from slurm_fixture import slurm_cluster  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def test_local_runner_gives_inline_results(tmp_path, inline_results):
     assert curves(results) == curves(inline_results)
     # A second pass submits nothing: every key is done.
     runner = make_runner("local", job_dir(out), workers=2)
-    from quadnn_paper.execute import is_done, jobs
+    from quadnn_paper.execution.execute import is_done, jobs
 
     runner.submit(jobs(with_dependencies(sweep()), out, 0), is_done=is_done(out))
     assert runner.last_submitted == []
@@ -72,7 +72,7 @@ def test_slurm_runner_gives_inline_results_and_the_dependent_waits(slurm_cluster
     assert records[dependent.run_id]["sources"] == {dependent.transfer_from.run_id:
                                                     records[dependent.transfer_from.run_id]["job_id"]}
     again = make_runner("slurm", job_dir(out))
-    from quadnn_paper.execute import is_done, jobs
+    from quadnn_paper.execution.execute import is_done, jobs
 
     again.submit(jobs(with_dependencies(sweep()), out, 0), is_done=is_done(out))
     assert again.last_submitted == []  # queued or running: never submitted twice
@@ -115,12 +115,75 @@ def test_full_profile_notebook_through_slurm_on_tiny_data(slurm_cluster, tmp_pat
     assert "pending" not in "".join(p.read_text() for p in (tmp_path / "paper" / "tables").glob("*.csv"))
 
 
-def test_imagenet_runs_ask_for_eight_gpus_or_what_the_machine_has():
-    from quadnn_paper import imagenet
-    from quadnn_paper.execute import resources
+def test_resources_come_from_the_run_not_from_the_submitting_host(monkeypatch):
+    from quadnn_paper.sections import imagenet
+    from quadnn_paper.execution.execute import resources
 
+    monkeypatch.delenv("QUADNN_GPUS_PER_RUN", raising=False)
     cfg = imagenet.runs("full")[0]
-    assert resources(cfg, 1) == dict(gpus=8, tasks_per_node=8)
-    assert resources(cfg, 1, max_gpus=4) == dict(gpus=4, tasks_per_node=4)
-    assert resources(cfg, 0) == dict(gpus=0, tasks_per_node=1)
-    assert resources(tiny(device="auto"), 1) == dict(gpus=1, tasks_per_node=1)
+    assert resources(cfg) == dict(gpus=8, tasks_per_node=8, cpus_per_task=8, mem_gb=256)
+    assert resources(cfg, max_gpus=4) == dict(gpus=4, tasks_per_node=4, cpus_per_task=8, mem_gb=128)
+    assert resources(cfg.replace(workers=11)) ["cpus_per_task"] == 12
+    assert resources(tiny(device="auto")) == dict(gpus=1, tasks_per_node=1, cpus_per_task=8, mem_gb=32)
+    assert resources(tiny(device="cpu", threads=2)) == dict(gpus=0, tasks_per_node=1, cpus_per_task=2, mem_gb=4)
+    monkeypatch.setenv("QUADNN_GPUS_PER_RUN", "0")
+    assert resources(cfg)["gpus"] == 0 and resources(cfg)["tasks_per_node"] == 1
+    monkeypatch.setenv("QUADNN_GPUS_PER_RUN", "two")
+    with pytest.raises(ValueError, match="QUADNN_GPUS_PER_RUN must be a non-negative integer, got 'two'"):
+        resources(cfg)
+
+
+FAKE_SBATCH = """#!/bin/sh
+# Keeps the script submitit wrote and answers like sbatch.
+cp "$1" "{keep}"
+echo "Submitted batch job 4242"
+"""
+
+
+@pytest.mark.parametrize("gres, gpus", [("gpu:8(S:0-1)", 8), ("gpu:a100:4", 4)])
+def test_sbatch_script_from_a_cuda_less_host_asks_for_what_the_protocol_needs(tmp_path, monkeypatch, gres, gpus):
+    # This machine has no CUDA, as a login node; the cluster's nodes (sinfo's GRES) have GPUs.
+    from quadnn_paper.sections import imagenet
+
+    import torch
+
+    assert not torch.cuda.is_available()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    keep = tmp_path / "job.sbatch"
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(keep=keep))
+    (bin_dir / "sinfo").write_text(f"#!/bin/sh\necho '{gres}'\n")
+    for tool in ("sbatch", "sinfo"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.delenv("QUADNN_GPUS_PER_RUN", raising=False)
+    monkeypatch.delenv("QUADNN_SLURM_CPUS_PER_TASK", raising=False)
+    monkeypatch.delenv("QUADNN_SLURM_MEM_GB", raising=False)
+    cfg = imagenet.runs("full")[0]
+    results = execute([cfg], tmp_path / "runs", "slurm", wait=False, progress=False)
+    assert results == {cfg.run_id: None}
+    script = keep.read_text()
+    for line in (f"#SBATCH --gpus-per-node={gpus}", f"#SBATCH --ntasks-per-node={gpus}", "#SBATCH --nodes=1",
+                 "#SBATCH --cpus-per-task=8", f"#SBATCH --mem={32 * gpus * 1024}M"):
+        assert line in script.splitlines(), (line, script)
+
+
+@pytest.mark.slow
+def test_status_costs_runs_by_their_models_flops_and_the_gpus_they_request(tmp_path, monkeypatch):
+    from quadnn_paper.sections import imagenet
+    from quadnn_paper.engine import RunConfig
+    from quadnn_paper.execution.status import gpu_hours, relative_cost
+
+    monkeypatch.delenv("QUADNN_GPUS_PER_RUN", raising=False)
+    cost = {m: relative_cost(RunConfig(model=m), tmp_path) for m in ("cifar_resnet20", "cifar_qresnet20")}
+    assert cost["cifar_resnet20"] == pytest.approx(1.0)
+    assert 2.7 < cost["cifar_qresnet20"] < 3.3          # the full neuron: three convolutions per layer
+    net = {m: relative_cost(RunConfig(task="imagefolder", dataset="imagenet", model=m), tmp_path)
+           for m in ("imagenet_resnet34", "imagenet_parabolic_resnet34", "imagenet_qresnet34")}
+    assert 1.8 < net["imagenet_parabolic_resnet34"] / net["imagenet_resnet34"] < 2.2
+    assert 2.7 < net["imagenet_qresnet34"] / net["imagenet_resnet34"] < 3.3
+    assert (tmp_path / "model_gflops").is_dir()          # counted once, then read back
+    cfg = imagenet.runs("full")[0]
+    eight = gpu_hours(cfg, 300.0, tmp_path)
+    monkeypatch.setenv("QUADNN_GPUS_PER_RUN", "1")
+    assert eight == pytest.approx(8 * gpu_hours(cfg, 300.0, tmp_path))

@@ -7,7 +7,7 @@ import torch
 from scipy.interpolate import CubicSpline
 
 from quadnn import QuadraticLinear
-from quadnn_paper import expressivity as E
+from quadnn_paper.sections import expressivity as E
 
 
 def _eval(net, xs):

@@ -8,7 +8,7 @@ from torch import nn
 
 import quadnn.models  # noqa: F401  (registers the models)
 from quadnn import QuadraticConv2d
-from quadnn_paper import imagenet as I
+from quadnn_paper.sections import imagenet as I
 from quadnn_paper.engine import RunConfig, run
 from quadnn.models.imagenet_resnet import VARIANTS, ImageNetBasicBlock, ImageNetResNet
 from quadnn.relinear import transfer_weights_

@@ -3,7 +3,10 @@ import ast
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "core" / "quadnn"
@@ -48,9 +51,68 @@ def test_import_quadnn_loads_no_heavy_dependency():
     assert not loaded & set(HEAVY), f"import quadnn loaded {sorted(loaded & set(HEAVY))}"
 
 
+def _names(requirements) -> set[str]:
+    return {d.split(">")[0].split("=")[0].split("<")[0].strip() for d in requirements}
+
+
 def test_install_requirements_of_the_library_are_minimal():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    names = {d.split(">")[0].split("=")[0].split("<")[0].strip() for d in project["dependencies"]}
-    assert names == {"torch", "torchvision", "timm", "numpy"}
-    paper = {d.split(">")[0].split("=")[0].strip() for d in project["optional-dependencies"]["paper"]}
+    library = tomllib.loads((ROOT / "core" / "pyproject.toml").read_text())["project"]
+    assert library["name"] == "quadnn"
+    assert _names(library["dependencies"]) == {"torch", "torchvision", "timm", "numpy"}
+    assert not library.get("optional-dependencies"), "the library has no extras: test tools belong to the companion"
+    companion = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert companion["name"] == "quadnn-paper" and _names(companion["dependencies"]) == {"quadnn"}
+    paper = _names(companion["optional-dependencies"]["paper"])
     assert {"scikit-learn", "scipy", "sympy", "matplotlib", "papermill", "submitit"} <= paper
+
+
+def test_one_version_source():
+    """Both distributions read their version from quadnn.__version__; no other file types it."""
+    for path in (ROOT / "pyproject.toml", ROOT / "core" / "pyproject.toml"):
+        meta = tomllib.loads(path.read_text())
+        assert "version" in meta["project"]["dynamic"] and "version" not in meta["project"], path
+        assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "quadnn.__version__"}, path
+
+
+@pytest.mark.slow
+def test_library_wheel_holds_only_the_library(tmp_path):
+    """`pip wheel core/` builds quadnn alone: no quadnn_paper file, no companion requirement."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp_path), str(ROOT / "core")], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("quadnn-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        metadata = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
+    packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert packages == {"quadnn"}, packages
+    requires = {line.split(":", 1)[1].split(">")[0].split("=")[0].strip()
+                for line in metadata.splitlines() if line.startswith("Requires-Dist:")}
+    assert requires == {"torch", "torchvision", "timm", "numpy"}, requires
+
+
+LAYERS = ("common", "data", "engine", "analysis", "sections", "execution", "report")
+
+
+def test_every_companion_module_sits_in_exactly_one_layer():
+    for path in COMPANION.rglob("*.py"):
+        rel = path.relative_to(COMPANION)
+        if rel.name == "__init__.py" and len(rel.parts) == 1:
+            continue
+        top = rel.parts[0].removesuffix(".py")
+        assert top in LAYERS, f"{rel} is outside the layers {LAYERS} (README: Layout)"
+
+
+def test_layer_contract_holds_for_every_import():
+    """import-linter's contracts (pyproject.toml): the library never imports the companion, and each
+    companion layer imports only from layers below it, function-level imports included."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run([str(lint), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT / "core",
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_changelog_has_an_entry_for_the_current_version():
+    import quadnn
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {quadnn.__version__} " in text, f"CHANGELOG.md has no entry for {quadnn.__version__}"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from quadnn_paper import published
+from quadnn_paper.common import published
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from quadnn_paper import published as pub
+from quadnn_paper.common import published as pub
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = sorted((ROOT / "paper" / "sections").glob("*.tex"))

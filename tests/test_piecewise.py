@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from quadnn import NEURONS, QuadraticLinear
-from quadnn_paper.piecewise import check_against_model, count_distinct, evaluate, piecewise_polynomials
+from quadnn_paper.analysis.piecewise import check_against_model, count_distinct, evaluate, piecewise_polynomials
 
 f64 = dict(dtype=torch.float64)
 

@@ -6,7 +6,7 @@ import pytest
 
 from quadnn_paper.engine import cached
 from quadnn_paper.engine import run_id as config_hash
-from quadnn_paper.profiles import PROFILES, select
+from quadnn_paper.common.profiles import PROFILES, select
 from quadnn_paper.report import Cell, Report, fmt
 
 

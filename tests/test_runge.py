@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from quadnn import QuadraticLinear
-from quadnn_paper import runge as R
-from quadnn_paper.piecewise import piecewise_polynomials
+from quadnn_paper.sections import runge as R
+from quadnn_paper.analysis.piecewise import piecewise_polynomials
 
 
 def test_full_protocol_is_the_papers():

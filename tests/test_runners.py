@@ -5,17 +5,21 @@ checkpointing a deterministic value, so that what is checked is the runner: resu
 inline's, resumption after preemption/timeout/cancellation ending on the same value as an
 uninterrupted run, dependencies, queueing, and nothing submitted twice.
 """
+import contextlib
 import json
 import os
+import pickle
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from quadnn_paper.runners import Job, make_runner
+from quadnn_paper.execution.runners import Job, make_runner
 from slurm_fixture import UP, AllReduce, Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
 
 TESTS = Path(__file__).resolve().parent
@@ -174,7 +178,7 @@ def test_local_multi_task_job_gets_ranks_and_a_process_group(tmp_path):
 RACER = textwrap.dedent("""
     import json, sys, time
     sys.path.insert(0, {tests!r})
-    from quadnn_paper.runners import Job, make_runner
+    from quadnn_paper.execution.runners import Job, make_runner
     from slurm_fixture import Toy, is_done_in
     out, state, name, go = {out!r}, {state!r}, {name!r}, {go!r}
     jobs = [Job(k, Toy(out, k, epochs=2, sleep_s=0.3)) for k in ("r1", "r2", "r3")]
@@ -199,10 +203,13 @@ def race(tmp_path, name):
     return out, submitted
 
 
-def test_two_racing_local_submitters_submit_each_key_once(tmp_path):
+def test_two_racing_local_submitters_train_each_key_once(tmp_path):
+    # Both may queue a key; its job holds the key's lock while it runs, and the second one to get
+    # the lock finds the key done and does not run it again.
     out, submitted = race(tmp_path, "local")
-    assert sorted(submitted[0] + submitted[1]) == ["r1", "r2", "r3"], submitted
-    assert all(result(out, k)["attempts"] == 1 for k in ("r1", "r2", "r3"))
+    assert set(submitted[0] + submitted[1]) == {"r1", "r2", "r3"}, submitted
+    assert all(result(out, k) == {"value": expected_value(k, 2), "epochs": 2, "attempts": 1}
+               for k in ("r1", "r2", "r3"))
 
 
 # --- slurm ----------------------------------------------------------------------------------------
@@ -336,3 +343,102 @@ def test_up_sh_says_why_it_cannot_bring_slurm_up():
         pytest.skip("a SLURM cluster is already up and reachable")
     assert proc.returncode == 3
     assert proc.stderr.strip().splitlines()[-1].startswith("SLURM cannot be brought up: not root")
+
+
+# --- a controller or an accounting database that does not answer ------------------------------------
+
+@contextlib.contextmanager
+def paused(state_dir, daemon, seconds):
+    """SIGSTOP ``daemon`` (slurmctld, slurmdbd) of the test cluster; SIGCONT after ``seconds``."""
+    pid = int((Path(state_dir) / f"{daemon}.pid").read_text())
+    os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.join()
+        os.kill(pid, signal.SIGCONT)
+
+
+def jobs_named(name):
+    """Ids of the jobs called ``name`` that the controller holds or accounting has recorded."""
+    ids = set()
+    for cmd in (["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"],
+                ["sacct", "-X", "-n", "-P", "--name", name, "-S", "now-1hour", "-o", "JobIDRaw"]):
+        ids |= set(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split())
+    return sorted(ids)
+
+
+def test_slurm_sbatch_timing_out_while_slurm_takes_the_job_submits_it_once(slurm_cluster, slurm, capsys):
+    runner, out = slurm
+    job = Job("stall", Toy(out, "stall", epochs=2, sleep_s=0.2))
+    with paused(slurm_cluster, "slurmctld", 14):   # sbatch gives up after MessageTimeout (10 s)
+        runner.submit([job])
+    assert "sbatch for stall failed (sbatch: error: Batch job submission failed: Socket timed out" \
+        in capsys.readouterr().out
+    assert runner.wait(["stall"], timeout=120) == {"stall": "done"}, runner.log_tail("stall")
+    runner.submit([job])
+    assert runner.last_submitted == []
+    record = runner.record("stall")
+    assert jobs_named(record["job_name"]) == [record["job_id"]]   # SLURM has one job for this key
+    assert result(out, "stall") == {"value": expected_value("stall", 2), "epochs": 2, "attempts": 1}
+
+
+def test_slurm_states_unknown_while_slurmdbd_is_stopped_stay_pending(slurm_cluster, tmp_path, monkeypatch):
+    from quadnn_paper.execution import slurm as slurm_runner
+
+    monkeypatch.setattr(slurm_runner, "SACCT_TIMEOUT_S", 2)
+    monkeypatch.setattr(slurm_runner, "SACCT_RETRIES", 1)
+    out = tmp_path / "out"
+    out.mkdir()
+    runner = make_runner("slurm", tmp_path / "runs")   # done: SLURM says COMPLETED (not is_done)
+    runner.submit([Job("dark", Toy(out, "dark", epochs=2, sleep_s=0.5))])
+    job_id = runner.record("dark")["job_id"]
+    seen = []
+    with paused(slurm_cluster, "slurmdbd", 40):
+        # squeue answers while the controller holds the job; once it forgets it (MinJobAge=10 s),
+        # nobody can say, and the run stays pending: not failed, not resubmitted.
+        wait_until(lambda: seen.append(runner.state("dark")) or seen[-1][1].startswith("state unknown"),
+                   35, "the controller to forget the job")
+        assert runner.submit([Job("dark", Toy(out, "dark"))]) == {"dark": "pending"}
+        assert runner.last_submitted == []
+        assert runner.wait(["dark"], timeout=120) == {"dark": "done"}   # waits through the outage
+    assert all(state in ("pending", "running", "done") for state, _ in seen), seen
+    assert runner.record("dark")["job_id"] == job_id
+    assert result(out, "dark")["attempts"] == 1
+
+
+# --- job pickles -------------------------------------------------------------------------------------
+
+def test_a_job_pickle_in_a_folder_others_can_write_is_refused(tmp_path):
+    from quadnn_paper.execution.runners import load_job
+
+    top = tmp_path / "jobs"
+    top.mkdir(mode=0o755)
+    spec = top / "a.pkl"
+    spec.write_bytes(pickle.dumps({"fn": None}))
+    spec.chmod(0o600)
+    assert load_job(spec, top) == {"fn": None}
+    top.chmod(0o775)
+    with pytest.raises(PermissionError, match=r"jobs is writable by its group \(mode drwxrwxr-x\)"):
+        load_job(spec, top)
+    top.chmod(0o755)
+    spec.chmod(0o666)
+    with pytest.raises(PermissionError, match="a.pkl is writable by group and others"):
+        load_job(spec, top)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_local_runner_refuses_jobs_from_a_folder_of_another_user(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    state = tmp_path / "runs"
+    state.mkdir()
+    os.chown(state, 65534, 65534)   # nobody's, and writable by nobody's group
+    state.chmod(0o775)
+    runner = make_runner("local", state, workers=1, gpus=[])
+    runner.submit([Job("theirs", Toy(out, "theirs", epochs=1, sleep_s=0))], is_done_in(out))
+    assert runner.wait(["theirs"], timeout=60) == {"theirs": "failed"}
+    assert "belongs to uid 65534, not to us" in runner.state("theirs")[1]
+    assert not (out / "theirs.json").exists()

@@ -6,7 +6,7 @@ from .convert import quadratize
 from .recompute import plan_recompute
 from . import models
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "NEURONS", "QuadraticConv1d", "QuadraticConv2d", "QuadraticConv3d", "QuadraticLayer", "QuadraticLinear", "Square",

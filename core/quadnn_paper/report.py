@@ -27,86 +27,20 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .atomic import atomic_write_text, sha256_file as _sha256
-from .profiles import check_profile
+from quadnn_paper.common.files import atomic_write_text, sha256_file as _sha256
+from quadnn_paper.common.cells import Cell, fmt, latex_escape
+from quadnn_paper.common.profiles import check_profile
 
 __all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems"]
 
 _MACRO = re.compile(r"^[A-Za-z]+$")
+_SECTION = re.compile(r"^[a-z]+(_[a-z]+)*$")
 STAGING = ".staging"
 STAMPS = ".stamps"
 NOTEBOOK_ENV = "QUADNN_NOTEBOOK"  # set by the Makefile: which notebook a stamp belongs to
-
-
-def latex_escape(text: str) -> str:
-    return (str(text).replace("\\", r"\textbackslash{}").replace("&", r"\&").replace("%", r"\%")
-            .replace("_", r"\_").replace("#", r"\#").replace("$", r"\$"))
-
-
-def fmt(value: Any, digits: int = 4) -> str:
-    """Format a number for a table: ints as they are, floats with ``digits`` significant digits."""
-    if value is None:
-        return "--"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,d}".replace(",", "{,}")
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "--"
-        if math.isinf(value):
-            return r"$\infty$"
-        text = f"{value:.{digits}g}"
-        if "e" in text:
-            mant, exp = text.split("e")
-            return f"${mant}\\times10^{{{int(exp)}}}$"
-        return text
-    return latex_escape(value)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A table cell that is more than a plain value; the CSV keeps the data, the ``.tex`` the look.
-
-    ``value``       the number or string (the CSV column under the table's header);
-    ``spread``      e.g. the standard deviation over seeds: ``value $\\pm$ spread`` in LaTeX, its own
-                    CSV column ``<header> sd``;
-    ``reproduced``  ``False`` marks our value as disagreeing with the paper (``\\notreproduced{}``),
-                    ``None`` = not compared; CSV column ``<header> reproduced`` (yes/no/empty);
-    ``note``        a short remark after the value ("2/3 diverged"); CSV column ``<header> note``;
-    ``decimals``    fixed decimals for value and spread (else :func:`fmt` with the table's digits);
-    ``paper``       a number printed in the paper (``\\paperval{}``);
-    ``tex``         LaTeX to show instead of ``value`` (a label with math); the CSV keeps ``value``.
-    """
-    value: Any = None
-    spread: float | None = None
-    reproduced: bool | None = None
-    note: str = ""
-    decimals: int | None = None
-    paper: bool = False
-    tex: str | None = None
-
-    def latex(self, digits: int) -> str:
-        def num(v):
-            if self.decimals is not None and isinstance(v, (int, float)) and not isinstance(v, bool) \
-                    and math.isfinite(v):
-                return f"{v:.{self.decimals}f}"
-            return fmt(v, digits)
-
-        text = self.tex if self.tex is not None else num(self.value)
-        if self.spread is not None:
-            text += r" $\pm$ " + num(self.spread)
-        if self.note:
-            text += " " + latex_escape(self.note)
-        if self.paper:
-            text = rf"\paperval{{{text}}}"
-        if self.reproduced is False:
-            text = rf"\notreproduced{{{text}}}"
-        return text
 
 
 def _plain(value: Any) -> Any:
@@ -147,8 +81,9 @@ class Report:
     """
 
     def __init__(self, paper_dir: str | Path, section: str, profile: str, data: str):
-        if not _MACRO.match(section):
-            raise ValueError(f"section must be letters only (it prefixes LaTeX macros), got {section!r}")
+        if not _SECTION.match(section):
+            raise ValueError(f"section must be a lower-case name like 'cifar_comparison' (its module, notebook "
+                             f"and .tex file share it), got {section!r}")
         self.dir = Path(paper_dir)
         self.section, self.profile, self.data = section, check_profile(profile), data
         self.notebook = os.environ.get(NOTEBOOK_ENV) or None
@@ -240,16 +175,28 @@ class Report:
         return self.dir / "tables" / f"{name}.tex"
 
     # -- numbers quoted in the text --------------------------------------------------
+    @property
+    def macro_prefix(self) -> str:
+        """The section's name without underscores (LaTeX macros are letters only): cifar_comparison
+        -> ``\\cifarcomparisonSeeds``."""
+        return self.section.replace("_", "")
+
     def variable(self, name: str, value: Any, digits: int = 3) -> str:
-        """Define ``\\<section><Name>`` (letters only) and rewrite the (staged) variables file."""
+        """Define ``\\<section prefix><Name>`` (letters only) and rewrite the (staged) variables file."""
         if not _MACRO.match(name):
             raise ValueError(f"variable names must be letters only (LaTeX macro), got {name!r}")
         text = value if isinstance(value, str) and value.startswith("$") else fmt(value, digits)
         self._variables[name] = text
         lines = [f"% written by the {self.section} notebook at profile {self.profile}; do not edit"]
-        lines += [rf"\newcommand{{\{self.section}{k}}}{{{v}}}" for k, v in self._variables.items()]
+        lines += [rf"\newcommand{{\{self.macro_prefix}{k}}}{{{v}}}" for k, v in self._variables.items()]
         atomic_write_text(self._staged(f"variables/{self.section}.tex"), "\n".join(lines) + "\n")
         return text
+
+    def variables(self, values: dict[str, Any]) -> None:
+        """:meth:`variable` for each entry; a value may be ``(value, digits)``."""
+        for name, value in values.items():
+            value, digits = value if isinstance(value, tuple) else (value, 3)
+            self.variable(name, value, digits)
 
     # -- all or nothing ------------------------------------------------------------------
     def commit(self) -> Path:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["RunConfig", "TASKS", "RELINEAR", "OPTIMIZERS", "SCHEDULES", "QUADRATIC_DECAY", "OPERATIONAL",
-           "DEVICES", "run_id"]
+           "KEY_IF_NOT", "DEVICES", "run_id"]
 
 TASKS = ("classification", "imagefolder", "depth")
 RELINEAR = ("none", "sg", "sw-l1", "sw-l2")
@@ -29,7 +29,11 @@ QUADRATIC_DECAY = ("reference", "zero")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # Where and how fast a run executes, not what it computes: left out of the hash, so a run trained
 # on a GPU and the same run resumed on another machine are one run.
-OPERATIONAL = ("device", "data_dir", "progress", "threads", "workers", "eval_batch_size")
+OPERATIONAL = ("device", "data_dir", "progress", "threads", "workers", "eval_batch_size", "cudnn_benchmark",
+               "channels_last", "pin_memory", "data_on_device", "recompute_budget")
+# Fields added after results were cached: they enter the hash only when they differ from these
+# defaults, so every run stored before them keeps its id.
+KEY_IF_NOT = {"tf32": True}
 
 
 @dataclass
@@ -67,9 +71,12 @@ class RunConfig:
     lr_power: float = 0.5                # poly schedule exponent
     transfer_from: RunConfig | None = None  # weight transfer: start from this conventional run ...
     transfer_stage: int = 1                 # ... at the end of this schedule stage
+    init_twin: str | None = None         # paired design: start from the initial weights this conventional
+                                         # model draws under the same seed (quadratic terms at reference)
     seed: int = 0
     device: str = "auto"                 # auto: cuda where available, else cpu
-    amp: bool = False                    # bf16 autocast (CPU and CUDA)
+    amp: bool = False                    # bf16 autocast (CPU and CUDA); losses stay float32
+    tf32: bool = True                    # CUDA: TF32 matmuls and convolutions (torch's conv default)
     compile: bool = False                # torch.compile
     sync_bn: bool = False                # synchronise batch-norm statistics across DDP ranks
     diverge_factor: float = 10.0         # classification: stop when the loss exceeds this x ln(classes)
@@ -77,8 +84,15 @@ class RunConfig:
     data_dir: str = field(default_factory=lambda: str(_default_data()))  # the repository's data/
     progress: bool = True
     threads: int | None = None           # torch.set_num_threads
-    workers: int = 0                     # DataLoader workers (imagefolder, depth)
+    workers: int | str = 0               # DataLoader workers (imagefolder, depth); "auto": this task's CPUs
     eval_batch_size: int = 500
+    # GPU speed settings, CUDA only (on CPU every one is a no-op, so CPU numbers do not move)
+    cudnn_benchmark: bool = True         # let cuDNN time its algorithms for each input shape
+    channels_last: bool = True           # NHWC model and inputs (tensor cores' layout)
+    pin_memory: bool = True              # page-locked loader batches, copied with non_blocking=True
+    data_on_device: bool = True          # in-memory data sets held on the GPU, augmented there
+    recompute_budget: float | None = None  # quadratic layers' kept tensors (quadnn.plan_recompute);
+                                           # None: 2.0 (keep all, recompute nothing) on CUDA, model default elsewhere
 
     def __post_init__(self):
         self.milestones = tuple(float(m) for m in self.milestones)
@@ -94,7 +108,13 @@ class RunConfig:
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        for name in ("train_limit", "split_seed", "seed", "workers"):
+        if self.workers != "auto" and not (isinstance(self.workers, int) and not isinstance(self.workers, bool)
+                                           and self.workers >= 0):
+            raise ValueError(f"workers must be a non-negative integer or 'auto', got {self.workers!r}")
+        if self.recompute_budget is not None and not (isinstance(self.recompute_budget, (int, float))
+                                                      and 0 <= self.recompute_budget <= 2):
+            raise ValueError(f"recompute_budget must be None or a number in [0, 2], got {self.recompute_budget!r}")
+        for name in ("train_limit", "split_seed", "seed"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
                 raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
@@ -118,6 +138,9 @@ class RunConfig:
                 raise ValueError(f"{name} must be a dict of keyword arguments, got {getattr(self, name)!r}")
         if self.transfer_from is not None and not isinstance(self.transfer_from, RunConfig):
             raise ValueError(f"transfer_from must be a RunConfig (or its dict), got {self.transfer_from!r}")
+        if self.init_twin is not None and (not isinstance(self.init_twin, str) or self.transfer_from is not None):
+            raise ValueError(f"init_twin must be a model name and excludes transfer_from (which sets the "
+                             f"initial weights itself), got {self.init_twin!r}")
         if self.threads is not None and not (isinstance(self.threads, int) and self.threads >= 1):
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
 
@@ -129,6 +152,11 @@ class RunConfig:
         d["transfer_from"] = self.transfer_from.key() if self.transfer_from is not None else None
         if self.transfer_from is None:
             d.pop("transfer_stage")  # meaningless without a source; keeps hashes of plain runs stable
+        for name, default in KEY_IF_NOT.items():
+            if d[name] == default:
+                d.pop(name)
+        if self.init_twin is None:
+            d.pop("init_twin")  # keeps the hashes of unpaired runs what they were
         d["models_version"] = _models_version()  # results of older model definitions are not reused
         return json.loads(json.dumps(d, sort_keys=True))
 
@@ -175,7 +203,7 @@ def _models_version() -> int:
 
 
 def _default_data():
-    from ..paths import DATA
+    from ..common.paths import DATA
 
     return DATA
 

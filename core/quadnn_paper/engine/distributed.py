@@ -1,11 +1,12 @@
-"""DDP helpers: rank/world, and batch norm whose statistics span all ranks (on CPU too)."""
+"""DDP helpers: rank/world, collectives that keep NCCL's rule on every backend, and batch norm
+whose statistics span all ranks (torch's own on CUDA, ours on CPU)."""
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["world", "SyncBatchNorm2d", "sync_batchnorm"]
+__all__ = ["world", "all_reduce", "SyncBatchNorm2d", "sync_batchnorm"]
 
 
 def world() -> tuple[int, int]:
@@ -13,6 +14,20 @@ def world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def all_reduce(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Sum ``tensor`` over all ranks in place; it must live on ``device``, the rank's compute device.
+
+    NCCL reduces only tensors on the process's GPU (a CPU tensor fails there, at the end of an
+    epoch); gloo would accept either. Checking here, on every backend, makes a CPU run with a
+    non-CPU compute device (as the tests use) fail the way a GPU run would.
+    """
+    if tensor.device != torch.device(device):
+        raise ValueError(f"all_reduce of a tensor on {tensor.device}, but this rank computes on {device}: "
+                         "NCCL reduces only tensors on the rank's own device")
+    dist.all_reduce(tensor)
+    return tensor
 
 
 class SyncBatchNorm2d(nn.BatchNorm2d):
@@ -45,8 +60,11 @@ class SyncBatchNorm2d(nn.BatchNorm2d):
         return (y * self.weight[None, :, None, None] + self.bias[None, :, None, None]).to(x.dtype)
 
 
-def sync_batchnorm(module: nn.Module) -> nn.Module:
-    """Replace every plain ``nn.BatchNorm2d`` in ``module`` by :class:`SyncBatchNorm2d` (same state)."""
+def sync_batchnorm(module: nn.Module, device: torch.device | str = "cpu") -> nn.Module:
+    """Batch norm synchronised over the ranks: torch's ``nn.SyncBatchNorm`` on CUDA (its fused
+    kernels), else every plain ``nn.BatchNorm2d`` replaced by :class:`SyncBatchNorm2d` (same state)."""
+    if torch.device(device).type == "cuda":
+        return nn.SyncBatchNorm.convert_sync_batchnorm(module)
     for name, child in module.named_children():
         if type(child) is nn.BatchNorm2d:
             new = SyncBatchNorm2d(child.num_features, child.eps, child.momentum, child.affine,

@@ -24,9 +24,9 @@ from torch import nn
 from quadnn import relinear
 
 from .config import RunConfig
-from .distributed import sync_batchnorm, world
+from .distributed import all_reduce, sync_batchnorm, world
 from .store import CorruptFile, RunStore, atomic_write_text
-from .tasks import make_task
+from .tasks import _autocast, make_task
 
 __all__ = ["run", "result", "state", "DependencyNotReady", "SourceDidNotConverge", "stage_ends", "lr_factor"]
 
@@ -153,14 +153,52 @@ def run(config: RunConfig | dict | None = None, out: str | os.PathLike = "runs",
 
 
 def _device(cfg: RunConfig, nranks: int) -> torch.device:
+    """The rank's compute device; on CUDA always with its index (``set_device`` refuses a bare "cuda"):
+    ``cuda:N`` as given, else the launcher's LOCAL_RANK (0 for a single process)."""
     name = cfg.device
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda":
-        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if nranks > 1 else "cuda")
+    if name.split(":")[0] == "cuda":
+        index = int(name.split(":")[1]) if ":" in name else int(os.environ.get("LOCAL_RANK", 0))
+        device = torch.device("cuda", index)
         torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+        torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
+        torch.backends.cudnn.allow_tf32 = cfg.tf32
         return device
     return torch.device(name)
+
+
+def _plan_for_device(model: nn.Module, cfg: RunConfig, device: torch.device, in_chans: int) -> None:
+    """What quadratic layers keep for backward: ``cfg.recompute_budget``, or on CUDA 2.0 (keep
+    everything: a GPU has the memory, and recomputing spends convolutions); numerics do not change."""
+    budget = cfg.recompute_budget
+    if budget is None and device.type == "cuda":
+        budget = 2.0
+    if budget is None or "recompute_budget" in cfg.model_kwargs:
+        return
+    from quadnn import plan_recompute
+
+    plan_recompute(model, torch.zeros(1, in_chans, 64, 64), budget=budget)
+
+
+class EpochTotals:
+    """Summed loss, correct predictions and images of this rank's epoch, kept on the compute
+    device (adding to it never waits for the GPU); :meth:`reduce` sums them over the ranks."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.tot = torch.zeros(3, dtype=torch.float64, device=device)
+
+    def add(self, loss: torch.Tensor, correct: torch.Tensor | None, n: int) -> None:
+        c = correct.double() if correct is not None else torch.zeros((), dtype=torch.float64, device=self.device)
+        self.tot += torch.stack([loss.detach().double(), c, torch.full((), n, dtype=torch.float64,
+                                                                       device=self.device)])
+
+    def reduce(self, nranks: int) -> list[float]:
+        if nranks > 1:
+            all_reduce(self.tot, self.device)
+        return self.tot.cpu().tolist()
 
 
 def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool) -> dict:
@@ -168,10 +206,15 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = _device(cfg, nranks)
-    task = make_task(cfg, rank, nranks)
+    task = make_task(cfg, rank, nranks, device)
 
     torch.manual_seed(cfg.seed)
     model = task.build_model()
+    if cfg.init_twin is not None:
+        # The paired design: the conventional twin's initial weights, drawn exactly as its own run
+        # draws them, become this model's linear branch (quadratic terms at their reference).
+        torch.manual_seed(cfg.seed)
+        relinear.transfer_weights_(task.build_model(cfg.replace(model=cfg.init_twin)), model)
     if cfg.transfer_from is not None:
         try:
             _transfer(cfg, store, model, task, run_dependencies)
@@ -179,9 +222,13 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
             return _record(cfg, store, rank, nranks, task, dict(
                 status="diverged", diverged_reason=str(e), params=sum(p.numel() for p in model.parameters()),
                 epochs_run=0, metrics={}, epoch_time=0.0, stage_checkpoints={}, history=[]))
-    if nranks > 1 and (cfg.task == "classification" or cfg.sync_bn):
-        model = sync_batchnorm(model)
-    model.to(device)
+    _plan_for_device(model, cfg, device, task.in_chans)
+    synced = nranks > 1 and (cfg.task == "classification" or cfg.sync_bn)
+    if synced:
+        model = sync_batchnorm(model, device)
+    cuda = device.type == "cuda"
+    layout = torch.channels_last if cuda and cfg.channels_last else torch.preserve_format
+    model.to(device, memory_format=layout)
     params = sum(p.numel() for p in model.parameters())
     opt, ref_decay, shrink = _build_optimizer(cfg, task, model)
 
@@ -202,7 +249,9 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
 
     net: nn.Module = model
     if nranks > 1:
-        net = nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+        # Without synchronised BN every rank would keep its own running statistics and only rank 0's
+        # are saved: broadcast rank 0's at each forward so the ranks evaluate what is saved.
+        net = nn.parallel.DistributedDataParallel(model, broadcast_buffers=not synced)
     if cfg.compile:
         net = torch.compile(net)
 
@@ -219,15 +268,16 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
     for epoch in range(start_epoch, cfg.epochs):
         net.train()
         lrs = {g["name"]: g["initial_lr"] * lr_factor(cfg, epoch, step, total_steps) for g in opt.param_groups}
-        tot = torch.zeros(3, dtype=torch.float64)  # summed loss, correct, count (this rank)
+        tot = EpochTotals(device)
         has_correct = False
         t0 = time.perf_counter()
         for x, y, n_global in task.train_batches(epoch):
             for g in opt.param_groups:
                 g["lr"] = g["initial_lr"] * lr_factor(cfg, epoch, step, total_steps)
-            x = x.to(device, non_blocking=True)
-            y = tuple(t.to(device) for t in y) if isinstance(y, tuple) else y.to(device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.amp):
+            x = x.to(device, non_blocking=True, memory_format=layout)
+            y = tuple(t.to(device, non_blocking=True) for t in y) if isinstance(y, tuple) else \
+                y.to(device, non_blocking=True)
+            with _autocast(device, cfg.amp):
                 outputs = net(x)
             loss, correct = task.loss(outputs, y)
             opt.zero_grad(set_to_none=True)
@@ -238,18 +288,21 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
                 shrink.step()
             step += 1
             has_correct = correct is not None
-            tot += torch.tensor([loss.item(), correct.item() if has_correct else 0, len(x)], dtype=torch.float64)
-            if nranks == 1 and not math.isfinite(loss.item()):
+            tot.add(loss, correct, len(x))
+            # Stop at the first non-finite loss where asking costs nothing; on a GPU that would wait
+            # for every step, so there the epoch's sum carries the NaN to the check below.
+            if nranks == 1 and device.type == "cpu" and not math.isfinite(loss.item()):
                 break
+        if cuda:
+            torch.cuda.synchronize(device)  # the epoch's kernels, not just their launches, in its time
         train_time = time.perf_counter() - t0
-        if nranks > 1:
-            dist.all_reduce(tot)
-        train_loss = (tot[0] / tot[2]).item()
+        tot = tot.reduce(nranks)
+        train_loss = tot[0] / tot[2]
         finite_params = all(torch.isfinite(p).all() for p in model.parameters())
         rec = dict(epoch=epoch + 1, train_loss=train_loss if math.isfinite(train_loss) else None,
                    lr=lrs, epoch_time=train_time)
         if has_correct:
-            rec["train_error"] = 100.0 - 100.0 * (tot[1] / tot[2]).item()
+            rec["train_error"] = 100.0 - 100.0 * (tot[1] / tot[2])
         if not math.isfinite(train_loss) or not finite_params:
             status, reason = "diverged", "non-finite loss or parameters"
         elif task.divergence_limit is not None and train_loss > task.divergence_limit:

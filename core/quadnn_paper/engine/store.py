@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..atomic import atomic_write_bytes, atomic_write_text, sha256_file as _sha256
+from ..common.files import atomic_write_bytes, atomic_write_text, sha256_file as _sha256
 
 __all__ = ["RunStore", "CorruptFile", "cached", "atomic_write_text", "atomic_write_bytes", "STATES"]
 

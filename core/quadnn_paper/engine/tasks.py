@@ -13,7 +13,9 @@ The training loop (:mod:`.loop`) is the same for all of them; a task supplies
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -23,6 +25,7 @@ from torch import nn
 from quadnn import relinear
 
 from .config import RunConfig
+from .distributed import all_reduce
 
 __all__ = ["Task", "InMemoryClassification", "ImageFolderClassification", "DepthRegression", "make_task"]
 
@@ -34,8 +37,9 @@ class Task:
     eval_every_epoch: bool = True
     headline: str = "test_error"
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1):
+    def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1, device: torch.device | str | None = None):
         self.cfg, self.rank, self.world = cfg, rank, world
+        self.device = torch.device(device or "cpu")  # the rank's compute device
 
     def build_model(self, cfg: RunConfig | None = None) -> nn.Module:
         """The model of ``cfg`` (default: this task's run) for this task's data."""
@@ -77,6 +81,41 @@ class Task:
     def evaluate(self, model: nn.Module, device, amp: bool) -> dict:
         raise NotImplementedError
 
+    def _loader(self, dataset, batch_size: int, sampler=None, generator=None):
+        """A DataLoader built once per run: workers from :func:`loader_workers`, kept alive across
+        epochs, batches in page-locked memory when they go to a GPU."""
+        from torch.utils.data import DataLoader
+
+        workers = loader_workers(self.cfg)
+        return DataLoader(dataset, batch_size, sampler=sampler, num_workers=workers, generator=generator,
+                          pin_memory=self.cfg.pin_memory and self.device.type == "cuda",
+                          persistent_workers=workers > 0)
+
+
+def loader_workers(cfg: RunConfig) -> int:
+    """DataLoader workers: ``cfg.workers``, or for ``"auto"`` the CPUs of this task less one (the
+    process feeding the GPU): SLURM_CPUS_PER_TASK under SLURM, else the CPUs this process may run on
+    shared among the node's ranks."""
+    if cfg.workers != "auto":
+        return cfg.workers
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        cpus = int(os.environ["SLURM_CPUS_PER_TASK"])
+    else:
+        mine = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cpus = mine // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+    return max(0, cpus - 1)
+
+
+def _autocast(device: torch.device, enabled: bool):
+    """bf16 autocast when ``enabled``; nothing otherwise (so any compute device works without it)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16) if enabled else contextlib.nullcontext()
+
+
+def _sums(device, *values) -> torch.Tensor:
+    """Per-batch sums as one float64 tensor on ``device`` (added there; read once at the end)."""
+    return torch.stack([v.double() if isinstance(v, torch.Tensor)
+                        else torch.full((), v, dtype=torch.float64, device=device) for v in values])
+
 
 def _decay_kw(cfg: RunConfig) -> dict:
     # Only pass the option when it differs from the library default, so a library without the
@@ -100,15 +139,17 @@ class InMemoryClassification(Task):
     """Images held in memory as tensors (CIFAR-10/100 from torchvision's pickles, digits), with
     batch-wise augmentation; every rank cuts its share out of the same global batch."""
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1):
-        super().__init__(cfg, rank, world)
-        from .. import data as qdata
+    def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1, device=None):
+        super().__init__(cfg, rank, world, device)
+        from ..data import cifar as qdata
 
         self.qdata = qdata
         self.data = qdata.load(cfg.dataset, cfg.data_dir, download=False, split_seed=cfg.split_seed)
         if cfg.train_limit:
             self.data.x_train = self.data.x_train[:cfg.train_limit]
             self.data.y_train = self.data.y_train[:cfg.train_limit]
+        if cfg.data_on_device:  # every rank holds the set on its GPU and augments batches there
+            self.data = qdata.to_device(self.data, self.device)
         self.num_classes, self.in_chans = self.data.num_classes, self.data.in_chans
         self.divergence_limit = cfg.diverge_factor * math.log(self.num_classes)
 
@@ -125,15 +166,14 @@ class InMemoryClassification(Task):
     @torch.no_grad()
     def evaluate(self, model, device, amp):
         model.eval()
-        loss, correct, n = 0.0, 0, 0
+        tot = torch.zeros(3, dtype=torch.float64, device=device)  # loss, correct, images
         for x, y in self.qdata.batches(self.data, self.cfg.eval_batch_size, None, train=False):
-            x, y = x.to(device), y.to(device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with _autocast(device, amp):
                 out = model(x)
-            loss += F.cross_entropy(out.float(), y, reduction="sum").item()
-            correct += (out.argmax(1) == y).sum().item()
-            n += len(y)
-        return dict(test_loss=_finite(loss / n), test_error=100.0 - 100.0 * correct / n, test_images=n)
+            tot += _sums(device, F.cross_entropy(out.float(), y, reduction="sum"), (out.argmax(1) == y).sum(), len(y))
+        loss, correct, n = tot.cpu().tolist()
+        return dict(test_loss=_finite(loss / n), test_error=100.0 - 100.0 * correct / n, test_images=int(n))
 
 
 class ImageFolderClassification(Task):
@@ -143,9 +183,9 @@ class ImageFolderClassification(Task):
     eval_every_epoch = False
     headline = "top1_error"
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1):
-        super().__init__(cfg, rank, world)
-        from .. import imagenet
+    def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1, device=None):
+        super().__init__(cfg, rank, world, device)
+        from ..data import imagefolder as imagenet
 
         self.kw = kw = _task_kwargs("imagefolder", imagenet.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
@@ -161,48 +201,54 @@ class ImageFolderClassification(Task):
         if cfg.train_limit:
             self.train_set = torch.utils.data.Subset(self.train_set, range(min(cfg.train_limit, len(self.train_set))))
         self.num_classes = len(self.val_set.classes)
+        self._train_loader = self._val_loader = None
 
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.train_set) / self.world / max(1, self.cfg.batch_size // self.world))
 
     def train_batches(self, epoch: int):
-        from torch.utils.data import DataLoader, DistributedSampler
+        from torch.utils.data import DistributedSampler
 
         cfg = self.cfg
-        sampler = DistributedSampler(self.train_set, num_replicas=self.world, rank=self.rank, shuffle=True,
-                                     seed=cfg.seed)
-        sampler.set_epoch(epoch)
+        if self._train_loader is None:  # once per run: workers start once and stay
+            self._sampler = _SeededIndices(DistributedSampler(self.train_set, num_replicas=self.world,
+                                                              rank=self.rank, shuffle=True, seed=cfg.seed))
+            data = self.train_set
+            if loader_workers(cfg):  # augmentation seeded per image (with workers=0: torch's RNG, seeded below)
+                data = _Reseeded(self.train_set)
+            else:
+                self._sampler.pairs = False
+            self._gen = torch.Generator()
+            self._train_loader = self._loader(data, max(1, cfg.batch_size // self.world), self._sampler, self._gen)
         seed = cfg.seed * 1_000_003 + epoch * self.world + self.rank
+        self._sampler.set_epoch(epoch, seed)
         torch.manual_seed(seed)  # the augmentation's draws when workers=0
-        per_rank = max(1, cfg.batch_size // self.world)
-        loader = DataLoader(self.train_set, per_rank, sampler=sampler, num_workers=cfg.workers,
-                            generator=torch.Generator().manual_seed(seed))
-        for x, y in loader:
+        self._gen.manual_seed(seed)
+        for x, y in self._train_loader:
             yield x, y, len(y) * self.world
 
     @torch.no_grad()
     def evaluate(self, model, device, amp):
-        from torch.utils.data import DataLoader, Subset
+        from torch.utils.data import Subset
 
         model.eval()
-        part = Subset(self.val_set, range(self.rank, len(self.val_set), self.world))
-        tot = torch.zeros(4, dtype=torch.float64)
-        for x, y in DataLoader(part, max(1, self.cfg.eval_batch_size // 10), num_workers=self.cfg.workers):
-            x, y = x.to(device), y.to(device)
+        if self._val_loader is None:
+            part = Subset(self.val_set, range(self.rank, len(self.val_set), self.world))
+            self._val_loader = self._loader(part, max(1, self.cfg.eval_batch_size // 10))
+        tot = torch.zeros(4, dtype=torch.float64, device=device)  # loss, top-1 hits, top-5 hits, images
+        for x, y in self._val_loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             b, n_crops = x.shape[:2]
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            with _autocast(device, amp):
                 logits = model(x.flatten(0, 1))
             logits = logits.float().view(b, n_crops, -1).mean(1)
             hit = logits.topk(min(5, logits.shape[1]), 1).indices == y[:, None]
-            tot += torch.tensor([F.cross_entropy(logits, y, reduction="sum").item(), hit[:, 0].sum().item(),
-                                 hit.any(1).sum().item(), b], dtype=torch.float64)
+            tot += _sums(device, F.cross_entropy(logits, y, reduction="sum"), hit[:, 0].sum(), hit.any(1).sum(), b)
         if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(tot)
-        n = tot[3].item()
-        return dict(val_loss=_finite(tot[0].item() / n), top1_error=100.0 - 100.0 * tot[1].item() / n,
-                    top5_error=100.0 - 100.0 * tot[2].item() / n, val_images=int(n), n_crops=10)
+            all_reduce(tot, device)
+        loss, top1, top5, n = tot.cpu().tolist()
+        return dict(val_loss=_finite(loss / n), top1_error=100.0 - 100.0 * top1 / n,
+                    top5_error=100.0 - 100.0 * top5 / n, val_images=int(n), n_crops=10)
 
 
 class DepthRegression(Task):
@@ -212,23 +258,29 @@ class DepthRegression(Task):
     eval_every_epoch = False
     headline = "rmse"
 
-    def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1):
-        super().__init__(cfg, rank, world)
-        from .. import depth
+    def __init__(self, cfg: RunConfig, rank: int = 0, world: int = 1, device=None):
+        super().__init__(cfg, rank, world, device)
+        from ..data import kitti
+        from . import lapdepth
 
-        self.depth = depth
-        self.kw = kw = _task_kwargs("depth", depth.DATA_DEFAULTS, cfg.task_kwargs)
+        self.depth = lapdepth
+        self.kw = kw = _task_kwargs("depth", lapdepth.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
         if cfg.dataset == "synthetic" and rank == 0:
-            depth.write_synthetic_kitti(root, kw["n_train"], kw["n_test"], kw["height"], kw["width"],
-                                        seed=cfg.split_seed)
+            kitti.write_synthetic_kitti(root, kw["n_train"], kw["n_test"], kw["height"], kw["width"],
+                                        seed=cfg.split_seed, sizes=kw["sizes"])
         if world > 1:
             import torch.distributed as dist
 
             dist.barrier()
-        self.train_set = depth.KittiSplit(root, kw["train_split"], kw["max_depth"], garg=False,
-                                          limit=cfg.train_limit or None)
-        self.test_set = depth.KittiSplit(root, kw["test_split"], kw["max_depth"], garg=True)
+        # Real KITTI comes in several image sizes: every image is cut to kw["crop"] (bottom rows,
+        # centred columns: the KB crop) so batches stack; training then takes random kw["train_crop"] crops.
+        crop = tuple(kw["crop"]) if kw["crop"] else None
+        self.train_crop = tuple(kw["train_crop"]) if kw["train_crop"] else None
+        self.train_set = kitti.KittiSplit(root, kw["train_split"], kw["max_depth"], garg=False,
+                                          limit=cfg.train_limit or None, crop=crop)
+        self.test_set = kitti.KittiSplit(root, kw["test_split"], kw["max_depth"], garg=True, crop=crop)
+        self._train_loader = None
 
     def build_model(self, cfg: RunConfig | None = None) -> nn.Module:
         cfg = cfg or self.cfg
@@ -248,21 +300,26 @@ class DepthRegression(Task):
         return math.ceil(len(self.train_set) / self.world / per_rank)
 
     def train_batches(self, epoch: int):
-        from torch.utils.data import DataLoader, DistributedSampler
+        from torch.utils.data import DistributedSampler
 
-        sampler = DistributedSampler(self.train_set, num_replicas=self.world, rank=self.rank, shuffle=True,
-                                     seed=self.cfg.seed)
-        sampler.set_epoch(epoch)
+        if self._train_loader is None:  # once per run: workers start once and stay
+            self._sampler = DistributedSampler(self.train_set, num_replicas=self.world, rank=self.rank,
+                                               shuffle=True, seed=self.cfg.seed)
+            self._train_loader = self._loader(self.train_set, max(1, self.cfg.batch_size // self.world),
+                                              self._sampler)
+        self._sampler.set_epoch(epoch)
         gen = _epoch_generator(self.cfg, epoch)
-        per_rank = max(1, self.cfg.batch_size // self.world)
-        for rgb, gt, mask in DataLoader(self.train_set, per_rank, sampler=sampler, num_workers=self.cfg.workers):
+        for rgb, gt, mask in self._train_loader:
+            if self.train_crop is not None:
+                rgb, gt, mask = _random_crops(self.train_crop, gen, rgb, gt, mask)
             if torch.rand((), generator=gen) < 0.5:  # horizontal flip of the whole batch
                 rgb, gt, mask = rgb.flip(-1), gt.flip(-1), mask.flip(-1)
             yield rgb, (gt, mask), len(rgb) * self.world
 
     def loss(self, out, y):
         gt, mask = y
-        return self.depth.silog_loss(out, gt, mask & (gt > 0)) * len(gt), None
+        # in float32 even under bf16 autocast: logs of depths and a difference of near-equal means
+        return self.depth.silog_loss(out.float(), gt, mask & (gt > 0)) * len(gt), None
 
     @torch.no_grad()
     def evaluate(self, model, device, amp):
@@ -270,7 +327,7 @@ class DepthRegression(Task):
         preds, gts, masks = [], [], []
         for i in range(self.rank, len(self.test_set), self.world):
             rgb, gt, mask = self.test_set[i]
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            with _autocast(device, amp):
                 preds.append(model(rgb[None].to(device))[0].float().cpu())
             gts.append(gt)
             masks.append(mask)
@@ -280,9 +337,53 @@ class DepthRegression(Task):
             parts = [None] * self.world
             dist.all_gather_object(parts, (preds, gts, masks))
             preds, gts, masks = ([t for p in parts for t in p[j]] for j in range(3))
-        m = self.depth.depth_metrics(torch.stack(preds), torch.stack(gts), max_depth=self.kw["max_depth"],
-                                     mask=torch.stack(masks))
+        # Pixels pooled over images (flattened, so images of different sizes pool too)
+        flat = [torch.cat([t.flatten() for t in ts]) for ts in (preds, gts, masks)]
+        m = self.depth.depth_metrics(flat[0], flat[1], max_depth=self.kw["max_depth"], mask=flat[2])
         return dict(m, test_images=len(preds))
+
+
+def _random_crops(size, gen: torch.Generator, *batches: torch.Tensor):
+    """One random ``size`` crop per image, the same window in each of ``batches`` (N, C, H, W)."""
+    (h, w), (H, W), n = size, batches[0].shape[-2:], len(batches[0])
+    if h > H or w > W:
+        raise ValueError(f"train_crop {h}x{w} is larger than the images ({H}x{W})")
+    oy = torch.randint(0, H - h + 1, (n,), generator=gen).tolist()
+    ox = torch.randint(0, W - w + 1, (n,), generator=gen).tolist()
+    return tuple(torch.stack([b[i, :, y:y + h, x:x + w] for i, (y, x) in enumerate(zip(oy, ox))]) for b in batches)
+
+
+class _SeededIndices(torch.utils.data.Sampler):
+    """A sampler's indices paired with the epoch's seed, for :class:`_Reseeded`."""
+
+    def __init__(self, sampler):
+        self.sampler, self.seed, self.pairs = sampler, 0, True
+
+    def set_epoch(self, epoch: int, seed: int) -> None:
+        self.sampler.set_epoch(epoch)
+        self.seed = seed
+
+    def __iter__(self):
+        return ((self.seed, i) for i in self.sampler) if self.pairs else iter(self.sampler)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+
+class _Reseeded(torch.utils.data.Dataset):
+    """Each image's augmentation drawn from torch's RNG seeded by (epoch seed, index): the same
+    crops whatever the number of workers, and persistent workers need no per-epoch re-seeding."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key):
+        seed, i = key
+        torch.manual_seed(seed * 1_000_003 + i)
+        return self.dataset[i]
 
 
 def _finite(v: float) -> float | None:
@@ -293,5 +394,5 @@ TASK_CLASSES = {"classification": InMemoryClassification, "imagefolder": ImageFo
                 "depth": DepthRegression}
 
 
-def make_task(cfg: RunConfig, rank: int = 0, world: int = 1) -> Task:
-    return TASK_CLASSES[cfg.task](cfg, rank, world)
+def make_task(cfg: RunConfig, rank: int = 0, world: int = 1, device=None) -> Task:
+    return TASK_CLASSES[cfg.task](cfg, rank, world, device)

@@ -6,6 +6,8 @@ in its own module; :func:`select` picks the entry and names the valid choices on
 """
 from __future__ import annotations
 
+import copy
+
 PROFILES = ("smoke", "cpu", "full")
 
 
@@ -22,3 +24,11 @@ def select(table: dict, profile: str):
     if missing:
         raise KeyError(f"protocol table lacks profiles {missing}")
     return table[profile]
+
+
+def protocol_of(table: dict, profile: str, tiny: bool = False) -> dict:
+    """A deep copy of ``table[profile]`` (a caller may change it freely). ``tiny`` (TINY=1) caps the
+    full profile only; the section applies its caps to the copy."""
+    if tiny and profile != "full":
+        raise ValueError(f"tiny=True caps the full profile; use it with profile='full', not {profile!r}")
+    return copy.deepcopy(select(table, profile))

@@ -2,8 +2,8 @@
 time per epoch beside it. The measurement itself is the library's (``python -m quadnn.bench``)."""
 from __future__ import annotations
 
-from . import published
-from .profiles import select
+from quadnn_paper.common import published
+from quadnn_paper.common.profiles import select
 
 __all__ = ["PROTOCOLS", "PAPER_EPOCH_SECONDS", "protocol", "tiny_protocol"]
 

@@ -1,14 +1,20 @@
-"""Protocols, rows and claims of two report sections: VGG16 training stability on CIFAR-100
-(section "vgg") and the comparative CIFAR-10 study of ResNets and quadratic ResNets
-(section "comparison").
+"""What the CIFAR sections share: the paper's recipes, the rows of their tables, the engine
+configuration of a row, per-seed errors, and claims decided from paired differences.
 
-``PROTOCOLS[profile] = {"vgg": ..., "comparison": ...}`` (pick with
-``quadnn_paper.profiles.select(PROTOCOLS, profile)``). ``full`` is the paper's protocol; ``smoke``
-and ``cpu`` train the same models on the 8x8 digits stand-in, with fewer images, epochs,
-seeds and rows (a row not in a profile's ``rows`` is marked "full only"; ``rows=None``: all of them).
-Training goes through the engine (:mod:`quadnn_paper.engine`); this module only says *what* to run.
-Weight decay of the quadratic terms: ``full`` follows the official code (coupled L2 toward 0,
-``quadratic_decay="zero"``); smoke/cpu keep quadnn's default (toward the ReLinear reference).
+The sections (``vgg_stability``, ``cifar_comparison``, ``cifar_tuning``) hold their own
+``PROTOCOLS``; ``full`` is the paper's protocol, ``smoke`` and ``cpu`` train the same models on
+the 8x8 digits stand-in. Training goes through the engine (:mod:`quadnn_paper.engine`); this
+module only says *what* to run. Weight decay of the quadratic terms: ``full`` follows the official
+code (coupled L2 toward 0, ``quadratic_decay="zero"``); smoke/cpu keep quadnn's default (toward
+the ReLinear reference).
+
+The paired design (every profile): a network compared with another one is trained at every seed
+as a pair that shares all but the difference under test. Data order, augmentation draws and the
+evaluation set are functions of the seed already (the engine's batches, ``split_seed``); a
+quadratic or square-activation row starts from the initial weights its conventional twin draws
+under the same seed (``RunConfig.init_twin``), and a weight-transfer row from the conventional
+run of the same seed. A claim "A beats B" is then decided from the per-seed differences
+``err(B) - err(A)`` (:mod:`quadnn_paper.analysis.stats`).
 
 Reading of the paper used here (it does not spell these out):
 
@@ -26,15 +32,18 @@ Reading of the paper used here (it does not spell these out):
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
-from . import published
-from .engine import RunConfig
-from .profiles import select
+from quadnn_paper.analysis import stats
+from quadnn_paper.common import published
+from quadnn_paper.common.profiles import select
+from quadnn_paper.engine import RunConfig
 
-__all__ = ["PROTOCOLS", "VGG_RECIPE", "RESNET_RECIPE", "Row", "vgg_rows", "comparison_rows", "runs_at",
-           "row_for", "paper_init", "config_for", "plan", "vgg_runs", "comparison_runs", "summarise", "claims", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
+__all__ = ["VGG_RECIPE", "RESNET_RECIPE", "DIGITS", "Row", "vgg_rows", "comparison_rows", "runs_at", "row_for",
+           "paper_init", "config_for", "plan", "pick", "summarise", "error_cell", "seed_errors", "chance",
+           "Claim", "pair_claim", "claim_rows", "CLAIMS_HEADER", "param_count", "detectable_text", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
 
 # -- the paper's protocols ------------------------------------------------------------------
 VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
@@ -47,36 +56,15 @@ LR_G_REZERO = {20: 1e-5, 32: 1e-4, 56: 1e-4, 110: 1e-6}
 LR_B_COMPACT = {20: 1e-4, 32: 1e-5, 56: 1e-5}
 SQUARE_LRS = (0.05, 0.03, 0.01)
 QVGG_LR_G = 1e-6
-
-_DIGITS = dict(dataset="digits", batch_size=32)
-# Rows trained below full (keys of :func:`comparison_rows`' rows); the others are "full only". On the
-# stand-in at a few epochs a ResNet32 is far from trained (60-80% error in a trial with six
-# epochs), so the cheap profiles spend their minutes on depth 20.
-def _key(model: str, method: str = "conventional") -> tuple:
-    return (model, 1.0, method, None)  # Row.key at width 1 with the recipe's lr
+# The stand-in of the cheap profiles (scikit-learn's 8x8 digits, ten classes).
+DIGITS = dict(dataset="digits", batch_size=32)
 
 
-_CPU_ROWS = (_key("cifar_resnet20"), _key("cifar_parabolic_resnet20", "ri"), _key("cifar_poly_resnet20", "ri"),
-             _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "ri+rezero"), _key("cifar_qresnet20", "wt"),
-             _key("cifar_qresnet20_compact", "wt"))
-_SMOKE_ROWS = (_key("cifar_resnet20"), _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "wt"))
-PROTOCOLS = {
-    "smoke": dict(
-        vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 192}, width=0.125, seeds=(0,), threads=1),
-        comparison=dict(recipe={**RESNET_RECIPE, **_DIGITS, "epochs": 2, "train_limit": 160}, rows=_SMOKE_ROWS,
-                        seeds=(0,), threads=1),
-    ),
-    "cpu": dict(
-        vgg=dict(recipe={**VGG_RECIPE, **_DIGITS, "epochs": 6, "train_limit": 512}, width=0.25, seeds=(0,), threads=1),
-        comparison=dict(recipe={**RESNET_RECIPE, **_DIGITS, "epochs": 6, "train_limit": 512}, rows=_CPU_ROWS,
-                        seeds=(0, 1, 2), threads=1),
-    ),
-    "full": dict(
-        vgg=dict(recipe=dict(VGG_RECIPE), width=1.0, seeds=(0,), threads=None, quadratic_decay="zero"),
-        comparison=dict(recipe=dict(RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None,
-                        quadratic_decay="zero"),
-    ),
-}
+def pick(protocols: dict, profile: str, tiny: bool = False) -> dict:
+    """A deep copy of ``protocols[profile]``; ``tiny`` only with ``full`` (TINY=1 caps sizes)."""
+    if tiny and profile != "full":
+        raise ValueError(f"tiny=True goes with profile 'full' only, got profile {profile!r}")
+    return copy.deepcopy(select(protocols, profile))
 
 
 # -- rows -------------------------------------------------------------------------------------
@@ -95,6 +83,7 @@ class Row:
     lr_b: float | None = None
     paper: str = "--"               # the paper's error (%) or "no converge"
     source: str | None = None       # model of the conventional row a "wt" row transfers from
+    twin: str | None = None         # conventional model whose initial weights a r.i. row starts from
 
     @property
     def key(self) -> tuple:
@@ -114,10 +103,10 @@ def row_for(rows: list[Row], model: str, method: str = "conventional", width: fl
 
 def vgg_rows() -> list[Row]:
     rows = [Row("vgg", "VGG16 (ReLU)", "cifar_vgg16")]
-    rows += [Row("vgg", f"VGG16 (square activation), lr {lr:g}", "cifar_vgg16_square", lr=lr, paper="no converge")
-             for lr in SQUARE_LRS]
+    rows += [Row("vgg", f"VGG16 (square activation), lr {lr:g}", "cifar_vgg16_square", lr=lr, paper="no converge",
+                 twin="cifar_vgg16") for lr in SQUARE_LRS]
     rows.append(Row("vgg", "Quadratic-VGG16 (ReLinear)", "cifar_qvgg16", lr=0.1, lr_g=QVGG_LR_G, lr_b=QVGG_LR_G,
-                    paper="28.33"))
+                    paper=published.VGG["Quadratic-VGG16 (ReLinear)"].text, twin="cifar_vgg16"))
     return rows
 
 
@@ -132,16 +121,16 @@ def comparison_rows() -> list[Row]:
     rows = [Row("main", f"ResNet{d}", f"cifar_resnet{d}", d, paper=P[f"ResNet{d}"]) for d in (20, 32, 56, 110, 1202)]
     for kind, name in (("parabolic", "Parabolic-ResNet"), ("poly", "PolyResNet")):
         rows += [Row("main", f"{name}{d}", f"cifar_{kind}_resnet{d}", d, method="ri", lr_g=LR_G[d], lr_b=LR_G[d],
-                     paper=P[f"{name}{d}"]) for d in (20, 32, 56)]
+                     paper=P[f"{name}{d}"], twin=f"cifar_resnet{d}") for d in (20, 32, 56)]
     for d in (20, 32, 56, 110):
-        q = f"cifar_qresnet{d}"
+        q, r = f"cifar_qresnet{d}", f"cifar_resnet{d}"
         rows += [
             Row("main", f"QResNet{d} (r.i., ReLinear)", q, d, method="ri", lr_g=LR_G[d], lr_b=LR_G[d],
-                paper=P[f"QResNet{d} (r.i., ReLinear)"]),
+                paper=P[f"QResNet{d} (r.i., ReLinear)"], twin=r),
             Row("main", f"QResNet{d} (r.i., ReLinear+ReZero)", q, d, method="ri+rezero", lr_g=LR_G_REZERO[d],
-                lr_b=LR_G_REZERO[d], paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"]),
+                lr_b=LR_G_REZERO[d], paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"], twin=r),
             Row("main", f"QResNet{d} (w.t., ReLinear)", q, d, method="wt", lr_g=LR_G[d], lr_b=LR_G[d],
-                paper=P[f"QResNet{d} (w.t., ReLinear)"], source=f"cifar_resnet{d}"),
+                paper=P[f"QResNet{d} (w.t., ReLinear)"], source=r),
         ]
     rows += [Row("compact", f"Compact-QResNet{d} (w.t., ReLinear)", f"cifar_qresnet{d}_compact", d, method="wt",
                  lr_g=LR_B_COMPACT[d], lr_b=LR_B_COMPACT[d], paper=_PAPER_COMPACT[d], source=f"cifar_resnet{d}")
@@ -167,10 +156,14 @@ def paper_init(model: str) -> dict:
 def config_for(row: Row, protocol: dict, seed: int, source: RunConfig | None = None,
                width: float | None = None) -> RunConfig:
     """The engine configuration that trains ``row`` at ``protocol`` (``source``: the conventional
-    run a weight-transfer row starts from, at the end of its first stage)."""
+    run a weight-transfer row starts from, at the end of its first stage). The seed also picks
+    the stand-in's train/test split when the protocol says ``split_per_seed``, so seeds replicate
+    over splits as well as initialisations; the two runs of a pair always share it."""
     cfg = dict(protocol["recipe"], model=row.model, seed=seed, progress=False, threads=protocol.get("threads"),
                quadratic_decay=protocol.get("quadratic_decay", "reference"), model_kwargs=paper_init(row.model))
     cfg["milestones"] = tuple(cfg["milestones"])
+    if protocol.get("split_per_seed"):
+        cfg["split_seed"] = seed
     w = width if width is not None else row.width
     if w != 1.0:
         cfg["width"] = w
@@ -182,6 +175,8 @@ def config_for(row: Row, protocol: dict, seed: int, source: RunConfig | None = N
         cfg.update(relinear="sg", lr_g=row.lr_g, lr_b=row.lr_b)
     if row.method == "ri+rezero":
         cfg["rezero"] = True
+    if row.twin is not None:
+        cfg["init_twin"] = row.twin
     if row.method == "wt":
         if source is None:
             raise ValueError(f"{row.label}: weight transfer needs the conventional run of {row.source}")
@@ -201,18 +196,6 @@ def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tu
                       if row.method == "wt" else None)
             out[(row, seed)] = config_for(row, protocol, seed, source, width=width)
     return out
-
-
-def vgg_runs(profile: str) -> list[RunConfig]:
-    """The runs of the VGG stability section at ``profile``."""
-    P = select(PROTOCOLS, profile)["vgg"]
-    return list(plan(vgg_rows(), P, width=P["width"]).values())
-
-
-def comparison_runs(profile: str) -> list[RunConfig]:
-    """The runs of the CIFAR comparison section at ``profile`` (transfer sources included via deps)."""
-    P = select(PROTOCOLS, profile)["comparison"]
-    return list(plan(comparison_rows(), P).values())
 
 
 # -- summaries --------------------------------------------------------------------------------
@@ -245,65 +228,81 @@ def error_cell(s: dict | None, run: bool = True) -> str:
     return text
 
 
-def claims(summary: dict[Row, dict], params: dict[Row, int]) -> list[tuple[str, str, str]]:
-    """The paper's claims checked against ``summary`` (row -> :func:`summarise` output).
+def chance(dataset: str) -> float:
+    """Error (%) of a uniform guess: what a network that does not learn scores."""
+    return 100.0 * (1 - 1 / (100 if dataset == "cifar100" else 10))
 
-    Rows are found by what they train (:func:`row_for`), never by their labels. Returns
-    ``(claim, verdict, evidence)``. A claim orders pairs of rows ("A is better than B"); per
-    pair the spread is ``sqrt(std_A**2 + std_B**2)`` over seeds. Verdicts: "supported" (every
-    pair that ran orders as claimed by more than its spread), "not supported" (some pair orders
-    the other way by more than its spread), "within noise" (neither), "not tested" (no pair ran,
-    or a row of every pair diverged or is pending, at this profile).
-    """
-    rows = comparison_rows()
-    by_key = {r.key: s for r, s in summary.items()}
-    params = {r.key: n for r, n in params.items()}
 
-    def row(model, method="conventional", width=1.0):
-        return row_for(rows, model, method, width)
+def seed_errors(result: dict | None, dataset: str) -> float | None:
+    """The error a run contributes to a paired difference: its final test error; a diverged run
+    ("no converge") counts at chance; None while it is pending."""
+    if result is None:
+        return None
+    if result["status"] != "finished":
+        return chance(dataset)
+    return result["test_error"]
 
-    def stat(r):
-        s = by_key.get(r.key)
-        return (s["mean"], s["std"] or 0.0) if s and s["finished"] and not s.get("pending") else None
 
-    def compare(pairs):
-        """pairs: (better row, worse row)."""
-        vals = [(a, b, stat(a), stat(b)) for a, b in pairs]
-        tested = [(a, b, x, y) for a, b, x, y in vals if x is not None and y is not None]
-        if not tested:
-            return "not tested", "rows did not run at this profile"
-        margins = [(y[0] - x[0], math.hypot(x[1], y[1])) for _, _, x, y in tested]
-        if any(d < -sp or (d < 0 and sp == 0) for d, sp in margins):
-            verdict = "not supported"
-        elif all(d > sp for d, sp in margins):
-            verdict = "supported"
-        else:
-            verdict = "within noise"
-        ev = "; ".join(f"{a.label} {x[0]:.2f} vs {b.label} {y[0]:.2f}" for a, b, x, y in tested)
-        if len(tested) < len(vals):
-            ev += f" ({len(vals) - len(tested)} of {len(vals)} pairs not run)"
-        return verdict, ev
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the paper decided from paired differences (one :class:`stats.Interval` per pair)."""
 
-    out = []
-    q_vs_r = [(row(f"cifar_qresnet{d}", m), row(f"cifar_resnet{d}")) for d in (20, 32, 56, 110)
-              for m in ("ri", "ri+rezero", "wt")]
-    out.append(("Every QResNet beats the ResNet of its depth", *compare(q_vs_r)))
-    wt = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}", "ri")) for d in (20, 32, 56, 110)]
-    out.append(("Weight transfer beats random initialisation (QResNet, ReLinear)", *compare(wt)))
-    others = [(row(f"cifar_qresnet{d}", "ri"), row(f"cifar_{k}_resnet{d}", "ri")) for d in (20, 32, 56)
-              for k in ("parabolic", "poly")]
-    out.append(("QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)", *compare(others)))
-    q32, r110 = row("cifar_qresnet32", "wt"), row("cifar_resnet110")
-    verdict, ev = compare([(q32, r110)])
-    if verdict != "not tested":
-        fewer = params[q32.key] < params[r110.key]
-        ev += f"; params {params[q32.key]:,} vs {params[r110.key]:,}"
-        verdict = verdict if fewer else "not supported"
-    out.append(("QResNet32 beats ResNet110 with fewer parameters", verdict, ev))
-    out.append(("Compact-QResNet is worse than QResNet (both w.t.)",
-                *compare([(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt"))
-                          for d in (20, 32, 56)])))
-    widen = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w)) for d in (32, 56)
-             for w in (1.5, 2.0, 2.5)]
-    out.append(("QResNet beats every widened ResNet of its depth", *compare(widen)))
-    return out
+    text: str
+    verdict: str                                   # one of stats.VERDICTS
+    pairs: list                                    # [(label better, label worse, Interval | None)]
+    paper: str = ""                                # the paper's numbers behind the claim
+    note: str = ""                                 # e.g. how many pairs only the full profile trains
+
+    def evidence(self) -> str:
+        """"A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error)."""
+        parts = [f"{a} vs {b}: " + (iv.text() if iv is not None else "not run") for a, b, iv in self.pairs]
+        return "; ".join(parts + ([self.note] if self.note else []))
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict in ("supported", "contradicted")
+
+
+def pair_claim(text: str, pairs: list[tuple[str, dict, str, dict]], paper: str = "",
+               level: float = stats.LEVEL) -> Claim:
+    """Decide the claim "each ``better`` beats its ``worse``" from ``pairs`` of
+    ``(label, {seed: error}, label, {seed: error})``: one interval per pair, verdicts combined by
+    :func:`stats.combine`."""
+    out, verdicts = [], []
+    for la, a, lb, b in pairs:
+        diffs = stats.paired_differences(a, b)
+        iv = stats.interval(diffs, level) if diffs else None
+        out.append((la, lb, iv))
+        verdicts.append(stats.verdict(iv))
+    return Claim(text, stats.combine(verdicts), out, paper)
+
+
+CLAIMS_HEADER = ["Claim of the paper", "Paper (%)", "Ours: paired difference, mean [95% CI] (points)", "Verdict"]
+
+
+def claim_rows(claims: list[Claim]) -> list[list]:
+    """Rows of a claims table (:data:`CLAIMS_HEADER`); the verdict cell is a dict of
+    ``report.Cell`` fields, flagged when the claim is contradicted."""
+    return [[c.text, c.paper, c.evidence(), dict(value=c.verdict, reproduced=False if c.verdict == "contradicted"
+                                                 else None)] for c in claims]
+
+
+def param_count(model: str, num_classes: int = 10, **kwargs) -> int:
+    """Parameters of ``model`` (a registered timm name) built with ``kwargs``."""
+    import timm
+
+    import quadnn.models  # noqa: F401  (registers quadnn's models)
+
+    return sum(p.numel() for p in timm.create_model(model, num_classes=num_classes, **kwargs).parameters())
+
+
+def detectable_text(claims: list[Claim], level: float = stats.LEVEL) -> tuple[float, float, int]:
+    """``(median sd of the paired differences, smallest difference detected with 80% power, seeds)``
+    over every pair with an interval (nan when none has one)."""
+    ivs = [iv for c in claims for _, _, iv in c.pairs if iv is not None and iv.n > 1]
+    if not ivs:
+        return math.nan, math.nan, 0
+    sds = sorted(iv.sd for iv in ivs)
+    sd = sds[len(sds) // 2]
+    n = min(iv.n for iv in ivs)
+    return sd, stats.detectable(sd, n, level), n

@@ -42,16 +42,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import published
-from .engine.store import cached
+from quadnn_paper.common import published
+from quadnn_paper.engine.store import cached
 from quadnn.layers import QuadraticLinear
-from .profiles import select
+from quadnn_paper.analysis.piecewise import check_against_model, count_distinct, piecewise_polynomials
+from quadnn_paper.common.cells import Cell
+from quadnn_paper.common.profiles import protocol_of
 from quadnn.relinear import Shrink, param_groups
 
 __all__ = [
     "PAPER", "PAPER_RMSE", "PROTOCOLS", "STRATEGIES", "Strategy", "runge", "dataset", "build_model",
     "init_model", "flatten", "unflatten_", "batched_forward", "train_batched", "train_reference",
-    "run_experiment", "rmse",
+    "run_experiment", "rmse", "NAME", "protocol", "runs", "summary", "progress_printer",
 ]
 
 
@@ -338,6 +340,19 @@ def rmse(model_or_params, protocol: dict, split: str = "test") -> float:
     return float((out - y).square().mean().sqrt())
 
 
+def progress_printer(every: int = 5000):
+    """A ``progress(t, T)`` callback for :func:`run_experiment` that prints every ``every`` iterations."""
+    import time
+
+    t0 = time.perf_counter()
+
+    def progress(t: int, total: int) -> None:
+        if t % every == 0 or t == total:
+            print(f"  iteration {t}/{total}  ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    return progress
+
+
 def run_experiment(protocol: dict, cache_dir=None, strategies=None, progress=None) -> dict:
     """All strategies x seeds of ``protocol``, cached by configuration; JSON-friendly result.
 
@@ -363,5 +378,85 @@ def run_experiment(protocol: dict, cache_dir=None, strategies=None, progress=Non
     return cached(cache_dir, "runge", config, compute)
 
 
-def protocol_of(profile: str) -> dict:
-    return select(PROTOCOLS, profile)
+# -- the section interface ----------------------------------------------------------------------
+NAME = "runge"
+# What the report calls each strategy, in text, in LaTeX and in macro names.
+LABEL = {"regular": "regular", "relinear-init": "ReLinear init only", "sw-l1": "ReLinear-sw-l1",
+         "sw-l2": "ReLinear-sw-l2", "sg": "ReLinear-sg"}
+TEX = {"regular": "Regular", "relinear-init": "ReLinear init only", "sw-l1": r"ReLinear$^{sw}$-$\ell_1$",
+       "sw-l2": r"ReLinear$^{sw}$-$\ell_2$", "sg": r"ReLinear$^{sg}$"}
+MACRO = {"regular": "Regular", "relinear-init": "Init", "sw-l1": "SwLOne", "sw-l2": "SwLTwo", "sg": "Sg"}
+BLOWN = 1.0  # test RMSE above 1 on a target within [0, 1]: the fit blew up
+PAPER_ORDER = ("sg", "sw-l2", "sw-l1")  # the paper's ranking of the ReLinear strategies, best first
+
+
+def protocol(profile: str, tiny: bool = False) -> dict:
+    """A copy of the protocol of ``profile``; TINY=1 caps the iterations (the code path, not a measurement)."""
+    P = protocol_of(PROTOCOLS, profile, tiny)
+    if tiny:
+        P["iterations"] = min(P["iterations"], 300)
+    return P
+
+
+def runs(profile: str, tiny: bool = False) -> list:
+    """No engine runs: the networks train together in :func:`run_experiment` (one batched program)."""
+    return []
+
+
+def _high_order(pieces, k0: int = 3) -> float:
+    """Largest |c_k|, k >= k0, over the pieces of one network (how wild its polynomials are)."""
+    return max(float(np.abs(c[k0:]).max()) for _, _, c in pieces)
+
+
+def summary(results: dict, profile: str, tiny: bool = False) -> dict:
+    """The section's numbers from :func:`run_experiment`'s ``results``: per strategy the test RMSEs,
+    the trained networks and their exact polynomial pieces; the RMSE and pieces tables (rows of
+    :class:`~quadnn_paper.common.cells.Cell`); and the variables the text quotes."""
+    P = protocol(profile, tiny)
+    lo, hi = P["interval"]
+    by = {s: [r for r in results["runs"] if r["strategy"] == s] for s in STRATEGIES}
+    models = {s: [unflatten_(build_model(P["width"], P["depth"]), r["params"]) for r in rs] for s, rs in by.items()}
+    rmse_ = {s: np.array([r["rmse"] for r in rs]) for s, rs in by.items()}
+    pieces = {s: [piecewise_polynomials(m, lo, hi) for m in ms] for s, ms in models.items()}
+    worst = max(check_against_model(m, p, n=1001)["max_rel_error"]
+                for s in STRATEGIES for m, p in zip(models[s], pieces[s]))
+    n_pieces = {s: np.array([len(p) for p in ps]) for s, ps in pieces.items()}
+    n_distinct = {s: np.array([count_distinct(p) for p in ps]) for s, ps in pieces.items()}
+    high = {s: np.array([_high_order(p) for p in ps]) for s, ps in pieces.items()}
+
+    rmse_rows, piece_rows = [], []
+    for s in STRATEGIES:
+        v, paper = rmse_[s], PAPER_RMSE[s]
+        # reproduced: the paper's value lies within our mean +- 2 std
+        ours = Cell(float(v.mean()), float(v.std()),
+                    reproduced=None if paper is None else bool(abs(v.mean() - paper) <= 2 * v.std()))
+        rmse_rows.append([Cell(LABEL[s], tex=TEX[s]), ours, float(np.median(v)),
+                          f"{int((v > BLOWN).sum())}/{len(v)}", paper])
+        piece_rows.append([Cell(LABEL[s], tex=TEX[s]),
+                           Cell(float(n_pieces[s].mean()), float(n_pieces[s].std()), decimals=1),
+                           f"{n_pieces[s].min()}--{n_pieces[s].max()}", float(np.median(high[s]))])
+
+    var = dict(Seeds=len(P["seeds"]), Iterations=P["iterations"], TrainSeconds=round(results["seconds"]),
+               PaperPieces=PAPER_PIECES, WorstPieceError=(worst, 1))
+    for s in STRATEGIES:
+        m, v = MACRO[s], rmse_[s]
+        var.update({f"Rmse{m}": float(v.mean()), f"RmseMedian{m}": float(np.median(v)), f"RmseStd{m}": float(v.std()),
+                    f"Blown{m}": int((v > BLOWN).sum()), f"Pieces{m}": (float(n_pieces[s].mean()), 3),
+                    f"PiecesMin{m}": int(n_pieces[s].min()), f"PiecesMax{m}": int(n_pieces[s].max()),
+                    f"High{m}": (float(np.median(high[s])), 2)})
+    order = sorted(PAPER_ORDER, key=lambda s: rmse_[s].mean())
+    var.update(OrderFirst=LABEL[order[0]], OrderSecond=LABEL[order[1]], OrderThird=LABEL[order[2]],
+               OrderMatches="yes" if tuple(order) == PAPER_ORDER else "no",
+               SgBest="yes" if order[0] == "sg" else "no")
+    # the seeds share the linear branch across strategies, so they compare seed by seed
+    for other in ("sw-l1", "sw-l2", "relinear-init"):
+        var[f"SgBeats{MACRO[other]}"] = int((rmse_["sg"] < rmse_[other]).sum())
+    for s in PAPER_ORDER:
+        var[f"Ratio{MACRO[s]}"] = (float(PAPER_RMSE[s] / rmse_[s].mean()), 2)
+        var[f"Reproduced{MACRO[s]}"] = "yes" if abs(rmse_[s].mean() - PAPER_RMSE[s]) <= 2 * rmse_[s].std() else "no"
+    spread = max(rmse_[s].std() for s in PAPER_ORDER)
+    gap = max(rmse_[s].mean() for s in PAPER_ORDER) - min(rmse_[s].mean() for s in PAPER_ORDER)
+    var["GapWithinSpread"] = "yes" if gap < spread else "no"
+    return dict(protocol=P, runs=by, models=models, rmse=rmse_, pieces=pieces, worst_piece_error=worst,
+                n_pieces=n_pieces, n_distinct=n_distinct, high=high, order=order, gap=gap, spread=spread,
+                rmse_rows=rmse_rows, piece_rows=piece_rows, variables=var)

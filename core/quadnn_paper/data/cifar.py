@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["DATASETS", "Data", "load", "load_cifar_batch", "UnsafePickle", "augment", "batches"]
+__all__ = ["DATASETS", "Data", "load", "load_cifar_batch", "UnsafePickle", "augment", "batches", "to_device"]
 
 DATASETS = ("cifar10", "cifar100", "digits")
 
@@ -166,22 +166,33 @@ def load(name: str, data_dir: str | Path = "data", download: bool = False, split
     return _load_cifar(name, Path(data_dir), download)
 
 
+def to_device(data: Data, device: torch.device | str) -> Data:
+    """``data`` with its images, labels and statistics on ``device`` (the same object on CPU)."""
+    if torch.device(device).type == "cpu":
+        return data
+    moved = {k: getattr(data, k).to(device) for k in ("x_train", "y_train", "x_test", "y_test", "mean", "std")}
+    return Data(data.name, num_classes=data.num_classes, pad=data.pad, flip=data.flip, **moved)
+
+
 def augment(data: Data, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """Random crop after zero padding (+ horizontal flip where the data set allows), batch-wise."""
+    """Random crop after zero padding (+ horizontal flip where the data set allows), batch-wise,
+    on ``x``'s device; the draws come from the CPU generator ``gen``, so every device sees the same."""
     n, c, h, w = x.shape
     p = data.pad
+    dev = x.device
     x = data.normalise(x)
     if p:
         # Pad the normalised image with zeros (the mean), as the usual ToTensor-Normalize-pad order
         # would pad with black; either is standard, this keeps padding at the data mean.
         xp = torch.nn.functional.pad(x, (p, p, p, p))
-        oy = torch.randint(0, 2 * p + 1, (n,), generator=gen)
-        ox = torch.randint(0, 2 * p + 1, (n,), generator=gen)
-        rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
-        cols = (ox[:, None] + torch.arange(w))[:, None, None, :]
-        x = xp[torch.arange(n)[:, None, None, None], torch.arange(c)[None, :, None, None], rows, cols]
+        oy = torch.randint(0, 2 * p + 1, (n,), generator=gen).to(dev)
+        ox = torch.randint(0, 2 * p + 1, (n,), generator=gen).to(dev)
+        rows = (oy[:, None] + torch.arange(h, device=dev))[:, None, :, None]
+        cols = (ox[:, None] + torch.arange(w, device=dev))[:, None, None, :]
+        x = xp[torch.arange(n, device=dev)[:, None, None, None], torch.arange(c, device=dev)[None, :, None, None],
+               rows, cols]
     if data.flip:
-        flip = torch.rand(n, generator=gen) < 0.5
+        flip = (torch.rand(n, generator=gen) < 0.5).to(dev)
         x = torch.where(flip[:, None, None, None], x.flip(3), x)
     return x
 
@@ -191,7 +202,7 @@ def batches(data: Data, batch_size: int, gen: torch.Generator, train: bool = Tru
     if train:
         order = torch.randperm(len(data.y_train), generator=gen)
         for i in range(0, len(order), batch_size):
-            idx = order[i:i + batch_size]
+            idx = order[i:i + batch_size].to(data.x_train.device)
             yield augment(data, data.x_train[idx], gen), data.y_train[idx]
     else:
         for i in range(0, len(data.y_test), batch_size):

@@ -30,14 +30,14 @@ import torch
 from torch import nn
 
 from quadnn.layers import QuadraticLinear, Square
-from . import published
-from .profiles import select
+from quadnn_paper.common import published
+from quadnn_paper.common.profiles import protocol_of
 
 __all__ = [
     "PROTOCOLS", "protocol", "mlp", "init_normal_", "oscillation", "load_draw_",
     "spline_network", "shift_polynomial", "spline_error_vs_h", "hall_meyer_constant", "euler_number",
     "euler_asymptotic", "variety_network", "variety_dimension", "variety_dimension_bound",
-    "parameter_count", "amplification", "PAPER",
+    "parameter_count", "amplification", "PAPER", "NAME", "runs", "summary", "variety_table",
 ]
 
 # --------------------------------------------------------------------------------------
@@ -79,9 +79,18 @@ PROTOCOLS = {
 PAPER = published.EXPRESSIVITY
 
 
-def protocol(profile: str) -> dict:
-    """The protocol entry of ``profile`` (see :data:`PROTOCOLS`)."""
-    return select(PROTOCOLS, profile)
+NAME = "expressivity"
+
+
+def protocol(profile: str, tiny: bool = False) -> dict:
+    """A copy of the protocol of ``profile`` (see :data:`PROTOCOLS`); TINY=1 keeps full's sizes
+    (the section is exact arithmetic and small random draws, minutes at full)."""
+    return protocol_of(PROTOCOLS, profile, tiny)
+
+
+def runs(profile: str, tiny: bool = False) -> list:
+    """No engine runs: the section's evidence is computed exactly or from random draws (:func:`summary`)."""
+    return []
 
 
 # --------------------------------------------------------------------------------------
@@ -547,4 +556,86 @@ def amplification(depths, width, in_features, sigma, n_draws, seed) -> dict:
             init_normal_(quad, sigma, g)
             res["quadratic_random"].append(_input_gradient_norm(quad, in_features))
         out[str(H)] = dict(widths=widths, scale=scale, **res)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The section's numbers
+# --------------------------------------------------------------------------------------
+def variety_table(archs, n_trials: int, seed: int) -> list[dict]:
+    """Per architecture and network kind: the numeric variety dimension, its singular-value gap, the
+    parameter count and the paper's, the corrected and (quadratic) the layerwise bounds."""
+    out = []
+    for w in archs:
+        row = dict(widths=list(w))
+        for net in NETWORKS:
+            dim, det = variety_dimension(w, net, n_trials=n_trials, seed=seed, return_details=True)
+            row[net] = dict(dim=dim, gap=min(det["gaps"]), params=parameter_count(w, net),
+                            paper=variety_dimension_bound(w, net, "paper"),
+                            corrected=variety_dimension_bound(w, net, "corrected"))
+        row["quadratic"]["layerwise"] = variety_dimension_bound(w, "quadratic", "layerwise")
+        out.append(row)
+    return out
+
+
+def summary(results: dict, profile: str, tiny: bool = False) -> dict:
+    """Rows and variables of the variety and amplification tables and the oscillation ratios, from
+    ``results = dict(oscillation=..., variety=..., amplification=...)`` (the cached outputs of
+    :func:`oscillation`, :func:`variety_table` and :func:`amplification`)."""
+    out: dict = {}
+    if "oscillation" in results:
+        osc = results["oscillation"]
+        sigmas = sorted(osc["max_abs"]["conventional"], key=float)
+        ranges = sorted(osc["max_abs"]["conventional"][sigmas[0]], key=float)
+
+        def med(kind, s, R):
+            return float(np.median(osc["max_abs"][kind][s][R]))
+
+        rmax, rmin = ranges[-1], ranges[0]
+        out["oscillation_rows"] = [
+            [kind, float(s), float(R), med(kind, s, R), float(np.quantile(osc["max_abs"][kind][s][R], 0.1)),
+             float(np.quantile(osc["max_abs"][kind][s][R], 0.9))]
+            for kind in ("conventional", "quadratic") for s in sigmas for R in ranges]
+        out["oscillation_variables"] = dict(
+            OscXmax=float(rmax), OscXmin=float(rmin),
+            OscQuadRatio=(med("quadratic", sigmas[-1], rmax) / med("quadratic", sigmas[0], rmax), 2),
+            OscConvRatio=(med("conventional", sigmas[-1], rmax) / med("conventional", sigmas[0], rmax), 2),
+            OscQuadRatioSmall=(med("quadratic", sigmas[-1], rmin) / med("quadratic", sigmas[0], rmin), 2))
+    if "variety" in results:
+        vd = results["variety"]
+        rows = []
+        for r in vd:
+            q, a = r["quadratic"], r["quadratic_activation"]
+            rows.append(["(" + ",".join(map(str, r["widths"])) + ")", q["params"], q["paper"], q["corrected"],
+                         q["layerwise"], q["dim"], a["params"], a["paper"], a["corrected"], a["dim"], q["dim"] > a["dim"]])
+        one = next((r for r in vd if r["widths"] == [1, 1, 1]), None)
+        out["variety_rows"] = rows
+        out["variety_variables"] = dict(
+            VarArchs=len(vd),
+            VarLemmaFails=sum(r["quadratic"]["paper"] < r["quadratic"]["dim"] for r in vd),
+            VarKileelFails=sum(r["quadratic_activation"]["paper"] < r["quadratic_activation"]["dim"] for r in vd),
+            VarPropTwoHolds=int(sum(r[-1] for r in rows)),
+            VarLayerwiseExact=int(sum(r["quadratic"]["layerwise"] == r["quadratic"]["dim"] for r in vd)),
+            VarMinGap=(float(min(r[n]["gap"] for r in vd for n in NETWORKS)), 3),
+            VarCorrectedHold="yes" if all(r[n]["corrected"] >= r[n]["dim"] for r in vd for n in NETWORKS) else "no")
+        if one is not None:
+            out["variety_variables"].update(VarOneDim=one["quadratic"]["dim"], VarOnePaper=one["quadratic"]["paper"])
+    if "amplification" in results:
+        amp = results["amplification"]
+        depths = sorted(amp, key=int)
+        med_ = {k: np.array([np.median(amp[d][k]) / amp[d]["scale"] for d in depths])
+                for k in ("conventional", "quadratic_random", "quadratic_relinear")}
+        ratio = np.array([np.median(np.array(amp[d]["quadratic_random"]) / np.array(amp[d]["conventional"]))
+                          for d in depths])
+        out["amplification"] = dict(depths=np.array([int(d) for d in depths]), normalised=med_, ratio=ratio)
+        out["amplification_rows"] = [
+            [int(d), amp[d]["scale"], float(np.median(amp[d]["conventional"])),
+             float(np.median(amp[d]["quadratic_random"])), float(np.median(amp[d]["quadratic_relinear"])),
+             float(ratio[i]), float(2 ** int(d))] for i, d in enumerate(depths)]
+        same = all(np.allclose(amp[d]["quadratic_relinear"], amp[d]["conventional"], rtol=1e-12) for d in depths)
+        out["amplification_variables"] = dict(
+            AmpMaxDepth=int(depths[-1]), AmpRatioMax=(float(ratio[-1]), 2),
+            AmpPaperMax=(float(2 ** int(depths[-1])), 3), AmpRatioOne=(float(ratio[0]), 2),
+            AmpConvOverScaleMax=(float(med_["conventional"][-1]), 2),
+            AmpRelinearEqual="equal" if same else "not equal")
     return out

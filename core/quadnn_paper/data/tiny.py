@@ -7,7 +7,9 @@ in the same layouts the real loaders read:
 
 - ``cifar-10-batches-py/`` and ``cifar-100-python/``: torchvision's pickled batches;
 - ``imagenet/{train,val}/<class>/<image>.png``: an ImageFolder tree;
-- ``kitti/``: RGB PNGs, 16-bit depth PNGs (metres x 256) and the Eigen split files.
+- ``kitti/``: RGB PNGs, 16-bit depth PNGs (metres x 256) and the Eigen split files, in the
+  real split's mix of image sizes scaled down by :data:`KITTI_SCALE` (so the KB crop and the
+  random training crops, scaled alike, do the work they do on real KITTI).
 
 :func:`tiny_runs` keeps every field of a full-profile run but caps epochs and training images
 and points it at that data. The caps keep each schedule's stages (so stage-k weight transfer
@@ -21,14 +23,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine import RunConfig, stage_ends
-from .paths import GENERATED
+from quadnn_paper.common.paths import GENERATED
 
-__all__ = ["TINY_ROOT", "CAPS", "write_tiny_data", "tiny_runs", "write_cifar"]
+__all__ = ["TINY_ROOT", "CAPS", "KITTI_SCALE", "write_tiny_data", "write_cifar"]
 
 TINY_ROOT = GENERATED / "tiny"
 # Epochs: the fewest that keep every stage of the run's schedule (at least 2); training images.
-CAPS = dict(classification_images=64, imagenet_per_class=2, imagenet_classes=4, kitti_train=4, kitti_test=2)
+CAPS = dict(classification_images=32, classification_test=16, imagenet_per_class=2, imagenet_classes=4, kitti_train=4, kitti_test=2)
+# TINY KITTI: the real images' sizes and the protocol's crops divided by this.
+KITTI_SCALE = 4
+
+# Written into the stamp: a tree of another layout (older sizes) is rewritten, not reused.
+_LAYOUT = "layout 3: CIFAR 32+16 images, KITTI in mixed sizes"
 
 
 def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed: int = 0) -> Path:
@@ -51,14 +57,16 @@ def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed
 
 def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
     """Write (once) every data set the full profile reads, tiny, under ``root``; returns ``root``."""
-    from . import depth, imagenet
+    from quadnn_paper.data import imagefolder as imagenet
+    from quadnn_paper.data import kitti as depth
 
     root = Path(root)
     stamp = root / "written"
-    if stamp.exists():
+    if stamp.exists() and _LAYOUT in stamp.read_text():  # trees of an older layout are rewritten
         return root
-    write_cifar(root, "cifar10")
-    write_cifar(root, "cifar100")
+    n = dict(n_train=CAPS["classification_images"], n_test=CAPS["classification_test"])
+    write_cifar(root, "cifar10", **n)
+    write_cifar(root, "cifar100", **n)
     # ImageNet: digits rendered as 64x64 RGB-readable PNGs in ImageFolder layout (the full
     # protocol's Resize(256) + TenCrop(224) then run on them unchanged).
     tree = imagenet.write_digits_folder(root / "imagenet-digits", size=64, max_per_class=CAPS["imagenet_per_class"])
@@ -68,36 +76,7 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
             (dest / split / f"n{int(c.name):08d}").mkdir(parents=True, exist_ok=True)
             for png in c.glob("*.png"):
                 (dest / split / f"n{int(c.name):08d}" / png.name).write_bytes(png.read_bytes())
-    depth.write_synthetic_kitti(root / "kitti", CAPS["kitti_train"], CAPS["kitti_test"], 64, 192, seed=0)
-    stamp.write_text("tiny format-identical data for the full profile\n")
+    depth.write_synthetic_kitti(root / "kitti", CAPS["kitti_train"], CAPS["kitti_test"], seed=0,
+                                sizes=[(h // KITTI_SCALE, w // KITTI_SCALE) for h, w in depth.KITTI_SIZES])
+    stamp.write_text(f"tiny format-identical data for the full profile, {_LAYOUT}\n")
     return root
-
-
-def _data_dir(cfg: RunConfig, root: Path) -> str:
-    if cfg.task == "classification":
-        return str(root)
-    if cfg.task == "imagefolder":
-        return str(root / "imagenet") if cfg.dataset == "imagenet" else cfg.data_dir
-    return str(root / "kitti") if cfg.dataset == "kitti" else cfg.data_dir
-
-
-def _epochs(cfg: RunConfig) -> int:
-    want = len(stage_ends(cfg))
-    for epochs in range(2, cfg.epochs + 1):
-        if len(stage_ends(cfg.replace(epochs=epochs))) == want:
-            return epochs
-    return cfg.epochs
-
-
-def tiny_runs(runs: list[RunConfig], root: str | Path = TINY_ROOT) -> list[RunConfig]:
-    """``runs`` with epochs and training images capped and data under ``root`` (sources too);
-    writes the tiny data sets there first if they are missing."""
-    root = write_tiny_data(root)
-
-    def cap(cfg: RunConfig) -> RunConfig:
-        limit = CAPS["classification_images"] if cfg.task == "classification" else 0
-        src = cap(cfg.transfer_from) if cfg.transfer_from is not None else None
-        return cfg.replace(epochs=_epochs(cfg), train_limit=limit or cfg.train_limit, data_dir=_data_dir(cfg, root),
-                           transfer_from=src)
-
-    return [cap(c) for c in runs]

@@ -14,6 +14,6 @@ from pathlib import Path
 
 __all__ = ["REPO", "DATA", "GENERATED"]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DATA = Path(os.environ.get("QUADNN_DATA", REPO / "data")).resolve()
 GENERATED = Path(os.environ.get("QUADNN_GENERATED", REPO / "build" / "data")).resolve()

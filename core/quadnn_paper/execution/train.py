@@ -2,7 +2,7 @@
 
     quadnn-train --profile cpu --model cifar_qresnet20 --relinear sg --lr-g 1e-4   # digits stand-in
     quadnn-train --model cifar_qresnet56 --dataset cifar10 --device cuda             # the paper's recipe
-    torchrun --nproc_per_node=2 -m quadnn_paper.train --dataset digits --epochs 2    # DDP (gloo on CPU)
+    torchrun --nproc_per_node=2 -m quadnn_paper.execution.train --dataset digits --epochs 2    # DDP (gloo on CPU)
 
 Every flag maps onto a field of :class:`quadnn_paper.engine.RunConfig` and is checked before
 anything runs (a bad value ends in a usage error naming the value and what is valid). Results
@@ -18,9 +18,9 @@ import math
 import os
 import sys
 
-from .engine import RunConfig, run
-from .engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
-from .profiles import PROFILES
+from ..engine import RunConfig, run
+from ..engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
+from ..common.profiles import PROFILES
 
 __all__ = ["main", "config_from_args", "PROFILE_DEFAULTS", "ddp_session", "print_result"]
 
@@ -134,6 +134,8 @@ def ddp_session(device: str):
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized()
     if ddp:
         cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        if cuda:  # before NCCL starts: its barriers and communicators use the current device
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
         dist.init_process_group("nccl" if cuda else "gloo")
     try:
         yield
@@ -143,7 +145,7 @@ def ddp_session(device: str):
 
 
 def print_result(res: dict) -> None:
-    from .engine.distributed import world
+    from ..engine.distributed import world
 
     if world()[0] == 0:
         keys = ("status", "run_id", *res.get("metrics", {}), "epochs_run", "epoch_time", "params")

@@ -178,7 +178,7 @@ def macros() -> dict[str, str]:
 
 def write(path: str | Path) -> Path:
     """Write :func:`macros` as ``\\newcommand`` lines into ``path`` (atomically)."""
-    from .atomic import atomic_write_text
+    from quadnn_paper.common.files import atomic_write_text
 
     lines = ["% The paper's numbers, from quadnn_paper/published.py; written by `make paper`, do not edit."]
     lines += [rf"\newcommand{{\paper{k}}}{{{v}}}" for k, v in macros().items()]

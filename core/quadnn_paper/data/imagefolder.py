@@ -1,0 +1,126 @@
+"""An ImageFolder tree ``<data_dir>/{train,val}/<class>/<image>`` read with torchvision, the
+paper's ImageNet augmentation and 10-crop evaluation, and an offline stand-in in the same layout.
+
+- training: ``RandomResizedCrop(crop, scale)`` + horizontal flip + ImageNet mean/std normalisation;
+- evaluation: ``Resize(resize)`` (shorter side) + ``TenCrop(crop)`` (four corners, centre, and their
+  mirror images), stacked so a batch holds the ten crops of each image;
+- :func:`write_digits_folder` renders scikit-learn's 8x8 digits as ``size`` x ``size`` PNG files in
+  the same layout, so the same loader, augmentation and 10-crop path run end to end offline.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from quadnn_paper.common.files import atomic_write_text
+
+__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "write_digits_folder", "train_transform",
+           "eval_transform", "datasets", "StackCrops"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+# What the engine's imagefolder task reads from a run's ``task_kwargs`` (with these defaults).
+DATA_DEFAULTS = dict(image_size=None, max_per_class=None, resize=256, crop=224, scale=(0.08, 1.0))
+
+
+# -- the stand-in ------------------------------------------------------------------------------------------
+def write_digits_folder(root: str | Path, size: int = 32, split_seed: int = 0, test_size: float = 0.2,
+                        max_per_class: int | None = None) -> Path:
+    """Render scikit-learn's digits as ``size`` x ``size`` grey PNGs in ImageFolder layout under ``root``.
+
+    ``root/train/<digit>/<index>.png`` and ``root/val/<digit>/<index>.png`` (a stratified split
+    fixed by ``split_seed``; ``max_per_class`` keeps only the first images of each class per
+    split). The 8x8 images (values 0..16) are scaled to 0..255 and enlarged bicubically. A
+    ``manifest.json`` records the settings; a tree whose manifest matches is left as it is.
+    Returns ``root``.
+    """
+    from PIL import Image
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    root = Path(root)
+    spec = dict(source="sklearn.datasets.load_digits", size=int(size), split_seed=int(split_seed),
+                test_size=float(test_size), max_per_class=max_per_class)
+    manifest = root / "manifest.json"
+    if manifest.exists():
+        if json.loads(manifest.read_text()).get("spec") == spec:
+            return root
+        import shutil  # a tree we wrote with other settings: replace it, leaving no stale images
+
+        for split in ("train", "val"):
+            shutil.rmtree(root / split, ignore_errors=True)
+        manifest.unlink()
+    d = load_digits()
+    idx = np.arange(len(d.target))
+    tr, te = train_test_split(idx, test_size=test_size, stratify=d.target, random_state=split_seed)
+    counts = {}
+    for split, ids in (("train", tr), ("val", te)):
+        kept = {c: 0 for c in range(10)}
+        for i in sorted(ids):
+            c = int(d.target[i])
+            if max_per_class is not None and kept[c] >= max_per_class:
+                continue
+            kept[c] += 1
+            img = Image.fromarray((d.images[i] * (255.0 / 16.0)).round().astype(np.uint8), mode="L")
+            img = img.resize((size, size), Image.BICUBIC)
+            folder = root / split / str(c)
+            folder.mkdir(parents=True, exist_ok=True)
+            img.save(folder / f"{i:04d}.png")
+        counts[split] = sum(kept.values())
+    atomic_write_text(manifest, json.dumps(dict(spec=spec, counts=counts), indent=1))
+    return root
+
+
+def _normalise():
+    from torchvision import transforms as T
+
+    return T.Compose([T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+
+class StackCrops:
+    """Turn the tuple of PIL crops from ``TenCrop`` into one normalised tensor (n_crops, C, H, W)."""
+
+    def __init__(self):
+        self.normalise = _normalise()
+
+    def __call__(self, crops):
+        return torch.stack([self.normalise(c) for c in crops])
+
+    def __repr__(self) -> str:
+        return "StackCrops(ToTensor, Normalize(ImageNet mean/std))"
+
+
+def train_transform(crop: int = 224, scale=(0.08, 1.0)):
+    """RandomResizedCrop + horizontal flip + normalise (images converted to RGB by ImageFolder)."""
+    from torchvision import transforms as T
+
+    return T.Compose([T.RandomResizedCrop(crop, scale=tuple(scale)), T.RandomHorizontalFlip(), _normalise()])
+
+
+def eval_transform(resize: int = 256, crop: int = 224):
+    """Resize the shorter side to ``resize``, then ten ``crop`` crops -> tensor (10, C, crop, crop)."""
+    from torchvision import transforms as T
+
+    return T.Compose([T.Resize(resize), T.TenCrop(crop), StackCrops()])
+
+
+def datasets(data_dir: str | Path, crop: int = 224, resize: int = 256, scale=(0.08, 1.0)):
+    """``(train, val)`` torchvision ImageFolders under ``data_dir`` with the transforms above."""
+    from torchvision.datasets import ImageFolder
+
+    root = Path(data_dir)
+    for split in ("train", "val"):
+        if not (root / split).is_dir():
+            raise FileNotFoundError(
+                f"no ImageFolder tree at {root / split}/: expected {root}/{{train,val}}/<class>/<image> "
+                "(for ImageNet, the validation images sorted into class folders as for torchvision's "
+                "ImageFolder). Offline, use the digits stand-in: --data digits.")
+    train = ImageFolder(str(root / "train"), train_transform(crop, scale))
+    val = ImageFolder(str(root / "val"), eval_transform(resize, crop))
+    if train.classes != val.classes:
+        raise ValueError(f"train and val class folders differ under {root}")
+    return train, val

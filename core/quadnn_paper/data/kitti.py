@@ -1,0 +1,198 @@
+"""KITTI depth in its on-disk format, and synthetic scenes written in it.
+
+16-bit PNG depth in metres * 256 (0 = no measurement); split files with one
+``<rgb path> <depth path> [focal]`` line per image, paths relative to the data directory; the
+Garg evaluation crop and the 80 m cap (:class:`KittiSplit`). The Eigen split's drives come in
+several image sizes (:data:`KITTI_SIZES`); LapDepth's protocol cuts every image to 352 x 1216 (the
+bottom rows, centred: the KB crop). :func:`write_synthetic_kitti` writes driving-like scenes
+(ground plane, boxes, sky) with known depth and a sparse, scan-line LiDAR-like mask in that format.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["KITTI_SIZES", "KittiSplit", "read_depth_png", "write_depth_png", "garg_crop_mask", "render_scene",
+           "write_synthetic_kitti"]
+
+
+METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
+# (height, width) of the camera images in the Eigen split's drives (one size per calibration day).
+KITTI_SIZES = ((375, 1242), (370, 1224), (374, 1238), (376, 1241))
+
+
+# -- KITTI on-disk format --------------------------------------------------------------------------
+def write_depth_png(path, depth: np.ndarray) -> None:
+    """Depth in metres -> 16-bit PNG of ``round(depth * 256)`` (0 = no measurement; at most 255.99 m)."""
+    from PIL import Image
+
+    d = np.clip(np.round(np.asarray(depth, dtype=np.float64) * 256.0), 0, 65535).astype(np.uint16)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(d).save(path)
+
+
+def read_depth_png(path) -> np.ndarray:
+    """16-bit KITTI depth PNG -> float32 metres (0 where there is no measurement)."""
+    from PIL import Image
+
+    img = Image.open(path)
+    if img.mode not in ("I;16", "I;16B", "I"):
+        raise ValueError(f"{path}: PNG mode {img.mode}; KITTI depth maps are 16-bit greyscale")
+    return np.asarray(img, dtype=np.float32) / 256.0
+
+
+def garg_crop_mask(height: int, width: int) -> np.ndarray:
+    """The Garg et al. evaluation crop used on the Eigen split, as a boolean mask."""
+    m = np.zeros((height, width), dtype=bool)
+    m[int(0.40810811 * height):int(0.99189189 * height), int(0.03594771 * width):int(0.96405229 * width)] = True
+    return m
+
+
+_WHERE = ("Put KITTI under data/kitti/: the raw images (e.g. data/kitti/2011_09_26/"
+          "2011_09_26_drive_0002_sync/image_02/data/*.png), the projected LiDAR ground truth as 16-bit "
+          "PNGs, and the Eigen split lists data/kitti/splits/eigen_train_files.txt and "
+          "eigen_test_files.txt with one '<rgb path> <depth path> [focal]' line per image, paths "
+          "relative to data/kitti/. Offline, write synthetic scenes with quadnn_paper.depth.write_synthetic_kitti.")
+
+
+class KittiSplit(torch.utils.data.Dataset):
+    """Images of one split file: ``(rgb (3,H,W) in [0,1], depth (1,H,W) metres, eval mask (1,H,W))``.
+
+    Ground truth at or beyond ``max_depth`` (the 80 m cap) or at most ``min_depth`` is set to 0
+    (invalid); the mask is the Garg crop (``garg=True``, placed on the full image) and the valid
+    pixels. ``crop=(h, w)`` cuts every image to its bottom ``h`` rows and centred ``w`` columns (the
+    KB crop), so images of different sizes batch together.
+    """
+
+    def __init__(self, root, split_file, max_depth: float = 80.0, min_depth: float = 1e-3, garg: bool = True,
+                 limit: int | None = None, crop: tuple[int, int] | None = None):
+        self.root = Path(root)
+        split_file = Path(split_file)
+        if not split_file.is_absolute() and not split_file.exists():
+            split_file = self.root / split_file
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"no KITTI data directory at {self.root}. {_WHERE}")
+        if not split_file.is_file():
+            raise FileNotFoundError(f"no split file at {split_file}. {_WHERE}")
+        lines = [ln.split() for ln in split_file.read_text().splitlines() if ln.strip()]
+        self.items = [(ln[0], ln[1]) for ln in lines if len(ln) >= 2 and ln[1] != "None"]
+        if limit is not None:
+            self.items = self.items[:limit]
+        self.max_depth, self.min_depth, self.garg = float(max_depth), float(min_depth), garg
+        self.crop = tuple(crop) if crop is not None else None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i):
+        from PIL import Image
+
+        rgb_path, depth_path = (self.root / p for p in self.items[i])
+        for p in (rgb_path, depth_path):
+            if not p.is_file():
+                raise FileNotFoundError(f"{p} (listed in the split file) does not exist. {_WHERE}")
+        rgb = np.asarray(Image.open(rgb_path).convert("RGB"), dtype=np.float32) / 255.0
+        depth = read_depth_png(depth_path)
+        depth[(depth >= self.max_depth) | (depth <= self.min_depth)] = 0.0
+        mask = depth > 0
+        if self.garg:
+            mask &= garg_crop_mask(*depth.shape)
+        if rgb.shape[:2] != depth.shape:
+            raise ValueError(f"{rgb_path} is {rgb.shape[0]}x{rgb.shape[1]} but its depth map {depth_path} is "
+                             f"{depth.shape[0]}x{depth.shape[1]}")
+        if self.crop is not None:
+            (h, w), (H, W) = self.crop, depth.shape
+            if h > H or w > W:
+                raise ValueError(f"{rgb_path} is {H}x{W}, smaller than the crop {h}x{w}")
+            top, left = H - h, (W - w) // 2
+            rgb, depth, mask = (a[top:top + h, left:left + w] for a in (rgb, depth, mask))
+        return (torch.from_numpy(rgb).permute(2, 0, 1).contiguous(), torch.from_numpy(depth.copy())[None],
+                torch.from_numpy(mask.copy())[None])
+
+
+# -- synthetic scenes ------------------------------------------------------------------------------
+def render_scene(rng: np.random.Generator, height: int = 64, width: int = 192, lidar_rows: int = 2,
+                 lidar_keep: float = 0.6):
+    """One driving-like scene: ``(rgb uint8 (H,W,3), dense depth (H,W) with inf for sky, sparse gt (H,W))``.
+
+    A pinhole camera 1.65 m above a ground plane (horizon at 40% of the height), 1-4 upright boxes
+    standing on the ground at 4-60 m, sky above. The sparse ground truth keeps every
+    ``lidar_rows``-th row below the horizon and a random ``lidar_keep`` share of its pixels
+    (0 elsewhere and on the sky), as a projected LiDAR scan.
+    """
+    f = 0.9 * width  # focal length in pixels (KITTI: ~721 px for 1242 px width, ~0.58; wider here)
+    cy, cx, cam_h = 0.4 * height, width / 2.0, 1.65
+    v, u = np.mgrid[0:height, 0:width].astype(np.float64) + 0.5
+    depth = np.full((height, width), np.inf)
+    below = v > cy + 0.5
+    depth[below] = f * cam_h / (v[below] - cy)
+    x_ground = (u - cx) * np.where(below, depth, 0) / f
+    z = np.where(below, depth, 1.0)
+    rgb = np.zeros((height, width, 3))
+    stripes = (np.floor(z / 2.0) % 2)  # 2 m bands on the road: a depth cue
+    lane = (np.abs(np.abs(x_ground) - 1.8) < 0.12).astype(float)
+    g = 0.35 + 0.1 * stripes + 0.4 * lane
+    rgb[below] = np.stack([g, g, g * 0.95], -1)[below]
+    sky = ~below
+    rgb[sky] = np.stack([0.5 + 0.3 * v / height, 0.7 + 0.2 * v / height, np.full_like(v, 0.95)], -1)[sky]
+    for _ in range(int(rng.integers(1, 5))):
+        zb = rng.uniform(4.0, 60.0)
+        xb, wb, hb = rng.uniform(-8, 8), rng.uniform(1.5, 4.0), rng.uniform(1.2, 3.5)
+        bottom = cy + f * cam_h / zb
+        top = cy + f * (cam_h - hb) / zb
+        left, right = cx + f * (xb - wb / 2) / zb, cx + f * (xb + wb / 2) / zb
+        inside = (v >= top) & (v <= bottom) & (u >= left) & (u <= right) & (zb < depth)
+        depth[inside] = zb
+        color = rng.uniform(0.1, 0.9, 3)
+        shade = 0.7 + 0.3 * (v - top) / max(bottom - top, 1e-6)
+        rgb[inside] = (color[None] * shade[inside][:, None])
+    rgb = np.clip(rgb + rng.normal(0, 0.02, rgb.shape), 0, 1)
+    sparse = np.where(np.isfinite(depth), depth, 0.0)
+    rows = (np.arange(height) % lidar_rows == 0)[:, None]
+    sparse = sparse * rows * (rng.random((height, width)) < lidar_keep)
+    return (rgb * 255).round().astype(np.uint8), depth, sparse
+
+
+def write_synthetic_kitti(root, n_train: int = 16, n_test: int = 4, height: int = 64, width: int = 192,
+                          seed: int = 0, sizes=None) -> Path:
+    """Synthetic scenes in the KITTI layout under ``root``; returns ``root``.
+
+    Every image is ``height`` x ``width``, or with ``sizes`` (a list of ``(height, width)``) the
+    images cycle through those sizes, as the real split's drives do (:data:`KITTI_SIZES`).
+
+    ``root/synthetic/drive_{train,test}/image_02/data/NNNNNNNNNN.png`` (RGB),
+    ``root/synthetic/drive_*/proj_depth/groundtruth/image_02/NNNNNNNNNN.png`` (16-bit depth * 256,
+    sparse) and ``root/splits/eigen_{train,test}_files.txt``. Deterministic in ``seed``; an
+    existing tree is reused when it was last written with the same settings.
+    """
+    from PIL import Image
+
+    root = Path(root)
+    # One stamp naming the settings of the last write: the split files are shared, so a tree
+    # written later with other settings (another profile) must not pass for this one.
+    spec = f"{n_train} {n_test} {height} {width} {seed}" + (f" {[tuple(s) for s in sizes]}" if sizes else "") + "\n"
+    stamp = root / "synthetic" / "spec.txt"
+    if stamp.exists() and stamp.read_text() == spec:
+        return root
+    rng = np.random.default_rng(seed)
+    sizes = [tuple(s) for s in sizes] if sizes else [(height, width)]
+    for split, n in (("train", n_train), ("test", n_test)):
+        lines = []
+        for i in range(n):
+            height, width = sizes[i % len(sizes)]
+            f = 0.9 * width
+            rgb, _, sparse = render_scene(rng, height, width)
+            drive = f"synthetic/drive_{split}"
+            rgb_rel = f"{drive}/image_02/data/{i:010d}.png"
+            dep_rel = f"{drive}/proj_depth/groundtruth/image_02/{i:010d}.png"
+            (root / rgb_rel).parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rgb).save(root / rgb_rel)
+            write_depth_png(root / dep_rel, sparse)
+            lines.append(f"{rgb_rel} {dep_rel} {f:.4f}")
+        (root / "splits").mkdir(parents=True, exist_ok=True)
+        (root / "splits" / f"eigen_{split}_files.txt").write_text("\n".join(lines) + "\n")
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(spec)
+    return root

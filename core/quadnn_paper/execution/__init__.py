@@ -1,0 +1,11 @@
+"""Execution: where a section's runs train (inline, this machine's GPUs/CPUs, SLURM), and the plan.
+
+:func:`execute` is what a notebook calls; :mod:`.runners` (with :mod:`.local` and :mod:`.slurm`)
+submits keyed jobs; ``python -m quadnn_paper.execution.status`` prints the plan (``make status``).
+This layer imports the engine and the sections, never the reverse. Importing it does not import
+torch (the engine is imported where it is used), so a job process starts quickly.
+"""
+from .execute import execute, pending_note
+from .runners import RUNNERS, Job, init_distributed, make_runner
+
+__all__ = ["execute", "pending_note", "RUNNERS", "Job", "make_runner", "init_distributed"]

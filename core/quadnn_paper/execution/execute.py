@@ -1,0 +1,159 @@
+"""Execute a section's runs through a runner and collect what is done.
+
+``execute(runs, out, runner="inline")`` makes sure every run (and every run it depends on) is done
+or submitted, and returns ``{run_id: result or None}``: None where a run is still pending, queued
+or running (a notebook then shows "pending (k of n runs)" instead of blocking for days).
+``inline`` trains in this process, dependencies first; ``local`` and ``slurm`` submit through
+:mod:`.runners`, keyed by run id so nothing is trained twice.
+
+What a run asks for comes from its configuration, never from the machine that submits it
+(:func:`resources`): ImageNet 8 GPUs (one DDP task each, as the paper trained it), every other GPU
+run one, ``device="cpu"`` runs none; ``CPUS_PER_GPU`` CPUs per GPU (more when the run's loader
+has more workers) and ``MEM_GB_PER_GPU`` memory. ``QUADNN_GPUS_PER_RUN`` overrides the GPU count
+(0: CPU jobs). Where the runner's machines have fewer GPUs (``runner.max_gpus``: this machine's
+for ``local``, a node of the partition for ``slurm``), a run gets what there is.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .runners import RUNNERS, Job, init_distributed, make_runner
+
+if TYPE_CHECKING:   # the engine (torch) is imported where it is used: job processes start without it
+    from ..engine import RunConfig
+
+__all__ = ["RUNNERS", "with_dependencies", "execute", "pending_note", "resources", "jobs", "make", "job_dir",
+           "is_done", "TrainRun"]
+
+PROTOCOL_GPUS = {("imagefolder", "imagenet"): 8}   # (task, dataset) -> GPUs; others: 1
+CPUS_PER_GPU = 8
+MEM_GB_PER_GPU = 32
+MEM_GB_CPU = 4
+
+
+def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
+    """``runs`` plus everything they depend on, each once, sources before dependents."""
+    order: dict[str, RunConfig] = {}
+
+    def visit(cfg: RunConfig):
+        for dep in cfg.dependencies():
+            visit(dep)
+        order.setdefault(cfg.run_id, cfg)
+
+    for cfg in runs:
+        visit(cfg)
+    return list(order.values())
+
+
+def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline", wait: bool | None = None,
+            progress: bool = True, **runner_options) -> dict[str, dict | None]:
+    """Results of ``runs`` by run id (None: not done yet); see the module doc.
+
+    ``wait``: block until every submitted run has ended (default ``QUADNN_WAIT``, else yes for
+    ``inline`` and ``local``, whose queue lives in this process, and no for ``slurm``).
+    ``runner_options`` go to the runner (``workers``, ``gpus`` for ``local``; ``partition``, ... for ``slurm``).
+    """
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
+    if wait is None:
+        env = os.environ.get("QUADNN_WAIT", "")
+        wait = env not in ("", "0") if env else runner != "slurm"
+    from ..engine import RunStore, run
+
+    todo = with_dependencies(runs)
+    if runner == "inline":
+        from tqdm.auto import tqdm
+        for cfg in tqdm(todo, desc="runs", unit="run", disable=not progress):
+            run(cfg, out)
+    else:
+        r = make(runner, out, **runner_options)
+        states = r.submit(jobs(todo, out, r.max_gpus), is_done=is_done(out))
+        if progress:
+            counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
+            print(f"{runner}: {len(r.last_submitted)} run(s) submitted; "
+                  + ", ".join(f"{n} {s}" for s, n in counts.items()), flush=True)
+        if wait:
+            states = r.wait([cfg.run_id for cfg in todo], is_done=is_done(out))
+            for key in (k for k, s in states.items() if s == "failed"):
+                print(f"run {key} failed; last lines of its log:\n{r.log_tail(key)}", flush=True)
+    store = RunStore(out)
+    results = {cfg.run_id: store.result(cfg) for cfg in todo}
+    note = pending_note(results, runs)
+    if note:
+        print(f"{note}: see `make status` (python -m quadnn_paper.execution.status)", flush=True)
+        if os.environ.get("QUADNN_PENDING"):  # tells `make paper` this notebook is not complete yet
+            with open(os.environ["QUADNN_PENDING"], "a") as f:
+                f.write(f"{note}\n")
+    return results
+
+
+def job_dir(out: str | os.PathLike) -> Path:
+    """Where runners keep their submission records and logs: ``<cache>/.jobs``."""
+    return Path(out) / ".jobs"
+
+
+def make(runner: str, out: str | os.PathLike, **options):
+    """The runner ``runner`` keeping its records under ``out``'s :func:`job_dir`."""
+    return make_runner(runner, job_dir(out), **options)
+
+
+def is_done(out: str | os.PathLike):
+    """The runners' notion of done: the run's result is stored (finished or did not converge)."""
+    root = Path(out)
+    return lambda key: (root / key / "result.json").exists()
+
+
+class TrainRun:
+    """A picklable job: train one configuration into ``out`` (resuming from its checkpoint).
+
+    Its weight-transfer source is a job of its own, so it is never trained from here. With
+    several tasks, torch.distributed is joined from the environment the runner set.
+    """
+
+    def __init__(self, cfg: RunConfig, out: str | os.PathLike):
+        # Absolute paths: the job may start in another working directory (data_dir is not hashed).
+        self.cfg = cfg.replace(data_dir=str(Path(cfg.data_dir).resolve()))
+        self.out = str(Path(out).resolve())
+
+    def __call__(self) -> str:
+        from ..engine import run
+
+        ddp = init_distributed()
+        try:
+            return run(self.cfg, self.out, run_dependencies=False)["status"]
+        finally:
+            if ddp:
+                import torch.distributed as dist
+                dist.destroy_process_group()
+
+    def __repr__(self) -> str:
+        return f"TrainRun({self.cfg.describe()} {self.cfg.run_id})"
+
+
+def resources(cfg: RunConfig, max_gpus: int | None = None) -> dict:
+    """GPUs, tasks, CPUs per task and memory (GB) a run asks for; see the module doc."""
+    env = os.environ.get("QUADNN_GPUS_PER_RUN", "")
+    if env and not env.isdigit():
+        raise ValueError(f"QUADNN_GPUS_PER_RUN must be a non-negative integer, got {env!r}")
+    gpus = 0 if cfg.device == "cpu" else int(env) if env else PROTOCOL_GPUS.get((cfg.task, cfg.dataset), 1)
+    if max_gpus is not None:
+        gpus = min(gpus, max_gpus)
+    if gpus == 0:
+        return dict(gpus=0, tasks_per_node=1, cpus_per_task=cfg.threads or None, mem_gb=MEM_GB_CPU)
+    tasks = gpus if (cfg.task, cfg.dataset) in PROTOCOL_GPUS else 1   # DDP: one task per GPU
+    return dict(gpus=gpus, tasks_per_node=tasks, cpus_per_task=max(CPUS_PER_GPU * gpus // tasks, cfg.workers + 1),
+                mem_gb=MEM_GB_PER_GPU * gpus)
+
+
+def jobs(runs: list[RunConfig], out: str | os.PathLike, max_gpus: int | None = None) -> list[Job]:
+    """The runners' jobs for ``runs`` (keys: run ids; deps: weight-transfer sources)."""
+    return [Job(key=c.run_id, fn=TrainRun(c, out), deps=tuple(d.run_id for d in c.dependencies()),
+                name=c.describe().replace(" ", "_"), **resources(c, max_gpus)) for c in runs]
+
+
+def pending_note(results: dict[str, dict | None], runs: list[RunConfig]) -> str | None:
+    """"pending (k of n runs)" when some of ``runs`` have no result yet, else None."""
+    missing = sum(results.get(c.run_id) is None for c in runs)
+    return f"pending ({missing} of {len(runs)} runs)" if missing else None

@@ -1,0 +1,189 @@
+"""The local runner: jobs in child processes on this machine, one GPU token per job.
+
+Slots are this machine's GPUs (``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L``; option ``gpus``)
+or ``workers`` CPU slots (default ``QUADNN_LOCAL_WORKERS`` or the CPU count) without GPUs. A
+thread pool (:mod:`concurrent.futures`) starts each job once its sources are done and it holds
+``max(1, gpus)`` slots; the job sees exactly its GPUs in ``CUDA_VISIBLE_DEVICES`` and gets
+``OMP_NUM_THREADS = CPUs // slots`` unless that is set. Each job is a process of its own
+(``python -m quadnn_paper.execution.local``), which holds the key's lock while it runs (another
+submitter then sees it running and the job itself skips a key that became done meanwhile),
+and ``tasks_per_node > 1`` starts that many ranks with ``torchrun``. The queue lives in the
+submitting process: jobs queued when it exits are lost (``missing``; the next submit queues
+them again); a started job runs to its end and records its exit status itself.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from .runners import Job, Runner, load_job, private_dir, read_json
+
+__all__ = ["LocalRunner", "visible_gpus"]
+_MODULE = "quadnn_paper.execution.local"   # what job processes run (not __name__: "__main__" there)
+
+
+def visible_gpus() -> list[str]:
+    """This machine's GPUs: ``CUDA_VISIBLE_DEVICES`` if set, else ``nvidia-smi -L``."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            return []
+        return [str(i) for i, line in enumerate(x for x in out.splitlines() if x.startswith("GPU "))]
+    return []
+
+
+class LocalRunner(Runner):
+    """A queue over this machine's GPUs (one token each) or ``workers`` CPU slots."""
+    name = "local"
+
+    def __init__(self, state_dir, is_done=None, workers: int | None = None, gpus: list[str] | None = None):
+        super().__init__(state_dir, is_done)
+        self.gpus = [str(g) for g in (visible_gpus() if gpus is None else gpus)]
+        workers = workers or int(os.environ.get("QUADNN_LOCAL_WORKERS", 0)) or os.cpu_count() or 1
+        self.slots = self.gpus or [f"cpu{i}" for i in range(workers)]
+        self._free = list(self.slots)
+        self._cond = threading.Condition()
+        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="quadnn-local")
+        self._futures: dict[str, Future] = {}
+        self._phase: dict[str, str] = {}   # key -> pending | running, while this process has it
+
+    def __repr__(self):
+        what = f"gpus={self.gpus}" if self.gpus else f"workers={len(self.slots)}"
+        return f"LocalRunner({str(self.state_dir)!r}, {what})"
+
+    @property
+    def max_gpus(self) -> int:
+        """The most GPUs one job can have here."""
+        return len(self.gpus)
+
+    @property
+    def running(self) -> int:
+        """How many jobs of this runner run now."""
+        return sum(p == "running" for p in list(self._phase.values()))
+
+    def _check(self, job):
+        if job.nodes != 1:
+            raise ValueError(f"job {job.key} asks for {job.nodes} nodes; the local runner has one")
+        if job.gpus and not self.gpus:
+            raise ValueError(f"job {job.key} needs {job.gpus} GPU(s) and this machine has none visible")
+        if job.gpus > len(self.slots):
+            raise ValueError(f"job {job.key} needs {job.gpus} GPUs; this machine has {len(self.slots)}")
+
+    def _record_state(self, record):
+        phase = self._phase.get(record["key"])
+        return (phase, "") if phase else super()._record_state(record)
+
+    def _can_follow(self, dep_record):
+        return dep_record is not None and dep_record["key"] in self._phase
+
+    def _launch(self, job, sources, record):
+        import cloudpickle
+        spec = private_dir(self.state_dir / "jobs") / f"{job.key}.pkl"
+        fd = os.open(spec.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(cloudpickle.dumps(dict(key=job.key, fn=job.fn, is_done=self.is_done, tasks=job.tasks_per_node)))
+        os.replace(spec.with_suffix(".tmp"), spec)
+        return {"spec": str(spec), "logs": [str(self.log_path(job.key))]}
+
+    def _after_submit(self, job):
+        self._phase[job.key] = "pending"
+        self._futures[job.key] = self._pool.submit(self._run, job, self.record(job.key))
+        return "pending"
+
+    def _run(self, job: Job, record: dict) -> None:
+        try:
+            for dep in job.deps:
+                if dep in self._futures:
+                    self._futures[dep].result()
+                state, reason = self.state(dep)
+                if state != "done":
+                    self.write_record({**record, "exit": 1, "error": f"source {dep} failed: {reason}"})
+                    return
+            need = max(1, job.gpus)
+            with self._cond:
+                self._cond.wait_for(lambda: len(self._free) >= need)
+                slots, self._free = self._free[:need], self._free[need:]
+            try:
+                self._phase[job.key] = "running"
+                code = self._spawn(job, record, slots)
+            finally:
+                with self._cond:
+                    self._free = sorted(self._free + slots, key=self.slots.index)
+                    self._cond.notify_all()
+            if "exit" not in (read_json(self.record_path(job.key)) or {}):   # killed before it could say
+                self.write_record({**record, "exit": code, "error": f"the job process ended with exit {code}"})
+        finally:
+            self._phase.pop(job.key, None)
+
+    def _spawn(self, job: Job, record: dict, slots: list[str]) -> int:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # imports as here
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(slots) if job.gpus else ""
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(self.slots))))
+        with open(record["logs"][0], "a") as log:
+            log.write(f"--- local attempt on {','.join(slots)}\n")
+            log.flush()
+            return subprocess.call([sys.executable, "-u", "-m", _MODULE, record["spec"], str(self.state_dir)],
+                                   env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(spec: str, state_dir: str, task: bool = False) -> int:
+    """One local job: check and load its pickle, hold its key's lock, skip it if done meanwhile,
+    run it (or its ranks through torchrun), record its exit status."""
+    import json
+
+    from ..common.files import atomic_write_text, file_lock
+
+    record_path = Path(state_dir) / f"{Path(spec).stem}.json"
+    try:
+        job = load_job(Path(spec), Path(state_dir))
+    except PermissionError as refused:
+        print(refused, file=sys.stderr)
+        if not task:
+            record = read_json(record_path) or {"key": Path(spec).stem, "runner": "local"}
+            atomic_write_text(record_path, json.dumps({**record, "exit": 1, "error": str(refused)}, indent=1))
+        return 1
+    if task:
+        job["fn"]()
+        return 0
+    code, error = 0, ""
+    with file_lock(Path(state_dir) / f"{job['key']}.lock", poll=0.05):
+        try:
+            if job["is_done"] is not None and job["is_done"](job["key"]):
+                pass
+            elif job["tasks"] > 1:
+                code = subprocess.call([sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+                                        f"--nproc-per-node={job['tasks']}", "--master-addr=127.0.0.1",
+                                        f"--master-port={_free_port()}", "-m", _MODULE, "--task", spec, state_dir])
+                error = f"a task failed (torchrun exit {code})" if code else ""
+            else:
+                job["fn"]()
+        except BaseException as exc:
+            traceback.print_exc()
+            code, error = 1, f"{type(exc).__name__}: {exc}"
+        record = read_json(record_path) or {"key": job["key"], "runner": "local"}
+        atomic_write_text(record_path, json.dumps({**record, "exit": code, "error": error}, indent=1, sort_keys=True))
+    return code
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    task = args[0] == "--task"
+    sys.exit(main(*args[task:], task=task))

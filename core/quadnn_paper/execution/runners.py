@@ -1,0 +1,355 @@
+"""Runners: execute keyed jobs inline, on this machine's GPUs/CPUs, or on SLURM via submitit.
+
+A :class:`Job` is a key (stable: the configuration hash of a run), a picklable callable that takes
+no argument, and what it needs (GPUs, nodes, tasks, CPUs, memory, the keys it depends on). The
+callable must be idempotent and resume from its own checkpoint when called again: a runner may
+call it again after a preemption, a timeout or a crash. Runners know nothing about training.
+
+    runner = make_runner("slurm", "build/cache/runs/.jobs", partition="gpu")
+    runner.submit(jobs, is_done=lambda key: ...)    # returns at once: {key: state}
+    runner.wait(keys)                                 # optional: until nothing is queued or running
+    runner.log_tail(key)                              # why a job failed
+
+``submit`` submits every job that is neither done (``is_done(key)``) nor queued or running,
+whichever process queued it; ``runner.last_submitted`` lists what it submitted. States are
+``done | running | pending | failed | missing`` (``missing``: not submitted, or its submitting
+process ended before it started; the next submit takes it).
+
+Each key has one record, ``state_dir/<key>.json``, written under the key's lock
+(``state_dir/<key>.submit.lock``, a POSIX lock, so it holds between processes and on NFS):
+two racing submitters submit a key once. ``inline`` runs a job in this process; ``local``
+(:mod:`.local`) runs it in a child process that holds the key's lock while it runs, so "running"
+is "its lock is held" and "trained once" is that lock; ``slurm`` (:mod:`.slurm`) submits through
+submitit and reads states from SLURM.
+"""
+from __future__ import annotations
+
+import dataclasses
+import graphlib
+import json
+import os
+import re
+import stat
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..common.files import atomic_write_text, file_lock, lock_held
+
+__all__ = ["Job", "Runner", "InlineRunner", "make_runner", "init_distributed", "load_job", "RUNNERS", "STATES"]
+
+RUNNERS = ("inline", "local", "slurm")
+STATES = ("done", "running", "pending", "failed", "missing")
+ACTIVE = ("pending", "running")
+_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One unit of work. ``gpus`` are per node; ``deps`` are keys whose success this job needs
+    first; ``cpus_per_task`` and ``mem_gb`` (per node) are what it asks for (None: the runner's)."""
+    key: str
+    fn: Callable[[], Any]
+    deps: tuple[str, ...] = ()
+    gpus: int = 0
+    nodes: int = 1
+    tasks_per_node: int = 1
+    name: str = ""
+    cpus_per_task: int | None = None
+    mem_gb: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.key, str) or not _KEY.fullmatch(self.key):
+            raise ValueError(f"job key {self.key!r}: expected 1-200 characters of [A-Za-z0-9._=+-], "
+                             "starting with a letter or digit")
+        if not callable(self.fn):
+            raise ValueError(f"job {self.key}: fn must be callable, got {type(self.fn).__name__}")
+        object.__setattr__(self, "deps", tuple(self.deps))
+        for field in ("gpus", "nodes", "tasks_per_node"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value < (0 if field == "gpus" else 1):
+                raise ValueError(f"job {self.key}: {field}={value!r} is not a valid count")
+        if self.key in self.deps:
+            raise ValueError(f"job {self.key} depends on itself")
+
+
+def make_runner(name: str, state_dir: str | os.PathLike, **options) -> "Runner":
+    """The runner called ``name`` (one of :data:`RUNNERS`), keeping its records in ``state_dir``."""
+    if name == "inline":
+        return InlineRunner(state_dir, **options)
+    if name == "local":
+        from .local import LocalRunner
+        return LocalRunner(state_dir, **options)
+    if name == "slurm":
+        from .slurm import SlurmRunner
+        return SlurmRunner(state_dir, **options)
+    raise ValueError(f"unknown runner {name!r}; choose one of: {', '.join(RUNNERS)}")
+
+
+def init_distributed(backend: str | None = None) -> bool:
+    """Join the process group the runner's environment describes (``env://``) when the job has
+    more than one task; returns whether one is active. ``backend``: ``nccl`` with CUDA, else ``gloo``."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    import torch
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend, init_method="env://")
+    return True
+
+
+# --- files ------------------------------------------------------------------------------------------
+
+def private_dir(path: Path) -> Path:
+    """``path`` created if missing and made writable by its owner only (whatever the umask), since
+    job pickles are loaded from under it."""
+    path.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode
+    if mode & 0o022 and path.stat().st_uid == os.getuid():
+        os.chmod(path, stat.S_IMODE(mode) & ~0o022)
+    return path
+
+
+def check_private(path: Path, top: Path) -> None:
+    """Refuse ``path`` when it, or a folder between it and ``top``, is not ours or is writable by
+    others: whoever can write there could make us unpickle (run) their code. As ssh does for keys."""
+    path, top = Path(path).absolute(), Path(top).absolute()
+    for p in (path, *[q for q in path.parents if q == top or top in q.parents]):
+        st = p.stat()
+        if st.st_uid not in (os.getuid(), 0):
+            raise PermissionError(f"refusing to load the job {path}: {p} belongs to uid {st.st_uid}, not to us "
+                                  f"(uid {os.getuid()}), so another user could have put code there")
+        if st.st_mode & 0o022:
+            raise PermissionError(f"refusing to load the job {path}: {p} is writable by "
+                                  f"{'group and others' if st.st_mode & 0o002 else 'its group'} "
+                                  f"(mode {stat.filemode(st.st_mode)}), so others could have put code there; "
+                                  f"`chmod go-w {p}` if that is wanted")
+
+
+def load_job(path: Path, top: Path):
+    """The pickled job at ``path``, after :func:`check_private` up to ``top``."""
+    import pickle
+    check_private(path, top)
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def tail(paths: Iterable[Path], lines: int) -> str:
+    out = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        if text:
+            out += [f"==> {path} <==", *text[-lines:]]
+    return "\n".join(out)
+
+
+def order(jobs: list[Job]) -> list[Job]:
+    """Jobs sorted so that a job comes after the jobs of this list it depends on."""
+    by_key = {}
+    for job in jobs:
+        if by_key.setdefault(job.key, job) != job:
+            raise ValueError(f"two different jobs share the key {job.key}")
+    graph = {key: [d for d in job.deps if d in by_key] for key, job in by_key.items()}
+    try:
+        return [by_key[key] for key in graphlib.TopologicalSorter(graph).static_order()]
+    except graphlib.CycleError as e:
+        raise ValueError(f"dependency cycle: {' -> '.join(reversed(e.args[1]))}") from None
+
+
+# --- the shared part ---------------------------------------------------------------------------------
+
+class Runner:
+    """Records, locks, states, waiting and the submission decision. A subclass implements
+    ``_launch(job, sources) -> record`` (``sources``: records of queued jobs it must wait for) and
+    ``_record_state(record) -> (state, reason)``, and may override ``_can_follow`` and ``_discard``."""
+    name = ""
+    max_gpus: int | None = None   # the most GPUs one job can get (None: unknown)
+
+    def __init__(self, state_dir: str | os.PathLike, is_done: Callable[[str], bool] | None = None):
+        self.state_dir = private_dir(Path(state_dir).resolve())
+        private_dir(self.state_dir / "logs")
+        self.is_done = is_done
+        self.last_submitted: list[str] = []
+
+    def __repr__(self):
+        return f"{type(self).__name__}({str(self.state_dir)!r})"
+
+    def lock(self, key: str):
+        """The lock a job holds while it runs (``<key>.lock``); submitters take ``<key>.submit``."""
+        return file_lock(self.state_dir / f"{key}.lock", poll=0.05)
+
+    def record_path(self, key: str) -> Path:
+        return self.state_dir / f"{key}.json"
+
+    def record(self, key: str) -> dict | None:
+        """The record of ``key``'s latest submission, or None."""
+        return read_json(self.record_path(key))
+
+    def write_record(self, record: dict) -> None:
+        atomic_write_text(self.record_path(record["key"]), json.dumps(record, indent=1, sort_keys=True))
+
+    def log_path(self, key: str) -> Path:
+        return self.state_dir / "logs" / f"{key}.log"
+
+    def log_tail(self, key: str, lines: int = 20) -> str:
+        """The last ``lines`` lines of the latest attempt's log(s) of ``key``."""
+        return tail([Path(p) for p in (self.record(key) or {}).get("logs", [])], lines)
+
+    # states
+    def _done(self, key: str) -> bool:
+        return bool(self.is_done and self.is_done(key))
+
+    def state(self, key: str, is_done: Callable[[str], bool] | None = None) -> tuple[str, str]:
+        """``(state, reason)`` of one key; ``reason`` says why a job failed or is missing."""
+        self.is_done = is_done or self.is_done
+        if self._done(key):
+            return "done", ""
+        record = self.record(key)
+        if record is None:
+            return "missing", "never submitted"
+        state, reason = self._record_state(record)
+        if state == "done" and self.is_done is not None:
+            return "failed", "the job finished but is_done() says its result is missing"
+        return state, reason
+
+    def states(self, keys: Iterable[str], is_done: Callable[[str], bool] | None = None) -> dict[str, str]:
+        """``{key: state}`` with states from :data:`STATES`."""
+        return {key: self.state(key, is_done)[0] for key in keys}
+
+    def _record_state(self, record: dict) -> tuple[str, str]:
+        """State of a record this process did not queue: its exit status, else its lock."""
+        if record.get("runner") == "slurm":
+            from .slurm import record_state
+            return record_state(self, record)
+        if "exit" in record:
+            return ("done", "") if record["exit"] == 0 else ("failed", record.get("error") or f"exit {record['exit']}")
+        if lock_held(self.state_dir / f"{record['key']}.lock"):
+            return "running", ""
+        return "missing", "its process ended before it started or finished (killed?)"
+
+    def wait(self, keys: Iterable[str], timeout: float | None = None,
+             is_done: Callable[[str], bool] | None = None, poll_s: float = 1.0,
+             max_poll_s: float = 30.0) -> dict[str, str]:
+        """Block until no job of ``keys`` is pending or running; returns the final states. Polls
+        every ``poll_s``, backing off to ``max_poll_s`` while nothing changes. Raises TimeoutError
+        after ``timeout`` seconds."""
+        keys = list(keys)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay, before = poll_s, None
+        while True:
+            states = self.states(keys, is_done)
+            busy = {k: s for k, s in states.items() if s in ACTIVE}
+            if not busy:
+                return states
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{len(busy)} job(s) still pending or running after {timeout} s: {busy}")
+            delay = poll_s if states != before else min(max_poll_s, delay * 1.5)
+            before = states
+            time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
+
+    # submission
+    def submit(self, jobs: Iterable[Job], is_done: Callable[[str], bool] | None = None) -> dict[str, str]:
+        """Submit every job that is not done and not already pending or running; returns every
+        job's state afterwards."""
+        self.is_done = is_done or self.is_done
+        jobs = order(list(jobs))
+        in_batch = {job.key for job in jobs}
+        self.last_submitted = []
+        decided: dict[str, tuple[str, dict | None]] = {}   # key -> (state, record)
+        for job in jobs:
+            self._check(job)
+            with self.lock(f"{job.key}.submit"):
+                decided[job.key] = self._decide(job, decided, in_batch)
+            if decided[job.key][0] == "submitted":
+                decided[job.key] = (self._after_submit(job), self.record(job.key))
+        return {key: state for key, (state, _) in decided.items()}
+
+    def _decide(self, job: Job, decided: dict, in_batch: set) -> tuple[str, dict | None]:
+        if self._done(job.key):
+            return "done", None
+        old = self.record(job.key)
+        state = self._record_state(old)[0] if old else "missing"
+        if state in ACTIVE:
+            return state, old
+        sources = {}
+        for dep in job.deps:
+            if dep in decided:
+                dep_state, dep_record = decided[dep]
+            elif self._done(dep):
+                continue
+            else:
+                dep_record = self.record(dep)
+                dep_state = self._record_state(dep_record)[0] if dep_record else "missing"
+            if dep_state == "done":
+                continue
+            if dep_state not in ACTIVE or not self._can_follow(dep_record):
+                return "missing", None    # its source is not queued: a later pass submits it
+            sources[dep] = dep_record
+        if old is not None:
+            self._discard(old)
+        record = dict(key=job.key, runner=self.name, deps=list(job.deps), submitted_at=time.time(),
+                      submitted_by=os.getpid())
+        record.update(self._launch(job, sources, record))
+        self.write_record(record)
+        self.last_submitted.append(job.key)
+        return "submitted", record
+
+    def _check(self, job: Job) -> None:
+        """Raise ValueError when this runner cannot run ``job`` at all."""
+
+    def _can_follow(self, dep_record: dict | None) -> bool:
+        """Whether a job submitted now can wait for that queued source."""
+        return False
+
+    def _discard(self, old: dict) -> None:
+        """Called before a stale record is replaced."""
+
+    def _after_submit(self, job: Job) -> str:
+        return "pending"
+
+    def _launch(self, job: Job, sources: dict[str, dict], record: dict) -> dict:
+        raise NotImplementedError
+
+
+class InlineRunner(Runner):
+    """Runs each job in the calling process, in dependency order, holding its key's lock. A job's
+    exception is recorded (``log_tail`` shows its traceback) and re-raised (``raise_errors=False``
+    continues with the jobs that do not depend on it)."""
+    name = "inline"
+
+    def __init__(self, state_dir, is_done=None, raise_errors: bool = True):
+        super().__init__(state_dir, is_done)
+        self.raise_errors = raise_errors
+
+    def _launch(self, job, sources, record):
+        return {"logs": [str(self.log_path(job.key))]}
+
+    def _after_submit(self, job):
+        record = self.record(job.key)
+        with self.lock(job.key):
+            try:
+                if not self._done(job.key):
+                    job.fn()
+            except BaseException as error:
+                with open(self.log_path(job.key), "a") as log:
+                    log.write(f"--- inline attempt at {time.ctime()} failed\n{traceback.format_exc()}")
+                self.write_record({**record, "exit": 1, "error": f"{type(error).__name__}: {error}"})
+                if self.raise_errors or not isinstance(error, Exception):
+                    raise
+                return "failed"
+            self.write_record({**record, "exit": 0})
+        return "done" if self.is_done is None or self._done(job.key) else "failed"

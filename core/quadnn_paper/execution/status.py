@@ -1,0 +1,154 @@
+"""The plan before spending GPU-days: every section's runs, their states, and GPU-hours.
+
+    python -m quadnn_paper.execution.status --profile full          # or: make status PROFILE=full
+    python -m quadnn_paper.execution.status --profile full --tiny   # the TINY=1 variant
+
+Prints one line per section: runs, done / running / pending / failed / not submitted, and an
+estimate of the GPU-hours still to spend: wall time per epoch times the GPUs each run's submission
+requests (:func:`~.execute.resources`). Wall time per epoch is measured on the section's finished
+runs, or before any has finished taken from :data:`DEFAULT_SECONDS_PER_EPOCH` for the task's
+reference model, and scaled to each run by its model's forward FLOPs (counted by
+``torch.utils.flop_counter`` on a small input, so a full quadratic neuron costs what its
+arithmetic costs: about 3x a conventional layer, parabolic and poly about 2x). Failed runs follow
+with the last lines of their log and the command that resubmits them.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..engine import RunConfig, RunStore, cached
+from ..common.profiles import PROFILES
+from .execute import RUNNERS, is_done, make, resources, with_dependencies
+
+__all__ = ["SECTIONS", "section_runs", "model_gflops", "relative_cost", "gpu_hours", "plan_table", "main",
+           "DEFAULT_SECONDS_PER_EPOCH"]
+
+
+def section_module(name: str):
+    """The section module ``quadnn_paper.sections.<name>`` (its runs: ``section_module(name).runs(profile, tiny)``)."""
+    import importlib
+
+    return importlib.import_module(f"quadnn_paper.sections.{name}")
+
+
+SECTIONS = ("cifar_tuning", "vgg_stability", "cifar_comparison", "imagenet", "kitti_lapdepth")
+
+# Stated defaults: wall seconds per epoch of each task's reference model (:data:`REFERENCE`) on the
+# GPUs its run requests, used until a section has a finished run to measure. CIFAR: ResNet20 at
+# batch 128 on one GPU (about the paper's 10 s/epoch). ImageNet: ResNet-18 on 8 GPUs (~5 min).
+# KITTI: LapDepth with a ResNeXt-101 encoder over 23,488 images on one GPU.
+DEFAULT_SECONDS_PER_EPOCH = {"classification": 10.0, "imagefolder": 300.0, "depth": 900.0}
+REFERENCE = {"classification": dict(model="cifar_resnet20", width=1.0, model_kwargs={}),
+             "imagefolder": dict(model="imagenet_resnet18", width=1.0, model_kwargs={}),
+             "depth": dict(model="lapdepth", model_kwargs=dict(encoder="resnext101_32x8d"))}
+_INPUT = {"classification": (3, 32, 32), "imagefolder": (3, 64, 64), "depth": (3, 64, 64)}
+
+
+def section_runs(name: str, profile: str, tiny: bool = False) -> list[RunConfig]:
+    """Every run of ``section`` at ``profile`` (dependencies included), TINY-capped when asked."""
+    return with_dependencies(section_module(name).runs(profile, tiny))
+
+
+def model_gflops(cfg: RunConfig, cache: str | Path | None = None) -> float:
+    """Forward GFLOPs of ``cfg``'s model on a small input of its task (cached under ``cache``)."""
+    key = dict(task=cfg.task, model=cfg.model, width=cfg.width, rezero=cfg.rezero, model_kwargs=cfg.model_kwargs)
+
+    def count():
+        import types
+
+        import torch
+
+        from quadnn.bench import forward_gflops
+
+        from ..engine.tasks import TASK_CLASSES
+
+        # The task's own builder, without loading its data (only the output size matters, barely).
+        stand_in = types.SimpleNamespace(cfg=cfg, num_classes=10, in_chans=3)
+        if cfg.task == "depth":
+            from ..engine import lapdepth
+            stand_in.depth = lapdepth
+        with torch.device("meta"), torch.no_grad():   # shapes only: no memory, no initialisation cost
+            model = TASK_CLASSES[cfg.task].build_model(stand_in, cfg).eval()
+            return forward_gflops(model, torch.zeros(1, *_INPUT[cfg.task]))
+
+    return cached(cache, "model_gflops", key, count)
+
+
+def relative_cost(cfg: RunConfig, cache: str | Path | None = None) -> float:
+    """Cost of a run's model per epoch against its task's reference model, by forward FLOPs."""
+    reference = cfg.replace(**REFERENCE[cfg.task], transfer_from=None)
+    return model_gflops(cfg, cache) / model_gflops(reference, cache)
+
+
+def gpu_hours(cfg: RunConfig, seconds_per_epoch: float, cache: str | Path | None = None) -> float:
+    """GPU-hours of ``cfg``: its epochs at ``seconds_per_epoch`` (wall time of its task's reference
+    model on the GPUs the run requests), scaled by its model's FLOPs, times those GPUs (a CPU run,
+    ``QUADNN_GPUS_PER_RUN=0``, counts as one)."""
+    gpus = max(1, resources(cfg)["gpus"])
+    return seconds_per_epoch * relative_cost(cfg, cache) * cfg.epochs * gpus / 3600.0
+
+
+def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str, list]:
+    """The table (text) and the failed runs ``[(section, cfg, log tail)]``."""
+    store = RunStore(cache)
+    runner = make("inline", cache)
+    done_fn = is_done(cache)
+    flops_cache = Path(cache).parent
+    lines = [f"{'section':<18} {'runs':>5} {'done':>5} {'running':>8} {'pending':>8} {'failed':>7} "
+             f"{'not sub.':>8} {'GPU-h left':>11}  estimate from"]
+    failed, total = [], 0.0
+    for section in SECTIONS:
+        runs = section_runs(section, profile, tiny)
+        counts = dict(done=0, running=0, pending=0, failed=0, missing=0)
+        measured = []  # seconds per epoch per unit of model size, from finished runs
+        states = {}
+        for cfg in runs:
+            res = store.result(cfg)
+            if res is not None:
+                counts["done"] += 1
+                if res.get("epoch_time"):
+                    measured.append(res["epoch_time"] / relative_cost(cfg, flops_cache))
+                continue
+            state, _ = runner.state(cfg.run_id, done_fn)
+            states[cfg.run_id] = state
+            counts[state if state in counts else "missing"] += 1
+            if state == "failed":
+                failed.append((section, cfg, runner.log_tail(cfg.run_id, 8)))
+        per_unit = sum(measured) / len(measured) if measured else None
+        left = 0.0
+        for cfg in runs:
+            if cfg.run_id in states:
+                unit = per_unit if per_unit is not None else DEFAULT_SECONDS_PER_EPOCH[cfg.task]
+                left += gpu_hours(cfg, unit, flops_cache)
+        total += left
+        source = f"{len(measured)} finished run(s)" if measured else "stated default"
+        lines.append(f"{section:<18} {len(runs):>5} {counts['done']:>5} {counts['running']:>8} {counts['pending']:>8} "
+                     f"{counts['failed']:>7} {counts['missing']:>8} {left:>11.1f}  {source}")
+    lines.append(f"{'total':<18} {'':>5} {'':>5} {'':>8} {'':>8} {'':>7} {'':>8} {total:>11.1f}")
+    return "\n".join(lines), failed
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m quadnn_paper.execution.status", description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", choices=PROFILES, default="full")
+    p.add_argument("--tiny", action="store_true", help="the TINY=1 variant of the full profile")
+    p.add_argument("--cache", default="build/cache/runs", help="the run cache (default build/cache/runs)")
+    p.add_argument("--runner", choices=RUNNERS, default="slurm", help="runner named in the resubmit hint")
+    ns = p.parse_args(argv)
+    table, failed = plan_table(ns.profile, ns.cache, ns.tiny)
+    tiny = " TINY=1" if ns.tiny else ""
+    print(f"profile {ns.profile}{tiny}; cache {ns.cache}")
+    print(table)
+    for section, cfg, tail in failed:
+        print(f"\nFAILED {section}: {cfg.describe()} (run {cfg.run_id})\n{tail}")
+    if failed:
+        print(f"\nResubmit the failed runs (finished ones are kept, failed ones resume from their "
+              f"last checkpoint): make paper PROFILE={ns.profile}{tiny} RUNNER={ns.runner}")
+    print(f"\nSee this again: make status PROFILE={ns.profile}{tiny}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

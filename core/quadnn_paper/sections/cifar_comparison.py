@@ -1,0 +1,215 @@
+"""The comparative CIFAR-10 study: ResNets, Parabolic-/PolyResNets, QResNets (random
+initialisation + ReLinear, + ReZero, weight transfer), compact QResNets and widened ResNets.
+
+Every claim compares rows that are trained as pairs at each seed (see :mod:`._cifar`): a
+randomly initialised quadratic row starts from the initial weights of the ResNet of its depth,
+a weight-transfer row from that ResNet's first stage, and all of them see the same batches and
+are evaluated on the same images. A claim's verdict comes from the t-interval of the per-seed
+differences of final test error (:mod:`quadnn_paper.analysis.stats`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from quadnn_paper.analysis import stats
+from quadnn_paper.engine import RunConfig
+from quadnn_paper.sections import _cifar as cs
+
+__all__ = ["NAME", "PROTOCOLS", "protocol", "runs", "summary", "claims", "tables", "variables"]
+
+NAME = "cifar_comparison"
+
+
+def _key(model: str, method: str = "conventional") -> tuple:
+    return (model, 1.0, method, None)  # Row.key at width 1 with the recipe's lr
+
+
+# Rows trained below full (keys of the comparison rows); the others are "full only". On the
+# stand-in at a few epochs a ResNet32 is far from trained, so the cheap profiles spend their
+# minutes on depth 20, and on seeds: each claim needs several pairs for an interval.
+_CPU_ROWS = (_key("cifar_resnet20"), _key("cifar_parabolic_resnet20", "ri"), _key("cifar_poly_resnet20", "ri"),
+             _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "ri+rezero"), _key("cifar_qresnet20", "wt"),
+             _key("cifar_qresnet20_compact", "wt"))
+_SMOKE_ROWS = (_key("cifar_resnet20"), _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "wt"))
+PROTOCOLS = {
+    "smoke": dict(recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 160}, rows=_SMOKE_ROWS,
+                  seeds=(0, 1), threads=1),
+    "cpu": dict(recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 8, "train_limit": 512}, rows=_CPU_ROWS,
+                seeds=(0, 1, 2, 3, 4), threads=1, width=0.5, split_per_seed=True),
+    "full": dict(recipe=dict(cs.RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
+}
+
+
+def protocol(profile: str, tiny: bool = False) -> dict:
+    """A copy of the profile's protocol (``tiny`` only with ``full``)."""
+    return cs.pick(PROTOCOLS, profile, tiny)
+
+
+def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:
+    P = protocol(profile, tiny)
+    planned = cs.plan(cs.comparison_rows(), P, width=P.get("width"))
+    if tiny:
+        from quadnn_paper.sections._tiny import tiny_runs
+
+        planned = dict(zip(planned, tiny_runs(list(planned.values()))))
+    return planned
+
+
+def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
+    """The engine runs of the section (weight-transfer sources are their dependencies)."""
+    return list(_plan(profile, tiny).values())
+
+
+def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int]) -> list[cs.Claim]:
+    """The paper's claims, each from the paired per-seed errors ``errs[row] = {seed: error}`` (a row
+    absent from ``errs`` did not run at this profile). Rows are found by what they train."""
+    rows = cs.comparison_rows()
+    errs = {r.key: e for r, e in errs.items()}  # by what a row trains, never by its label
+    params = {r.key: n for r, n in params.items()}
+
+    def row(model, method="conventional", width=1.0):
+        return cs.row_for(rows, model, method, width)
+
+    def claim(text, pairs, extra=""):
+        ran = [(a, b) for a, b in pairs if a.key in errs and b.key in errs]
+        paper = "; ".join(f"{a.label} {a.paper} vs {b.label} {b.paper}" for a, b in pairs[:3])
+        paper += f" (+{len(pairs) - 3} more)" if len(pairs) > 3 else ""
+        c = cs.pair_claim(text, [(a.label, errs[a.key], b.label, errs[b.key]) for a, b in ran], paper=paper + extra)
+        if len(ran) < len(pairs):  # the pairs this profile does not train
+            c = replace(c, note=f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only")
+        return c
+
+    out = []
+    q_vs_r = [(row(f"cifar_qresnet{d}", m), row(f"cifar_resnet{d}")) for d in (20, 32, 56, 110)
+              for m in ("ri", "ri+rezero", "wt")]
+    out.append(claim("Every QResNet beats the ResNet of its depth", q_vs_r))
+    wt = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}", "ri")) for d in (20, 32, 56, 110)]
+    out.append(claim("Weight transfer beats random initialisation (QResNet, ReLinear)", wt))
+    others = [(row(f"cifar_qresnet{d}", "ri"), row(f"cifar_{k}_resnet{d}", "ri")) for d in (20, 32, 56)
+              for k in ("parabolic", "poly")]
+    out.append(claim("QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)", others))
+    q32, r110 = row("cifar_qresnet32", "wt"), row("cifar_resnet110")
+    fewer = params.get(q32.key, 0) < params.get(r110.key, 0)
+    c = claim("QResNet32 beats ResNet110 with fewer parameters", [(q32, r110)],
+              f"; params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,}")
+    if not fewer and c.verdict != "not tested":
+        c = replace(c, verdict="contradicted", paper=c.paper + " (not fewer)")
+    out.append(c)
+    out.append(claim("Compact-QResNet is worse than QResNet (both w.t.)",
+                     [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)]))
+    widen = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w)) for d in (32, 56)
+             for w in (1.5, 2.0, 2.5)]
+    out.append(claim("QResNet beats every widened ResNet of its depth", widen))
+    return out
+
+
+def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, params: dict | None = None) -> dict:
+    """Per-row summaries, per-seed errors and the claims from ``{run_id: result or None}``;
+    ``params``: parameter counts by row (for the QResNet32/ResNet110 claim)."""
+    P = protocol(profile, tiny)
+    planned = _plan(profile, tiny)
+    per_row: dict[cs.Row, list] = {}
+    errs: dict[cs.Row, dict] = {}
+    for (row, seed), cfg in planned.items():
+        res = results.get(cfg.run_id)
+        per_row.setdefault(row, []).append(res)
+        errs.setdefault(row, {})[seed] = cs.seed_errors(res, P["recipe"]["dataset"])
+    sums = {r: cs.summarise(v) for r, v in per_row.items()}
+    verdicts = claims(errs, params or {})
+    test_images = next((x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x),
+                       None)
+    return dict(protocol=P, test_images=test_images, rows=cs.comparison_rows(), summaries=sums, errors=errs, claims=verdicts, runs=len(planned),
+                pending=sum(s["pending"] for s in sums.values()), rows_run=len(per_row),
+                detectable=cs.detectable_text(verdicts))
+
+
+_DECAY_TEXT = {"reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
+               "zero": "as ordinary coupled L2 toward zero on every group (the official code)"}
+
+
+def _error_cell(S: dict, r: cs.Row):
+    """Our error of a row as data (a dict of ``report.Cell`` fields) or a text."""
+    s = S["summaries"].get(r)
+    if s is None:
+        return "full only"
+    if s["pending"]:
+        return cs.error_cell(s)
+    if s["finished"] == 0:
+        return "no converge" + (f" ({s['diverged']}/{s['n']})" if s["n"] > 1 else "")
+    return dict(value=s["mean"], spread=s["std"] if s["finished"] > 1 else None, decimals=2,
+                note=f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "")
+
+
+def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
+    """``{table name: (header, rows)}`` of the section: main, compact, width, claims."""
+    rows = S["rows"]
+
+    def row(model, method="conventional", width=1.0):
+        return cs.row_for(rows, model, method, width)
+
+    def mparams(r):
+        return f"{params[r] / 1e6:.2f}M"
+
+    def time_cell(r):
+        s = S["summaries"].get(r)
+        return f"{s['epoch_time']:.2f}" if s and s["epoch_time"] else "--"
+
+    main = [[r.label, mparams(r), time_cell(r), _error_cell(S, r), r.paper] for r in rows if r.table == "main"]
+    compact = [[r.label, mparams(r), _error_cell(S, r), r.paper] for d in (20, 32, 56)
+               for r in (row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt"))]
+    width = []
+    for d in (32, 56):
+        for w in (1.0, 1.5, 2.0, 2.5):
+            r = row(f"cifar_resnet{d}", width=w)
+            width.append([f"ResNet{d} ({round(16 * w)})", f"x{w:g}", mparams(r), _error_cell(S, r), r.paper])
+        q = row(f"cifar_qresnet{d}", "wt")
+        width.append([q.label, "--", mparams(q), _error_cell(S, q), q.paper])
+    return {
+        "comparison_main": (["Network", "Params", "Time/epoch (s)", "Error ours (%)", "Paper (%)"], main),
+        "comparison_compact": (["Network", "Params", "Error ours (%)", "Paper (%)"], compact),
+        "comparison_width": (["Network", "Channels", "Params", "Error ours (%)", "Paper (%)"], width),
+        "comparison_claims": (cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),
+    }
+
+
+def _device(threads: int | None) -> str:
+    import platform
+
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    name = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return f"{name}, {threads or torch.get_num_threads()} thread(s)"
+
+
+def variables(S: dict, params: dict) -> dict:
+    """The numbers the section's text quotes, by macro name."""
+    P, R = S["protocol"], S["protocol"]["recipe"]
+    F = PROTOCOLS["full"]["recipe"]  # the recipe the text describes
+    rows = S["rows"]
+    verdicts = [c.verdict for c in S["claims"]]
+    sd, mde, n = S["detectable"]
+
+    def mparams(model, method):
+        return f"{params[cs.row_for(rows, model, method)] / 1e6:.2f}M"
+
+    return dict(
+        Device=_device(P["threads"]), QuadraticDecay=_DECAY_TEXT[P.get("quadratic_decay", "reference")],
+        Epochs=R["epochs"], FullMomentum=F["momentum"], FullLr=F["lr"],
+        StageEnd=round(R["milestones"][0] * R["epochs"]), Seeds=len(P["seeds"]),
+        TrainImages=R.get("train_limit") or "all", TestImages=S["test_images"] or "--", BatchSize=R["batch_size"],
+        Width=P.get("width") or 1.0, FullSeeds=len(PROTOCOLS["full"]["seeds"]), RowsRun=S["rows_run"], RowsAll=len(rows), Runs=S["runs"], Pending=S["pending"],
+        ClaimsSupported=verdicts.count("supported"), ClaimsContradicted=verdicts.count("contradicted"),
+        ClaimsUndecided=verdicts.count("undecided"), ClaimsNotTested=verdicts.count("not tested"),
+        Level=round(100 * stats.LEVEL), DetectSd="--" if math.isnan(sd) else sd,
+        Detectable="--" if math.isnan(mde) else mde, DetectSeeds=n,
+        ParabolicParams=", ".join(mparams(f"cifar_parabolic_resnet{d}", "ri") for d in (20, 32, 56)),
+        PolyParams=", ".join(mparams(f"cifar_poly_resnet{d}", "ri") for d in (20, 32, 56)),
+    )

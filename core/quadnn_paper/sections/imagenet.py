@@ -1,0 +1,219 @@
+"""The ImageNet section: (quadratic) ResNet-18/34 and plain-18/34, 10-crop top-1/top-5 errors.
+
+The paper's protocol (its Sec. V, "ImageNet"): the models and schedule of He et al. 2016, batch 256,
+SGD with lr 0.1, momentum 0.9, weight decay 1e-4, ReLinear-sg with 1e-5 for the quadratic terms,
+and the standard 10-crop validation. Its labels "ResNet20/32" and "plain-20/32" stand for the 18-
+and 34-layer ImageNet models (:mod:`quadnn.models.imagenet_resnet`). :func:`runs` makes them
+configurations of the engine's ``"imagefolder"`` task (data: :mod:`quadnn_paper.data.imagefolder`);
+:func:`summary` turns results into the error table and the text's numbers. One run under
+torchrun (DDP): ``python -m quadnn_paper.execution.imagenet --model ...``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from quadnn_paper.common import published
+from quadnn_paper.common.profiles import protocol_of
+# The data the section's runs read (re-exported for the notebook).
+from quadnn_paper.data.imagefolder import (DATA_DEFAULTS, IMAGENET_MEAN, IMAGENET_STD, datasets, eval_transform,
+                                           train_transform, write_digits_folder)
+
+__all__ = ["PROTOCOLS", "PAPER", "MODELS", "IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "protocol", "runs",
+           "write_digits_folder", "train_transform", "eval_transform", "datasets", "NAME", "summary",
+           "parameter_counts", "depth_of"]
+
+
+# The ten networks of the paper's ImageNet table, in its row order (plain, ResNet, Parabolic, Poly, Q).
+MODELS = {d: [f"imagenet_plain{d}", f"imagenet_resnet{d}", f"imagenet_parabolic_resnet{d}",
+              f"imagenet_poly_resnet{d}", f"imagenet_qresnet{d}"] for d in (18, 34)}
+
+# The paper's table (top-1 error, %, 10-crop; it reports no top-5). Keys are our model names.
+# plain/ResNet rows are He et al.'s Table 2 values (option-A shortcuts); the rest are the paper's own runs.
+PAPER = published.IMAGENET
+# What each of our names is called in the paper's table.
+PAPER_LABEL = {f"imagenet_{p}{d}": f"{q}{l}" for d, l in ((18, 20), (34, 32)) for p, q in
+               (("plain", "plain-"), ("resnet", "ResNet"), ("parabolic_resnet", "Parabolic-ResNet"),
+                ("poly_resnet", "Poly-ResNet"), ("qresnet", "QResNet"))}
+
+# One protocol per profile. full = the paper's: He et al.'s models with option-A shortcuts (the
+# setting of the numbers it quotes), batch 256, lr 0.1 / 0.9 / 1e-4, ReLinear-sg 1e-5, 10-crop at
+# 256/224. The paper gives no epoch count; we use the common 90 epochs with /10 at 30 and 60.
+# cpu/smoke: digits rendered as 24x24 PNGs (crop 21 inside 24, the 224-in-256 ratio), narrow
+# networks (width 1/8: 8..64 channels), batch 64 with lr scaled linearly (0.1 * 64/256).
+# RandomResizedCrop keeps at least 35% of a digit (ImageNet's 8% would often cut the digit away).
+# full trains in float32 (amp=False), as the paper's runs did: bf16 rounds the quadratic terms'
+# x*x products to 8 bits of mantissa, which is not the neuron the paper measures. TF32 stays on
+# (RunConfig.tf32; torch already runs convolutions in TF32 by default).
+PROTOCOLS = {
+    "smoke": dict(data="digits", image_size=24, resize=24, crop=21, scale=(0.35, 1.0), width=0.125,
+                  shortcut="A", models=["imagenet_plain18", "imagenet_resnet18", "imagenet_qresnet18"],
+                  seeds=[0], epochs=1, batch_size=64, lr=0.025, momentum=0.9, weight_decay=1e-4,
+                  relinear="sg", lr_g=1e-5, lr_b=1e-5, milestones=(0.5, 0.75), max_per_class=20),
+    "cpu": dict(data="digits", image_size=24, resize=24, crop=21, scale=(0.35, 1.0), width=0.125,
+                shortcut="A", models=MODELS[18] + MODELS[34], seeds=[0], epochs=5, batch_size=64,
+                lr=0.025, momentum=0.9, weight_decay=1e-4, relinear="sg", lr_g=1e-5, lr_b=1e-5,
+                milestones=(0.5, 0.75), max_per_class=None),
+    "full": dict(data="imagenet", image_size=None, resize=256, crop=224, scale=(0.08, 1.0), width=1.0,
+                 shortcut="A", models=MODELS[18] + MODELS[34], seeds=[0], epochs=90, batch_size=256,
+                 lr=0.1, momentum=0.9, weight_decay=1e-4, relinear="sg", lr_g=1e-5, lr_b=1e-5,
+                 milestones=(1 / 3, 2 / 3), max_per_class=None, workers="auto", amp=False),
+}
+
+
+NAME = "imagenet"
+
+
+def protocol(profile: str, tiny: bool = False) -> dict:
+    """A copy of the protocol of ``profile`` (TINY=1: the full protocol; :func:`runs` caps its runs)."""
+    return protocol_of(PROTOCOLS, profile, tiny)
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+
+def folder_name(P: dict) -> str:
+    """The folder of a protocol's data: ``imagenet`` or the generated digits tree."""
+    if P["data"] == "imagenet":
+        return "imagenet"
+    return f"digits-imagefolder-{P['image_size']}" + (f"-{P['max_per_class']}" if P.get("max_per_class") else "")
+
+
+def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) -> list:
+    """The runs of ``profile`` (every model x seed) as engine configurations (task ``imagefolder``).
+
+    ``data_root`` holds the data folder: :data:`~quadnn_paper.paths.DATA` for ImageNet
+    (``data/imagenet/{train,val}``), :data:`~quadnn_paper.paths.GENERATED` for the generated
+    digits tree (default by profile).
+    """
+    from quadnn_paper.common.paths import DATA, GENERATED
+
+    from quadnn.models.imagenet_resnet import VARIANTS
+
+    from quadnn_paper.engine import RunConfig
+
+    P = protocol(profile, tiny)
+    if data_root is None:
+        data_root = DATA if P["data"] == "imagenet" else GENERATED
+    task_kwargs = {k: P[k] for k in ("resize", "crop", "scale")}
+    task_kwargs["scale"] = list(task_kwargs["scale"])
+    if P["data"] == "digits":
+        task_kwargs.update(image_size=P["image_size"], max_per_class=P["max_per_class"])
+    out = []
+    for s in P["seeds"]:
+        for m in P["models"]:
+            # zero_init_last=False: the paper (He et al.'s recipe) starts every batch norm at gamma = 1.
+            kwargs = dict(width=P["width"], zero_init_last=False) if P["width"] != 1.0 else dict(zero_init_last=False)
+            if m in VARIANTS and VARIANTS[m][2] != "none":
+                kwargs["shortcut"] = P["shortcut"]
+            out.append(RunConfig(
+                task="imagefolder", model=m, model_kwargs=kwargs, dataset=P["data"], task_kwargs=task_kwargs,
+                epochs=P["epochs"], batch_size=P["batch_size"], optimizer="sgd", lr=P["lr"], momentum=P["momentum"],
+                weight_decay=P["weight_decay"], relinear=P["relinear"], lr_g=P["lr_g"], lr_b=P["lr_b"],
+                milestones=P["milestones"], seed=s, data_dir=str(Path(data_root) / folder_name(P)),
+                train_limit=P.get("train_limit", 0), progress=False, eval_batch_size=640,
+                workers=P.get("workers", 0), amp=P.get("amp", False)))  # "auto": JPEG decoding on every CPU of the task
+    if tiny:
+        from quadnn_paper.sections._tiny import tiny_runs
+
+        out = tiny_runs(out)
+    return out
+
+
+# -- the section's numbers ---------------------------------------------------------------------------
+def parameter_counts() -> dict[str, int]:
+    """Parameters of every network of the paper's table at ImageNet size (the paper's option-A
+    shortcuts where there are shortcuts), counted on the meta device (nothing is allocated)."""
+    import timm
+
+    import quadnn.models  # noqa: F401  (registers the imagenet_* models)
+    from quadnn.models.imagenet_resnet import VARIANTS
+
+    def count(name, **kw):
+        return sum(p.numel() for p in timm.create_model(name, device="meta", **kw).parameters())
+
+    out = {m: count(m, **({} if VARIANTS[m][2] == "none" else dict(shortcut="A"))) for m in MODELS[18] + MODELS[34]}
+    out.update({f"option_b_{d}": count(f"imagenet_resnet{d}") for d in (18, 34)})
+    return out
+
+
+def depth_of(model: str) -> int:
+    """A network's depth, from the model registry."""
+    from quadnn.models.imagenet_resnet import VARIANTS
+
+    return VARIANTS[model][0]
+
+
+def _mean_sd(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return float(np.mean(values)), (float(np.std(values, ddof=1)) if len(values) > 1 else None)
+
+
+_MACROS = {"PlainEighteen": "imagenet_plain18", "ResEighteen": "imagenet_resnet18", "QResEighteen": "imagenet_qresnet18",
+           "PlainThirtyFour": "imagenet_plain34", "ResThirtyFour": "imagenet_resnet34",
+           "QResThirtyFour": "imagenet_qresnet34"}
+
+
+def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Path | None = None) -> dict:
+    """Per model the finished results (``by_model``), the pending ones, the error table's rows
+    (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes."""
+    from quadnn_paper.common.cells import Cell
+
+    P = protocol(profile, tiny)
+    configs = runs(profile, tiny, data_root)
+    by_model = {m: [] for m in P["models"]}
+    pending = []
+    for cfg in configs:
+        r = results.get(cfg.run_id)
+        (pending.append(cfg) if r is None else by_model[cfg.model].append(r))
+    full_params = parameter_counts()
+
+    def top(model, key):
+        return _mean_sd([r[key] for r in by_model.get(model, [])])
+
+    def cell(model, key):
+        mean, sd = top(model, key)
+        if mean is None:
+            return "diverged" if by_model.get(model) else "pending"
+        return Cell(mean, sd, decimals=2)
+
+    rows = []
+    for m in P["models"]:
+        run_params = by_model[m][0]["params"] / 1e6 if by_model[m] else None
+        rows.append([PAPER_LABEL[m], m.replace("imagenet_", ""), full_params[m] / 1e6, run_params, PAPER[m],
+                     cell(m, "top1_error"), cell(m, "top5_error")])
+
+    def top1_text(model):
+        v = top(model, "top1_error")[0]
+        return "--" if v is None else f"{v:.2f}"
+
+    def gap(a, b):
+        x, y = top(a, "top1_error")[0], top(b, "top1_error")[0]
+        return "--" if x is None or y is None else f"${x - y:+.2f}$"
+
+    def final_loss(model):
+        rs = by_model.get(model) or []
+        if not rs or rs[0]["history"][-1]["train_loss"] is None:
+            return "--"
+        return f"{np.mean([r['history'][-1]['train_loss'] for r in rs]):.2f}"
+
+    var = dict(Epochs=P["epochs"], BatchSize=P["batch_size"], Lr=P["lr"], LrQuad=P["lr_g"], Width=P["width"],
+               Crop=P["crop"], Resize=P["resize"], Seeds=len(P["seeds"]),
+               ParamsResEighteenB=f"{full_params['option_b_18'] / 1e6:.2f}M",
+               ParamsResThirtyFourB=f"{full_params['option_b_34'] / 1e6:.2f}M",
+               ParamsQResThirtyFour=f"{full_params['imagenet_qresnet34'] / 1e6:.2f}M")
+    for macro, m in _MACROS.items():
+        var[f"TopOne{macro}"] = top1_text(m)
+        var[f"Loss{macro}"] = final_loss(m)
+    eighteen = [top(m, "top1_error")[0] for m in MODELS[18][1:] if top(m, "top1_error")[0] is not None]
+    var["SpreadResEighteen"] = f"{max(eighteen) - min(eighteen):.2f}" if len(eighteen) > 1 else "--"
+    var["GapPlainDeeper"] = gap("imagenet_plain34", "imagenet_plain18")
+    var["GapQResThirtyFour"] = gap("imagenet_qresnet34", "imagenet_resnet34")
+    compute = sum(sum(h["epoch_time"] for h in r["history"]) + (r.get("eval_time") or 0.0)
+                  for rs in by_model.values() for r in rs)
+    var["ComputeMinutes"] = f"{compute / 60:.1f}"
+    return dict(protocol=P, configs=configs, by_model=by_model, pending=pending, params=full_params, rows=rows,
+                variables=var)
