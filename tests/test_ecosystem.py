@@ -5,6 +5,7 @@ run in onnxruntime, torch.export, double backward, weight/spectral norm, quantiz
 torch.ao), bf16 autocast, and timm's training utilities, EMA, safetensors and save_for_hf. Models
 are tiny so the whole file runs in seconds.
 """
+
 import copy
 import io
 import logging
@@ -85,8 +86,9 @@ def conventional_twin(layer):
     """The conventional layer of the same shape."""
     if isinstance(layer, nn.Linear):
         return nn.Linear(layer.in_features, layer.out_features)
-    return nn.Conv2d(layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding,
-                     groups=layer.groups)
+    return nn.Conv2d(
+        layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding, groups=layer.groups
+    )
 
 
 # Multiply-accumulates of a quadratic layer over its conventional twin: full has three linear maps
@@ -157,8 +159,11 @@ def test_onnx_export_runs_in_onnxruntime(tmp_path, dynamo):
     path = tmp_path / "m.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        kw = dict(dynamic_shapes={"x": {0: torch.export.Dim("batch")}}) if dynamo else dict(
-            input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+        kw = (
+            dict(dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+            if dynamo
+            else dict(input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+        )
         torch.onnx.export(model, (x,), str(path), dynamo=dynamo, **kw)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
@@ -190,9 +195,11 @@ def functional(layer):
 @pytest.mark.parametrize("kind", NEURONS)
 def test_gradgradcheck_every_kind_and_implementation(kind, impl):
     torch.manual_seed(0)
-    layers = [(QuadraticConv2d(2, 2, 2, neuron=kind, dtype=torch.float64), (1, 2, 3, 3)),
-              (QuadraticConv2d(2, 2, 2, groups=2, neuron=kind, dtype=torch.float64), (1, 2, 3, 3)),
-              (QuadraticLinear(3, 2, neuron=kind, dtype=torch.float64), (2, 3))]
+    layers = [
+        (QuadraticConv2d(2, 2, 2, neuron=kind, dtype=torch.float64), (1, 2, 3, 3)),
+        (QuadraticConv2d(2, 2, 2, groups=2, neuron=kind, dtype=torch.float64), (1, 2, 3, 3)),
+        (QuadraticLinear(3, 2, neuron=kind, dtype=torch.float64), (2, 3)),
+    ]
     for layer, shape in layers:
         randomise_terms_(layer, scale=0.5)
         layer.implementation = impl
@@ -228,8 +235,11 @@ def test_weight_and_spectral_norm_keep_the_neuron(kind):
     from torch.nn.utils import parametrizations
 
     x = torch.randn(2, 3, 5, 5)
-    cases = [(parametrizations.weight_norm, "weight"), (parametrizations.spectral_norm, "weight"),
-             (torch.nn.utils.spectral_norm, "weight")]
+    cases = [
+        (parametrizations.weight_norm, "weight"),
+        (parametrizations.spectral_norm, "weight"),
+        (torch.nn.utils.spectral_norm, "weight"),
+    ]
     if kind in ("full", "compact"):
         cases.append((torch.nn.utils.weight_norm, "weight_b"))  # legacy, on a term without a clash
     for norm, name in cases:
@@ -254,8 +264,11 @@ def quantization_configs():
     ao = pytest.importorskip("torchao.quantization")
     from torchao.quantization.granularity import PerGroup
 
-    return {"int8-dynamic": ao.Int8DynamicActivationInt8WeightConfig(), "int8-weight": ao.Int8WeightOnlyConfig(),
-            "int4-weight": ao.IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32))}
+    return {
+        "int8-dynamic": ao.Int8DynamicActivationInt8WeightConfig(),
+        "int8-weight": ao.Int8WeightOnlyConfig(),
+        "int4-weight": ao.IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)),
+    }
 
 
 def torchao_tensor(p):
@@ -264,7 +277,9 @@ def torchao_tensor(p):
 
 def mlp(kind="full"):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), QuadraticLinear(64, 64, neuron=kind), nn.ReLU(), nn.Linear(64, 8))
+    model = nn.Sequential(
+        nn.Linear(64, 64), nn.ReLU(), QuadraticLinear(64, 64, neuron=kind), nn.ReLU(), nn.Linear(64, 8)
+    )
     return randomise_terms_(model, scale=0.1)
 
 
@@ -293,6 +308,7 @@ def test_torchao_quantizes_a_quadratic_layer_as_a_whole(config):
         assert 0 < err < 4 * lin_err + 1e-3, (kind, err, lin_err)
     model = mlp()
     from quadnn.convert import quantize_ as quantize_whole_
+
     quantize_whole_(model, config)
     assert torchao_tensor(model[0].weight) and torchao_tensor(model[2].weight_g) and torchao_tensor(model[4].weight)
 
@@ -350,6 +366,7 @@ def float32_forward(module):
     def f(x):
         with torch.autocast("cpu", enabled=False):
             return forward(x.float())
+
     module.forward = f
 
 
@@ -422,8 +439,9 @@ def test_timm_safetensors_and_save_for_hf_round_trips(tmp_path):
     ref = model.eval()(x)
     assert torch.isfinite(ref).all()
     save_file(model.state_dict(), str(tmp_path / "w.safetensors"))
-    loaded = timm.create_model("cifar_qresnet20", pretrained=True,
-                               pretrained_cfg_overlay=dict(file=str(tmp_path / "w.safetensors"))).eval()
+    loaded = timm.create_model(
+        "cifar_qresnet20", pretrained=True, pretrained_cfg_overlay=dict(file=str(tmp_path / "w.safetensors"))
+    ).eval()
     torch.testing.assert_close(loaded(x), ref)
     save_for_hf(model, str(tmp_path / "hf"), safe_serialization=True)
     loaded = timm.create_model(f"local-dir:{tmp_path / 'hf'}", pretrained=True).eval()
@@ -442,20 +460,32 @@ def measure():
     print(f"  fvcore convs and matmuls          {fvcore_flops(q, x) / fvcore_flops(c, x):.3f}")
     print(f"  torch.utils.flop_counter          {flop_counter_flops(q, x) / flop_counter_flops(c, x):.3f}")
     print(f"  quadnn.bench.forward_gflops       {bench.forward_gflops(q, x) / bench.forward_gflops(c, x):.3f}")
-    print("quantized / float output, relative error (QuadraticLinear(64, 64) via quadnn.convert.quantize_;"
-          " nn.Linear(64, 64) via torchao):")
+    print(
+        "quantized / float output, relative error (QuadraticLinear(64, 64) via quadnn.convert.quantize_;"
+        " nn.Linear(64, 64) via torchao):"
+    )
     xq = torch.randn(256, 64)
     for label, config in quantization_configs().items():
         lin = quantization_error(nn.Linear(64, 64), config, xq)[0]
-        errs = {kind: quantization_error(randomise_terms_(QuadraticLinear(64, 64, neuron=kind), scale=0.1), config,
-                                         xq)[0] for kind in NEURONS}
+        errs = {
+            kind: quantization_error(randomise_terms_(QuadraticLinear(64, 64, neuron=kind), scale=0.1), config, xq)[0]
+            for kind in NEURONS
+        }
         print(f"  {label:13s} nn.Linear {lin:.4f}  " + "  ".join(f"{k} {v:.4f}" for k, v in errs.items()))
     print("bf16 autocast gradient cosine to float32 (width 0.25, batch 16, seeds 0-5):")
-    for name, variant in (("cifar_qresnet20", None), ("cifar_resnet20", None), ("cifar_qresnet20", "quadratic32"),
-                          ("cifar_qresnet20", "stem-only"), ("cifar_resnet20", "stem-only")):
+    for name, variant in (
+        ("cifar_qresnet20", None),
+        ("cifar_resnet20", None),
+        ("cifar_qresnet20", "quadratic32"),
+        ("cifar_qresnet20", "stem-only"),
+        ("cifar_resnet20", "stem-only"),
+    ):
         cos = [bf16_gradient_cosine(name, width=0.25, seed=s, variant=variant) for s in range(6)]
-        print(f"  {name:16s} {variant or 'bf16 autocast':14s}", " ".join(f"{v:.4f}" for v in cos),
-              f" median {statistics.median(cos):.4f}")
+        print(
+            f"  {name:16s} {variant or 'bf16 autocast':14s}",
+            " ".join(f"{v:.4f}" for v in cos),
+            f" median {statistics.median(cos):.4f}",
+        )
 
 
 if __name__ == "__main__":
