@@ -322,6 +322,8 @@ def variables(S: dict, exact: dict) -> dict:
         QuadraticDecay=_DECAY_TEXT[P["quadratic_decay"]],
         FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]], Epochs=P["epochs"], Width=P["width"],
         Optimizer={"sgd": "SGD (momentum 0.9)", "adam": "Adam"}[P["optimizer"]],
+        GridValues={"all": "every value the paper sweeps",
+                    "ends": "the two ends of each of the paper's sweeps and the values its claims name"}[P["grid"]],
         EpochTimeQ=S["epoch_time_q"], EpochTimeConv=S["epoch_time_conv"],
         AdamConvError="--" if S["adam_error"] is None else S["adam_error"],
         TestImages=S["test_images"] or "--", TrainImages=P["train_limit"] or "all",
