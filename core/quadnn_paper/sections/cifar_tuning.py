@@ -22,9 +22,11 @@ from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.engine import RunConfig, stage_ends
 from quadnn_paper.sections import _cifar as cs
+from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 
 __all__ = ["NAME", "PROTOCOLS", "GRIDS", "PAPER", "protocol", "grid", "plan", "runs", "summary",
-           "conventional_config", "gamma_zero_trajectory", "SUMMARY_HEADER", "summary_rows", "variables"]
+           "conventional_config", "gamma_zero_trajectory", "SUMMARY_HEADER", "summary_rows", "variables",
+           "CLAIMS_HEADER", "claim_rows", "error_cell", "param_count"]
 
 NAME = "cifar_tuning"
 PAPER = published.CIFAR_TUNING  # errors (%) on CIFAR-10 printed in the paper
