@@ -4,7 +4,6 @@ import math
 
 import pytest
 import timm
-import torch
 
 import quadnn  # noqa: F401
 from quadnn_paper.analysis import stats
@@ -152,7 +151,8 @@ def test_comparison_claims_from_paired_errors():
     rows = cs.comparison_rows()
     R = lambda model, method="conventional": cs.row_for(rows, model, method)  # noqa: E731
     errs = {R("cifar_resnet20"): _errs(10.0, 11.0, 12.0), R("cifar_qresnet20", "ri"): _errs(9.0, 10.1, 10.9),
-            R("cifar_qresnet20", "ri+rezero"): _errs(11.0, 12.1, 13.0), R("cifar_qresnet20", "wt"): _errs(8.0, 9.0, 10.1)}
+            R("cifar_qresnet20", "ri+rezero"): _errs(11.0, 12.1, 13.0),
+            R("cifar_qresnet20", "wt"): _errs(8.0, 9.0, 10.1)}
     params = {R("cifar_qresnet32", "wt"): 1, R("cifar_resnet110"): 2}
     verdicts = {c.text: c for c in cifar_comparison.claims(errs, params)}
     every = verdicts["Every QResNet beats the ResNet of its depth"]
@@ -208,7 +208,8 @@ def test_paired_runs_share_initial_weights_and_data_order(tmp_path):
     base = dict(dataset="digits", width=0.125, epochs=2, train_limit=32, batch_size=32, progress=False, threads=1,
                 model_kwargs={"zero_init_last": False}, seed=3, split_seed=3)
     conv = run(RunConfig(model="cifar_resnet20", relinear="none", **base), tmp_path)
-    pair = run(RunConfig(model="cifar_qresnet20", relinear="sg", lr_g=0.0, init_twin="cifar_resnet20", **base), tmp_path)
+    pair = run(RunConfig(model="cifar_qresnet20", relinear="sg", lr_g=0.0, init_twin="cifar_resnet20", **base),
+               tmp_path)
     alone = run(RunConfig(model="cifar_qresnet20", relinear="sg", lr_g=0.0, **base), tmp_path)
     first = [r["history"][0]["train_loss"] for r in (conv, pair, alone)]
     assert first[1] == pytest.approx(first[0], rel=1e-6, abs=0)

@@ -43,7 +43,8 @@ from quadnn_paper.engine import RunConfig
 
 __all__ = ["VGG_RECIPE", "RESNET_RECIPE", "DIGITS", "Row", "vgg_rows", "comparison_rows", "runs_at", "row_for",
            "paper_init", "config_for", "plan", "pick", "summarise", "error_cell", "seed_errors", "chance",
-           "Claim", "pair_claim", "claim_rows", "CLAIMS_HEADER", "param_count", "detectable_text", "LR_G", "LR_G_REZERO", "LR_B_COMPACT"]
+           "Claim", "pair_claim", "claim_rows", "CLAIMS_HEADER", "param_count", "detectable_text", "LR_G",
+           "LR_G_REZERO", "LR_B_COMPACT"]
 
 # -- the paper's protocols ------------------------------------------------------------------
 VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,

@@ -14,8 +14,10 @@ import math
 from quadnn_paper.analysis import stats
 from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
+from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "runs", "summary", "variables", "MARGIN"]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "runs", "summary", "rows", "variables", "MARGIN", "CLAIMS_HEADER",
+           "claim_rows", "error_cell", "param_count"]
 
 NAME = "vgg_stability"
 # smoke/cpu: the same models and learning rates on the 8x8 digits stand-in, all channel counts
@@ -29,6 +31,11 @@ PROTOCOLS = {
     "full": dict(recipe=dict(cs.VGG_RECIPE), width=1.0, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
 }
 MARGIN = 5.0  # "learned": final test error at least this many points below chance
+
+
+def rows() -> list[cs.Row]:
+    """The rows of the section's tables (full protocol), keyed by what they train."""
+    return cs.vgg_rows()
 
 
 def protocol(profile: str, tiny: bool = False) -> dict:
