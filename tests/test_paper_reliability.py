@@ -180,16 +180,16 @@ def test_mixed_profiles_are_refused_and_rebuilt(tmp_path, monkeypatch):
     paper, build, nbs = tmp_path / "paper", tmp_path / "build", tmp_path / "notebooks"
     nbs.mkdir()
     (build / "smoke").mkdir(parents=True)
-    for nb, section in (("cifar_comparison", "comparison"), ("runge", "runge")):
+    for nb, section in (("cifar_comparison", "cifar_comparison"), ("runge", "runge")):
         (nbs / f"{nb}.ipynb").write_text("{}")
         good_section(paper, section, "smoke", nb, monkeypatch)
         (build / "smoke" / f"{nb}.ipynb").write_text("{}")
     args = ["--paper", str(paper), "--notebooks", str(nbs)]
     assert _check("check", "--profile", "smoke", *args).returncode == 0
     # make paper PROFILE=cpu, interrupted once the comparison notebook had committed
-    good_section(paper, "comparison", "cpu", "cifar_comparison", monkeypatch)
+    good_section(paper, "cifar_comparison", "cpu", "cifar_comparison", monkeypatch)
     done = _check("check", "--profile", "smoke", *args)
-    assert done.returncode != 0 and "comparison" in done.stderr and "cpu" in done.stderr
+    assert done.returncode != 0 and "cifar_comparison" in done.stderr and "cpu" in done.stderr
     # make paper PROFILE=smoke: the comparison notebook is stale again, the other one is not
     done = _check("prune", "--profile", "smoke", "--build", str(build / "smoke"), *args)
     assert done.returncode == 0, done.stderr
