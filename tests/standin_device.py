@@ -13,6 +13,7 @@
 - :class:`StrictCuda` replaces ``torch.cuda``'s device calls with ones that check their
   arguments with torch's own check (``set_device`` needs an index) and an ordinal range.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -31,9 +32,16 @@ class OnDevice(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor):
-        r = torch.Tensor._make_wrapper_subclass(cls, elem.size(), strides=elem.stride(),
-                                                storage_offset=elem.storage_offset(), dtype=elem.dtype,
-                                                layout=elem.layout, device=DEVICE, requires_grad=False)
+        r = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=DEVICE,
+            requires_grad=False,
+        )
         r.elem = elem
         return r
 
@@ -61,14 +69,18 @@ def _dispatch(func, args, kwargs):
         target = torch.device(target)
         kwargs = dict(kwargs, device=torch.device("cpu")) if target == DEVICE else kwargs
     if any(t.is_meta and not isinstance(t, OnDevice) for t in tensors):
-        raise RuntimeError(f"{func} got a data-less meta tensor: torch.tensor/as_tensor(data, device=...) skips "
-                           "the stand-in for meta; build it with torch.full/zeros(..., device=...) or .to(device)")
+        raise RuntimeError(
+            f"{func} got a data-less meta tensor: torch.tensor/as_tensor(data, device=...) skips "
+            "the stand-in for meta; build it with torch.full/zeros(..., device=...) or .to(device)"
+        )
     if func not in _CROSS_DEVICE and ours:
         stray = [t for t in tensors if not isinstance(t, OnDevice) and t.dim() > 0]
         if stray:
-            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                               f"{DEVICE} and {stray[0].device}! ({func}, a CPU tensor of shape "
-                               f"{tuple(stray[0].shape)})")
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{DEVICE} and {stray[0].device}! ({func}, a CPU tensor of shape "
+                f"{tuple(stray[0].shape)})"
+            )
     out = func(*tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
     if func._schema.is_mutable or func is aten._local_scalar_dense.default:
         # in place (or a Python number): the tensors the caller holds already are the results
@@ -113,8 +125,10 @@ class StrictNCCL:
     def all_reduce(self, tensor, op=None, group=None, async_op=False):
         if tensor.device != self.device:
             # what ProcessGroupNCCL answers for a tensor off the GPU
-            raise RuntimeError(f"No backend type associated with device type {tensor.device.type} "
-                               f"(NCCL reduces tensors on {self.device} only)")
+            raise RuntimeError(
+                f"No backend type associated with device type {tensor.device.type} "
+                f"(NCCL reduces tensors on {self.device} only)"
+            )
         self.reduced.append((tuple(tensor.shape), tensor.device))
 
     def barrier(self, group=None, async_op=False, device_ids=None):
@@ -142,8 +156,9 @@ class StrictCuda:
         for name in ("benchmark", "allow_tf32"):  # set by the engine; restored after the test
             monkeypatch.setattr(torch.backends.cudnn, name, getattr(torch.backends.cudnn, name))
         # cuBLAS's flags cannot be monkeypatched one by one: a stand-in namespace for the test
-        monkeypatch.setattr(torch.backends.cuda, "matmul",
-                            SimpleNamespace(allow_tf32=torch.backends.cuda.matmul.allow_tf32))
+        monkeypatch.setattr(
+            torch.backends.cuda, "matmul", SimpleNamespace(allow_tf32=torch.backends.cuda.matmul.allow_tf32)
+        )
         return self
 
     def set_device(self, device):

@@ -1,5 +1,6 @@
 """The CIFAR sections (VGG stability, comparison, tuning): protocols (full = the paper's), the
 section interface, paired runs, and claims decided from paired differences."""
+
 import math
 
 import pytest
@@ -90,7 +91,7 @@ def test_summaries_and_error_cells():
     fin = lambda e: dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)  # noqa: E731
     div = dict(status="diverged", test_error=None, epoch_time=1.0, diverged_reason="non-finite loss or parameters")
     s = cs.summarise([fin(7.0), fin(9.0)])
-    assert s["mean"] == 8.0 and s["std"] == pytest.approx(2 ** 0.5)
+    assert s["mean"] == 8.0 and s["std"] == pytest.approx(2**0.5)
     assert cs.error_cell(s) == "8.00 +- 1.41"
     assert cs.error_cell(cs.summarise([div])) == "no converge"
     assert cs.error_cell(cs.summarise([div, fin(5.0)])) == "5.00 (1/2 diverged)"
@@ -121,7 +122,7 @@ def _errs(*values):
 def test_interval_and_verdicts():
     iv = stats.interval([1.0, 2.0, 3.0])
     # mean 2, sd 1, t_{0.975, 2} = 4.303: half-width 4.303 / sqrt(3)
-    assert iv.mean == 2.0 and iv.sd == pytest.approx(1.0) and iv.hi - iv.mean == pytest.approx(4.3027 / 3 ** 0.5, 1e-4)
+    assert iv.mean == 2.0 and iv.sd == pytest.approx(1.0) and iv.hi - iv.mean == pytest.approx(4.3027 / 3**0.5, 1e-4)
     assert stats.verdict(iv) == "undecided"
     assert stats.verdict(stats.interval([1.0, 1.2, 0.9, 1.1])) == "supported"
     assert stats.verdict(stats.interval([-1.0, -1.2, -0.9, -1.1])) == "contradicted"
@@ -150,9 +151,12 @@ def test_pairing_removes_what_the_pair_shares():
 def test_comparison_claims_from_paired_errors():
     rows = cs.comparison_rows()
     R = lambda model, method="conventional": cs.row_for(rows, model, method)  # noqa: E731
-    errs = {R("cifar_resnet20"): _errs(10.0, 11.0, 12.0), R("cifar_qresnet20", "ri"): _errs(9.0, 10.1, 10.9),
-            R("cifar_qresnet20", "ri+rezero"): _errs(11.0, 12.1, 13.0),
-            R("cifar_qresnet20", "wt"): _errs(8.0, 9.0, 10.1)}
+    errs = {
+        R("cifar_resnet20"): _errs(10.0, 11.0, 12.0),
+        R("cifar_qresnet20", "ri"): _errs(9.0, 10.1, 10.9),
+        R("cifar_qresnet20", "ri+rezero"): _errs(11.0, 12.1, 13.0),
+        R("cifar_qresnet20", "wt"): _errs(8.0, 9.0, 10.1),
+    }
     params = {R("cifar_qresnet32", "wt"): 1, R("cifar_resnet110"): 2}
     verdicts = {c.text: c for c in cifar_comparison.claims(errs, params)}
     every = verdicts["Every QResNet beats the ResNet of its depth"]
@@ -166,8 +170,9 @@ def test_comparison_claims_from_paired_errors():
     from dataclasses import replace
 
     renamed = {replace(r, label=r.label.upper()): e for r, e in errs.items()}
-    assert [c.verdict for c in cifar_comparison.claims(renamed, params)] == \
-        [c.verdict for c in cifar_comparison.claims(errs, params)]
+    assert [c.verdict for c in cifar_comparison.claims(renamed, params)] == [
+        c.verdict for c in cifar_comparison.claims(errs, params)
+    ]
 
 
 def test_rows_are_keyed_by_what_they_train_not_by_their_labels():
@@ -205,11 +210,22 @@ def test_paired_runs_share_initial_weights_and_data_order(tmp_path):
     # One step per epoch: the first epoch's training loss is the loss of the first step, taken
     # before any update, so it is equal only if the pair shares its initial (linear) weights and
     # its first batch (quadratic terms at their reference). The unpaired run shows it could fail.
-    base = dict(dataset="digits", width=0.125, epochs=2, train_limit=32, batch_size=32, progress=False, threads=1,
-                model_kwargs={"zero_init_last": False}, seed=3, split_seed=3)
+    base = dict(
+        dataset="digits",
+        width=0.125,
+        epochs=2,
+        train_limit=32,
+        batch_size=32,
+        progress=False,
+        threads=1,
+        model_kwargs={"zero_init_last": False},
+        seed=3,
+        split_seed=3,
+    )
     conv = run(RunConfig(model="cifar_resnet20", relinear="none", **base), tmp_path)
-    pair = run(RunConfig(model="cifar_qresnet20", relinear="sg", lr_g=0.0, init_twin="cifar_resnet20", **base),
-               tmp_path)
+    pair = run(
+        RunConfig(model="cifar_qresnet20", relinear="sg", lr_g=0.0, init_twin="cifar_resnet20", **base), tmp_path
+    )
     alone = run(RunConfig(model="cifar_qresnet20", relinear="sg", lr_g=0.0, **base), tmp_path)
     first = [r["history"][0]["train_loss"] for r in (conv, pair, alone)]
     assert first[1] == pytest.approx(first[0], rel=1e-6, abs=0)

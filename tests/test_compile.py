@@ -5,6 +5,7 @@ AOTAutograd differentiates; eager mode runs the custom autograd Function. One sm
 every neuron kind (and a grouped, a reflect-padded and a linear layer) is compiled once with inductor
 on the CPU; dynamo's explain checks the whole CIFAR QResNet20 for graph breaks.
 """
+
 import copy
 
 import pytest
@@ -26,8 +27,11 @@ class EveryKind(nn.Module):
         layers, c = [], 3
         for i, kind in enumerate(NEURONS):
             extra = dict(groups=2) if i == 2 else dict(padding_mode="reflect") if i == 3 else {}
-            layers += [QuadraticConv2d(c if i == 0 else 8, 8, 3, padding=1, neuron=kind, **extra),
-                       nn.BatchNorm2d(8), nn.ReLU()]
+            layers += [
+                QuadraticConv2d(c if i == 0 else 8, 8, 3, padding=1, neuron=kind, **extra),
+                nn.BatchNorm2d(8),
+                nn.ReLU(),
+            ]
         self.body = nn.Sequential(*layers)
         self.head = QuadraticLinear(8, 5, neuron="full")
 
@@ -43,8 +47,9 @@ def randomise_terms_(model, seed=0):
     return model
 
 
-@pytest.mark.parametrize("name", ["cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20",
-                                  "cifar_poly_resnet20"])
+@pytest.mark.parametrize(
+    "name", ["cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20"]
+)
 def test_no_graph_break_in_a_quadratic_model(name):
     model = timm.create_model(name).train()
     torch._dynamo.reset()

@@ -1,4 +1,5 @@
 """quadratize and transfer_weights_ on real architectures: torchvision resnet18 / vgg16_bn, timm ResNeXt."""
+
 import copy
 
 import pytest
@@ -10,7 +11,6 @@ from torch import nn
 from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, quadratize, relinear
 from quadnn import convert as quadnn_convert
 from quadnn.layers import QuadraticConv3d
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -175,7 +175,9 @@ def test_transfer_weights_structure_mismatch_names_the_layer():
     with pytest.raises(ValueError, match=r"layer1\.2\."):
         relinear.transfer_weights_(small, deeper)
     with pytest.raises(ValueError, match=r"layer1\.2\."):
-        relinear.transfer_weights_(torchvision.models.resnet34(weights=None, num_classes=10), quadratize(copy.deepcopy(small)))
+        relinear.transfer_weights_(
+            torchvision.models.resnet34(weights=None, num_classes=10), quadratize(copy.deepcopy(small))
+        )
 
 
 # -- what quadratize reports (issue 14) ------------------------------------------------------
@@ -183,7 +185,9 @@ class StdConv2d(nn.Conv2d):
     """A subclass with its own forward (weight standardisation), as timm's StdConv2d."""
 
     def forward(self, x):
-        w = (self.weight - self.weight.mean((1, 2, 3), keepdim=True)) / (self.weight.std((1, 2, 3), keepdim=True) + 1e-5)
+        w = (self.weight - self.weight.mean((1, 2, 3), keepdim=True)) / (
+            self.weight.std((1, 2, 3), keepdim=True) + 1e-5
+        )
         return self._conv_forward(x, w, self.bias)
 
 
@@ -204,9 +208,11 @@ class Mixed(nn.Module):
 
 def mixed_inputs():
     gen = torch.Generator().manual_seed(0)
-    return (torch.randn(2, 2, 4, 5, 5, generator=gen, dtype=torch.float64),
-            torch.randn(2, 4, 6, 6, generator=gen, dtype=torch.float64),
-            torch.randn(2, 5, 8, generator=gen, dtype=torch.float64))
+    return (
+        torch.randn(2, 2, 4, 5, 5, generator=gen, dtype=torch.float64),
+        torch.randn(2, 4, 6, 6, generator=gen, dtype=torch.float64),
+        torch.randn(2, 5, 8, generator=gen, dtype=torch.float64),
+    )
 
 
 def test_quadratize_converts_conv3d_and_summarises_what_it_left(caplog):

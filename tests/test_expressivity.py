@@ -1,10 +1,10 @@
 """quadnn_paper.expressivity: spline construction, variety dimensions and bounds, protocols."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
-from scipy.interpolate import CubicSpline
 
 from quadnn import QuadraticLinear
 from quadnn_paper.sections import expressivity as E
@@ -85,24 +85,27 @@ def test_spline_error_rates():
     res = E.spline_error_vs_h("sin", [0.4, 0.2])
     (a, b) = res["rows"]
     q = a["h"] / b["h"]
-    assert a["linear"] / b["linear"] == pytest.approx(q ** 2, rel=0.05)   # O(h^2)
-    assert a["cubic"] / b["cubic"] == pytest.approx(q ** 4, rel=0.1)      # O(h^4)
+    assert a["linear"] / b["linear"] == pytest.approx(q**2, rel=0.05)  # O(h^2)
+    assert a["cubic"] / b["cubic"] == pytest.approx(q**4, rel=0.1)  # O(h^4)
     for r in res["rows"]:
         assert r["linear_ratio"] <= E.hall_meyer_constant(1) * (1 + 1e-9)
         assert r["cubic_ratio"] <= E.hall_meyer_constant(2) * (1 + 1e-9)
 
 
 # -- variety dimension -------------------------------------------------------------------
-@pytest.mark.parametrize("widths,network,expected", [
-    # g(q(x)), g, q quadratics: 6 coefficients less the affine reparametrisation of q (2) -> a
-    # hypersurface in the 5-dimensional space of quartics
-    ((1, 1, 1), "quadratic", 4),
-    ((1, 2, 1), "quadratic", 5),                  # every quartic
-    ((2, 1), "quadratic", 6),                     # one neuron, 2 inputs: every quadratic
-    ((4, 1), "quadratic", 14),                    # one neuron, 4 inputs: 15 parameters less rescaling
-    ((1, 1, 1), "quadratic_activation", 3),       # w (a x + b)^2 + c: every quadratic
-    ((2, 1, 1), "quadratic_activation", 4),       # w (a.x + b)^2 + c: 5 parameters less one scaling
-])
+@pytest.mark.parametrize(
+    "widths,network,expected",
+    [
+        # g(q(x)), g, q quadratics: 6 coefficients less the affine reparametrisation of q (2) -> a
+        # hypersurface in the 5-dimensional space of quartics
+        ((1, 1, 1), "quadratic", 4),
+        ((1, 2, 1), "quadratic", 5),  # every quartic
+        ((2, 1), "quadratic", 6),  # one neuron, 2 inputs: every quadratic
+        ((4, 1), "quadratic", 14),  # one neuron, 4 inputs: 15 parameters less rescaling
+        ((1, 1, 1), "quadratic_activation", 3),  # w (a x + b)^2 + c: every quadratic
+        ((2, 1, 1), "quadratic_activation", 4),  # w (a.x + b)^2 + c: 5 parameters less one scaling
+    ],
+)
 def test_variety_dimension_known_cases(widths, network, expected):
     assert E.variety_dimension(widths, network) == expected
 
@@ -142,6 +145,8 @@ def test_batched_forward_matches_quadnn_modules():
 
 def test_amplification_relinear_equals_conventional():
     res = E.amplification(depths=(1, 3), width=5, in_features=4, sigma=1.0, n_draws=5, seed=0)
-    for H, r in res.items():
+    for r in res.values():
         assert np.allclose(r["quadratic_relinear"], r["conventional"], rtol=1e-12)
-        assert r["scale"] == pytest.approx(math.prod(math.sqrt(a * b) for a, b in zip(r["widths"][:-1], r["widths"][1:])))
+        assert r["scale"] == pytest.approx(
+            math.prod(math.sqrt(a * b) for a, b in zip(r["widths"][:-1], r["widths"][1:]))
+        )

@@ -4,30 +4,42 @@ A strict fake of the ``torch.cuda`` calls the engine makes, a stand-in compute d
 whole runs train (every tensor of a step must be on it, as on a GPU), NCCL's collective rule,
 KITTI's mix of image sizes, and ImageNet loaders sized by the task's CPUs.
 """
+
 import os
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
+from standin_device import DEVICE, StandInDevice, StrictCuda, StrictNCCL, to_cpu
 from torch import nn
 
 from quadnn_paper.data import tiny
-from quadnn_paper.sections import imagenet
-from quadnn_paper.sections import kitti_lapdepth as depth
-from quadnn_paper.sections._tiny import tiny_runs
 from quadnn_paper.engine import RunConfig, RunStore, loop, run
 from quadnn_paper.engine.distributed import SyncBatchNorm2d, sync_batchnorm
 from quadnn_paper.engine.tasks import ImageFolderClassification, loader_workers, make_task
-
-from standin_device import DEVICE, StandInDevice, StrictCuda, StrictNCCL, to_cpu
+from quadnn_paper.sections import imagenet
+from quadnn_paper.sections import kitti_lapdepth as depth
+from quadnn_paper.sections._tiny import tiny_runs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_cfg(**kw):
-    base = dict(model="cifar_qresnet20", width=0.25, dataset="digits", train_limit=64, epochs=2, batch_size=32,
-                lr=0.05, relinear="sg", lr_g=1e-3, threads=1, progress=False, eval_batch_size=256)
+    base = dict(
+        model="cifar_qresnet20",
+        width=0.25,
+        dataset="digits",
+        train_limit=64,
+        epochs=2,
+        batch_size=32,
+        lr=0.05,
+        relinear="sg",
+        lr_g=1e-3,
+        threads=1,
+        progress=False,
+        eval_batch_size=256,
+    )
     return RunConfig(**dict(base, **kw))
 
 
@@ -46,8 +58,10 @@ def test_strict_cuda_fake_checks_arguments_as_torch_does(monkeypatch):
     assert fake.current == 0
 
 
-@pytest.mark.parametrize("name,gpus,nranks,local_rank,expect", [
-    ("cuda", 1, 1, None, 0), ("auto", 1, 1, None, 0), ("cuda", 2, 2, "1", 1), ("cuda:1", 2, 1, None, 1)])
+@pytest.mark.parametrize(
+    "name,gpus,nranks,local_rank,expect",
+    [("cuda", 1, 1, None, 0), ("auto", 1, 1, None, 0), ("cuda", 2, 2, "1", 1), ("cuda:1", 2, 1, None, 1)],
+)
 def test_cuda_device_always_has_an_index(monkeypatch, name, gpus, nranks, local_rank, expect):
     fake = StrictCuda(gpus).install(monkeypatch)
     if local_rank is None:
@@ -111,8 +125,11 @@ def test_imagenet_ten_crop_evaluation_reduces_on_its_device(tmp_path, two_ranks_
 @pytest.mark.slow
 def test_depth_without_sync_bn_broadcasts_rank0_statistics(tmp_path, two_ranks_on_a_standin_device):
     cfg = depth.runs("smoke", data_dir=tmp_path / "kitti")[0]
-    cfg = cfg.replace(epochs=1, model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t"),
-                      task_kwargs=dict(cfg.task_kwargs, n_train=4, n_test=2, height=32, width=96))
+    cfg = cfg.replace(
+        epochs=1,
+        model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t"),
+        task_kwargs=dict(cfg.task_kwargs, n_train=4, n_test=2, height=32, width=96),
+    )
     with StandInDevice():
         res = run(cfg, tmp_path / "runs")
     assert res["status"] == "finished"
@@ -189,8 +206,10 @@ CROP, TRAIN_CROP = [352 // 8, 1216 // 8], [352 // 8, 704 // 8]
 
 def test_kb_crop_batches_kittis_mixed_sizes(tmp_path):
     root = depth.write_synthetic_kitti(tmp_path, n_train=4, n_test=4, seed=0, sizes=SMALL)
-    sizes = {Image.open(root / line.split()[0]).size[::-1]
-             for line in (root / "splits/eigen_train_files.txt").read_text().splitlines()}
+    sizes = {
+        Image.open(root / line.split()[0]).size[::-1]
+        for line in (root / "splits/eigen_train_files.txt").read_text().splitlines()
+    }
     assert sizes == set(SMALL)
     raw = depth.KittiSplit(root, "splits/eigen_train_files.txt")
     with pytest.raises(RuntimeError):  # what the first mixed batch did before the crop
@@ -202,7 +221,7 @@ def test_kb_crop_batches_kittis_mixed_sizes(tmp_path):
     h, w = SMALL[0]
     full = np.asarray(Image.open(root / raw.items[0][0]).convert("RGB"), dtype=np.float32) / 255.0
     left = (w - CROP[1]) // 2
-    np.testing.assert_array_equal(rgb[0, :, -1].permute(1, 0).numpy(), full[h - 1, left:left + CROP[1]])
+    np.testing.assert_array_equal(rgb[0, :, -1].permute(1, 0).numpy(), full[h - 1, left : left + CROP[1]])
 
 
 def test_depth_task_trains_on_random_crops_and_evaluates_mixed_sizes(tmp_path):
@@ -238,8 +257,11 @@ def test_tiny_kitti_has_the_real_mix_of_sizes_and_scaled_crops(tmp_path):
 
 # -- 6. the smaller ones --------------------------------------------------------------------------
 def test_depth_loss_is_float32_under_autocast(tmp_path):
-    task = make_task(depth.runs("smoke", data_dir=tmp_path)[0].replace(
-        task_kwargs=dict(n_train=1, n_test=1, height=16, width=32)), 0, 1)
+    task = make_task(
+        depth.runs("smoke", data_dir=tmp_path)[0].replace(task_kwargs=dict(n_train=1, n_test=1, height=16, width=32)),
+        0,
+        1,
+    )
     gen = torch.Generator().manual_seed(0)
     gt = torch.rand(2, 1, 8, 8, generator=gen) * 50 + 1
     pred = (gt * (1 + 0.01 * torch.rand(2, 1, 8, 8, generator=gen))).bfloat16()
@@ -251,8 +273,14 @@ def test_depth_loss_is_float32_under_autocast(tmp_path):
 def test_gpu_switches_do_not_rename_runs_but_tf32_off_does():
     base = RunConfig()
     assert "tf32" not in base.key()  # runs stored before the switch keep their ids
-    same = base.replace(cudnn_benchmark=False, channels_last=False, pin_memory=False, data_on_device=False,
-                        recompute_budget=0.5, workers="auto")
+    same = base.replace(
+        cudnn_benchmark=False,
+        channels_last=False,
+        pin_memory=False,
+        data_on_device=False,
+        recompute_budget=0.5,
+        workers="auto",
+    )
     assert same.run_id == base.run_id
     assert base.replace(tf32=False).run_id != base.run_id
     with pytest.raises(ValueError, match="'auto'"):

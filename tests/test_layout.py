@@ -1,12 +1,13 @@
 """The library and the paper companion: one direction of imports, a light `import quadnn`."""
+
 import ast
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "core" / "quadnn"
@@ -43,10 +44,10 @@ def test_companion_imports_the_library_by_its_public_name():
 
 
 def test_import_quadnn_loads_no_heavy_dependency():
-    code = ("import sys, quadnn, timm; "
-            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
-    loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                text=True).stdout.split())
+    code = "import sys, quadnn, timm; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    )
     assert "quadnn" in loaded and "quadnn_paper" not in loaded
     assert not loaded & set(HEAVY), f"import quadnn loaded {sorted(loaded & set(HEAVY))}"
 
@@ -77,16 +78,33 @@ def test_one_version_source():
 @pytest.mark.slow
 def test_library_wheel_holds_only_the_library(tmp_path):
     """`pip wheel core/` builds quadnn alone: no quadnn_paper file, no companion requirement."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(tmp_path), str(ROOT / "core")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT / "core"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("quadnn-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         metadata = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
     packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert packages == {"quadnn"}, packages
-    requires = {line.split(":", 1)[1].split(">")[0].split("=")[0].strip()
-                for line in metadata.splitlines() if line.startswith("Requires-Dist:")}
+    requires = {
+        line.split(":", 1)[1].split(">")[0].split("=")[0].strip()
+        for line in metadata.splitlines()
+        if line.startswith("Requires-Dist:")
+    }
     assert requires == {"torch", "torchvision", "timm", "numpy"}, requires
 
 
@@ -106,8 +124,9 @@ def test_layer_contract_holds_for_every_import():
     """import-linter's contracts (pyproject.toml): the library never imports the companion, and each
     companion layer imports only from layers below it, function-level imports included."""
     lint = Path(sys.executable).with_name("lint-imports")
-    proc = subprocess.run([str(lint), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT / "core",
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(lint), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT / "core", capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 

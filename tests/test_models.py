@@ -1,4 +1,5 @@
 """CIFAR ResNet family: registry, parameter counts against He et al. and the paper, shapes, ReZero, transfer."""
+
 import pytest
 import timm
 import torch
@@ -11,11 +12,13 @@ def n_params(m):
     return sum(p.numel() for p in m.parameters())
 
 
-REQUIRED = ([f"cifar_resnet{d}" for d in (20, 32, 44, 56, 110, 1202)]
-            + [f"cifar_qresnet{d}" for d in (20, 32, 44, 56, 110)]
-            + [f"cifar_qresnet{d}_compact" for d in (20, 32, 56)]
-            + [f"cifar_parabolic_resnet{d}" for d in (20, 32, 56)]
-            + [f"cifar_poly_resnet{d}" for d in (20, 32, 56)])
+REQUIRED = (
+    [f"cifar_resnet{d}" for d in (20, 32, 44, 56, 110, 1202)]
+    + [f"cifar_qresnet{d}" for d in (20, 32, 44, 56, 110)]
+    + [f"cifar_qresnet{d}_compact" for d in (20, 32, 56)]
+    + [f"cifar_parabolic_resnet{d}" for d in (20, 32, 56)]
+    + [f"cifar_poly_resnet{d}" for d in (20, 32, 56)]
+)
 
 
 def test_registry_has_every_variant_with_a_default_cfg():
@@ -27,10 +30,19 @@ def test_registry_has_every_variant_with_a_default_cfg():
 
 
 # Paper's Table (CIFAR-10 results) and He et al.: params in millions as printed.
-PAPER_PARAMS = {"cifar_resnet20": 0.27, "cifar_resnet32": 0.46, "cifar_resnet56": 0.86,
-                "cifar_resnet110": 1.7, "cifar_resnet1202": 19.4, "cifar_qresnet20": 0.81,
-                "cifar_qresnet32": 1.39, "cifar_qresnet56": 2.55, "cifar_qresnet110": 5.1,
-                "cifar_parabolic_resnet20": 0.54, "cifar_poly_resnet20": 0.54}
+PAPER_PARAMS = {
+    "cifar_resnet20": 0.27,
+    "cifar_resnet32": 0.46,
+    "cifar_resnet56": 0.86,
+    "cifar_resnet110": 1.7,
+    "cifar_resnet1202": 19.4,
+    "cifar_qresnet20": 0.81,
+    "cifar_qresnet32": 1.39,
+    "cifar_qresnet56": 2.55,
+    "cifar_qresnet110": 5.1,
+    "cifar_parabolic_resnet20": 0.54,
+    "cifar_poly_resnet20": 0.54,
+}
 
 
 @pytest.mark.parametrize("name", sorted(PAPER_PARAMS))
@@ -43,10 +55,16 @@ def test_parameter_counts_match_the_printed_ones(name):
 
 # The official ReLinear code's QResNets (qresnet.py, qresnet_smaller.py), counted exactly: every
 # quadratic convolution carries b_r and c (the compact one: b_r and c too, one bias per conv).
-OFFICIAL_COUNTS = {"cifar_qresnet20": 806_266, "cifar_qresnet32": 1_389_114, "cifar_qresnet44": 1_971_962,
-                   "cifar_qresnet56": 2_554_810, "cifar_qresnet110": 5_177_626,
-                   "cifar_qresnet20_compact": 538_330, "cifar_qresnet32_compact": 927_194,
-                   "cifar_qresnet56_compact": 1_704_922}
+OFFICIAL_COUNTS = {
+    "cifar_qresnet20": 806_266,
+    "cifar_qresnet32": 1_389_114,
+    "cifar_qresnet44": 1_971_962,
+    "cifar_qresnet56": 2_554_810,
+    "cifar_qresnet110": 5_177_626,
+    "cifar_qresnet20_compact": 538_330,
+    "cifar_qresnet32_compact": 927_194,
+    "cifar_qresnet56_compact": 1_704_922,
+}
 
 
 @pytest.mark.parametrize("name", sorted(OFFICIAL_COUNTS))
@@ -88,8 +106,10 @@ def test_zero_init_last_starts_every_block_as_the_identity():
     assert all(b.bn2.weight.eq(1).all() for b in r.layer1)
 
 
-@pytest.mark.parametrize("name", ["cifar_resnet20", "cifar_qresnet20", "cifar_qresnet20_compact",
-                                  "cifar_parabolic_resnet20", "cifar_poly_resnet20"])
+@pytest.mark.parametrize(
+    "name",
+    ["cifar_resnet20", "cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20"],
+)
 def test_shapes_and_timm_interface(name):
     m = timm.create_model(name, num_classes=7, in_chans=1, width=1.5).eval()
     x = torch.randn(2, 1, 32, 32)
@@ -117,8 +137,11 @@ def test_depth_and_kind_follow_the_name():
         m = timm.create_model(name)
         n_blocks = sum(1 for _ in m.modules() if type(_).__name__ == "BasicBlock")
         assert n_blocks == (depth - 2) // 2 and m.neuron == neuron
-        kinds = {getattr(mod, "neuron", "conventional") for n, mod in m.named_modules()
-                 if isinstance(mod, torch.nn.Conv2d) and n.startswith("layer")}
+        kinds = {
+            getattr(mod, "neuron", "conventional")
+            for n, mod in m.named_modules()
+            if isinstance(mod, torch.nn.Conv2d) and n.startswith("layer")
+        }
         assert kinds == {neuron}
         assert type(m.conv1) is torch.nn.Conv2d and type(m.fc) is torch.nn.Linear  # stem and head stay conventional
 

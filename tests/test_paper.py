@@ -1,4 +1,5 @@
 """The report builds: every notebook at the smoke profile, then latexmk on paper/main.tex."""
+
 import os
 import shutil
 import subprocess
@@ -17,21 +18,50 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 @pytest.mark.skipif(shutil.which("latexmk") is None, reason="TeX (latexmk) not installed")
 def test_smoke_pdf_builds(tmp_path):
     paper = tmp_path / "paper"
-    shutil.copytree(ROOT / "paper", paper, ignore=shutil.ignore_patterns(
-        "figures", "tables", "variables", "*.pdf", "*.aux", "*.log", ".profile", ".stamps", ".staging"))
+    shutil.copytree(
+        ROOT / "paper",
+        paper,
+        ignore=shutil.ignore_patterns(
+            "figures", "tables", "variables", "*.pdf", "*.aux", "*.log", ".profile", ".stamps", ".staging"
+        ),
+    )
     papermill = Path(sys.executable).with_name("papermill")
     for nb in NOTEBOOKS:
         ran = subprocess.run(
-            [str(papermill), str(nb), str(tmp_path / nb.name), "--cwd", str(ROOT / "notebooks"),
-             "-p", "profile", "smoke", "-p", "paper_dir", str(paper), "-p", "cache_dir", str(tmp_path / "cache")],
-            capture_output=True, text=True, env={**os.environ, "QUADNN_NOTEBOOK": nb.stem})
+            [
+                str(papermill),
+                str(nb),
+                str(tmp_path / nb.name),
+                "--cwd",
+                str(ROOT / "notebooks"),
+                "-p",
+                "profile",
+                "smoke",
+                "-p",
+                "paper_dir",
+                str(paper),
+                "-p",
+                "cache_dir",
+                str(tmp_path / "cache"),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "QUADNN_NOTEBOOK": nb.stem},
+        )
         assert ran.returncode == 0, f"{nb.name} failed at the smoke profile:\n{ran.stderr[-3000:]}"
     published.write(paper / "variables" / "published.tex")
-    check = subprocess.run([sys.executable, str(ROOT / "tools" / "paper_check.py"), "check", "--profile", "smoke",
-                            "--paper", str(paper)], capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "paper_check.py"), "check", "--profile", "smoke", "--paper", str(paper)],
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 0, check.stderr  # one profile, every notebook committed its outputs
-    done = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "main.tex"],
-                          cwd=paper, capture_output=True, text=True)
+    done = subprocess.run(
+        ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "main.tex"],
+        cwd=paper,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     pdf = paper / "main.pdf"
     assert pdf.stat().st_size > 10_000

@@ -4,6 +4,7 @@ The paper's numbers live in :mod:`quadnn_paper.published` (checked here against 
 LaTeX source where it is available) and reach the text as ``\\paper<Name>`` macros; our
 numbers reach it as the notebooks' ``\\<section><Name>`` macros.
 """
+
 import re
 from pathlib import Path
 
@@ -18,7 +19,7 @@ SOURCE = sorted(Path("/work/shared/reference").glob("000_*.txt"))
 # Decimal literals a section may type, each a mathematical constant rather than a result:
 ALLOWED = {
     "1.25": "threshold of the depth accuracies delta_k (max(y/y*, y*/y) < 1.25^k): part of the "
-            "metrics' definition, the same in every depth paper, not a value anyone measured",
+    "metrics' definition, the same in every depth paper, not a value anyone measured",
 }
 # Layout lengths are not numbers of the report: \includegraphics[width=0.8\linewidth] and
 # column widths such as p{0.26\textwidth}.
@@ -42,8 +43,10 @@ def test_the_detector_sees_typed_numbers():
 @pytest.mark.parametrize("section", SECTIONS, ids=lambda p: p.name)
 def test_sections_type_no_decimal(section):
     typed = [d for d in decimals(section.read_text()) if d not in ALLOWED]
-    assert not typed, (f"{section.name} types {typed}: put the paper's numbers in quadnn_paper/published.py "
-                       "and ours in the notebook's variables, and use the macros")
+    assert not typed, (
+        f"{section.name} types {typed}: put the paper's numbers in quadnn_paper/published.py "
+        "and ours in the notebook's variables, and use the macros"
+    )
 
 
 def test_published_macros_are_letters_and_used():

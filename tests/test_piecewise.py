@@ -1,4 +1,5 @@
 """Exact piecewise-polynomial form of univariate quadratic ReLU networks."""
+
 import numpy as np
 import pytest
 import torch
@@ -54,9 +55,15 @@ def test_linear_relu_network_is_piecewise_linear():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_random_networks_match_the_model(neuron, seed):
     torch.manual_seed(seed)
-    m = nn.Sequential(QuadraticLinear(1, 6, neuron=neuron, **f64), nn.ReLU(),
-                      QuadraticLinear(6, 5, neuron=neuron, **f64), nn.ReLU(),
-                      nn.Linear(5, 4, **f64), nn.ReLU(), QuadraticLinear(4, 1, neuron=neuron, **f64))
+    m = nn.Sequential(
+        QuadraticLinear(1, 6, neuron=neuron, **f64),
+        nn.ReLU(),
+        QuadraticLinear(6, 5, neuron=neuron, **f64),
+        nn.ReLU(),
+        nn.Linear(5, 4, **f64),
+        nn.ReLU(),
+        QuadraticLinear(4, 1, neuron=neuron, **f64),
+    )
     for p in m.parameters():
         nn.init.normal_(p, 0.0, 0.8)
     pieces = piecewise_polynomials(m, -3.0, 3.0)
@@ -77,7 +84,7 @@ def test_degree_of_deep_full_network():
         layers += [QuadraticLinear(1 if i == 0 else 3, 3 if i < 4 else 1, **f64), nn.ReLU()]
     m = nn.Sequential(*layers[:-1])
     pieces = piecewise_polynomials(m, -1.0, 1.0)
-    assert all(len(c) == 2 ** 5 + 1 for _, _, c in pieces)
+    assert all(len(c) == 2**5 + 1 for _, _, c in pieces)
     x = np.linspace(-1, 1, 301)
     with torch.no_grad():
         f = m(torch.as_tensor(x, **f64)[:, None]).numpy()[:, 0]

@@ -1,7 +1,9 @@
 """Project set-up: pyproject and environment.yml install the same thing."""
+
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,5 @@
 """ReLinear: initialisation, parameter groups (sg), shrinking (sw), reference weight decay, transfer."""
+
 import copy
 
 import pytest
@@ -6,7 +7,6 @@ import torch
 from torch import nn
 
 from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, quadratize, relinear
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -36,9 +36,20 @@ def linear_twin(model):
     twin = copy.deepcopy(model)
     for name, m in list(twin.named_modules()):
         if isinstance(m, QuadraticLayer):
-            conv = (nn.Linear(m.in_features, m.out_features, m.bias is not None) if isinstance(m, nn.Linear)
-                    else nn.Conv2d(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding,
-                                   m.dilation, m.groups, m.bias is not None))
+            conv = (
+                nn.Linear(m.in_features, m.out_features, m.bias is not None)
+                if isinstance(m, nn.Linear)
+                else nn.Conv2d(
+                    m.in_channels,
+                    m.out_channels,
+                    m.kernel_size,
+                    m.stride,
+                    m.padding,
+                    m.dilation,
+                    m.groups,
+                    m.bias is not None,
+                )
+            )
             conv.load_state_dict({k: v for k, v in m.state_dict().items() if k in ("weight", "bias")})
             parent = twin.get_submodule(name.rpartition(".")[0]) if "." in name else twin
             setattr(parent, name.rpartition(".")[2], conv)
@@ -65,9 +76,13 @@ def test_init_makes_every_quadratic_layer_linear(kind):
 
 
 def term_ids(model, group):
-    return {id(getattr(m, a)) for m in model.modules() if isinstance(m, QuadraticLayer)
-            for a in (("weight_g", "bias_g") if group == "g" else ("weight_b", "bias_b"))
-            if getattr(m, a) is not None}
+    return {
+        id(getattr(m, a))
+        for m in model.modules()
+        if isinstance(m, QuadraticLayer)
+        for a in (("weight_g", "bias_g") if group == "g" else ("weight_b", "bias_b"))
+        if getattr(m, a) is not None
+    }
 
 
 @pytest.mark.parametrize("kind", NEURONS)
@@ -238,8 +253,10 @@ def small_pair(kind="full"):
         conv[1].running_mean.uniform_(-1, 1)
         conv[1].running_var.uniform_(0.5, 2)
     torch.manual_seed(2)
-    quad = quadratize(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
-                                    nn.Linear(4 * 4 * 4, 2)), neuron=kind)
+    quad = quadratize(
+        nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2)),
+        neuron=kind,
+    )
     return conv.eval(), quad.eval()
 
 
@@ -266,25 +283,31 @@ def test_transfer_weights_mismatch_names_the_layer():
         relinear.transfer_weights_(nn.Sequential(*conv[:4]), quad)
 
 
-@pytest.mark.parametrize("kw,needle", [
-    (dict(alpha_g=float("inf")), "alpha_g must lie in"),
-    (dict(alpha_g=float("nan")), "alpha_g must lie in"),
-    (dict(alpha_g=None), "alpha_g must be a number"),
-    (dict(alpha_b="0.1"), "alpha_b must be a number"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        (dict(alpha_g=float("inf")), "alpha_g must lie in"),
+        (dict(alpha_g=float("nan")), "alpha_g must lie in"),
+        (dict(alpha_g=None), "alpha_g must be a number"),
+        (dict(alpha_b="0.1"), "alpha_b must be a number"),
+    ],
+)
 def test_shrink_rejects_non_finite_and_mistyped_factors(kw, needle):
     model = nn.Sequential(QuadraticLinear(3, 3))
     with pytest.raises(ValueError, match=needle):
         relinear.Shrink(model, mode="l1", **kw)
 
 
-@pytest.mark.parametrize("kw,needle", [
-    (dict(lr="0.1"), "lr must be a number"),
-    (dict(lr=float("inf")), "lr must lie in"),
-    (dict(lr_g=float("nan")), "lr_g must lie in"),
-    (dict(weight_decay=None), "weight_decay must be a number"),
-    (dict(lr_b=True), "lr_b must be a number"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        (dict(lr="0.1"), "lr must be a number"),
+        (dict(lr=float("inf")), "lr must lie in"),
+        (dict(lr_g=float("nan")), "lr_g must lie in"),
+        (dict(weight_decay=None), "weight_decay must be a number"),
+        (dict(lr_b=True), "lr_b must be a number"),
+    ],
+)
 def test_param_groups_reject_non_finite_and_mistyped_rates(kw, needle):
     model = nn.Sequential(QuadraticLinear(3, 3))
     args = dict(lr=0.1, lr_g=1e-4, lr_b=1e-4)

@@ -1,12 +1,13 @@
 """Report writers and the result cache."""
+
 import csv
 import json
 
 import pytest
 
+from quadnn_paper.common.profiles import PROFILES, select
 from quadnn_paper.engine import cached
 from quadnn_paper.engine import run_id as config_hash
-from quadnn_paper.common.profiles import PROFILES, select
 from quadnn_paper.report import Cell, Report, fmt
 
 
@@ -36,16 +37,20 @@ def test_variables_are_macros_named_by_section(tmp_path):
 def test_cells_are_data_in_the_csv_and_markup_in_the_tex(tmp_path):
     """CSV: bare values, spreads/notes/flags in companion columns; .tex: the rendering."""
     rep = Report(tmp_path, "demo", "smoke", "digits")
-    rows = [[Cell("sg", tex=r"ReLinear$^{sg}$"), Cell(7.214, 0.3, decimals=2, reproduced=False), Cell(10.43, paper=True)],
-            ["plain", Cell(8.0, decimals=2, note="(1/3 diverged)"), None]]
+    rows = [
+        [Cell("sg", tex=r"ReLinear$^{sg}$"), Cell(7.214, 0.3, decimals=2, reproduced=False), Cell(10.43, paper=True)],
+        ["plain", Cell(8.0, decimals=2, note="(1/3 diverged)"), None],
+    ]
     rep.table("c", ["method", "error", "paper"], rows)
     with pytest.raises(TypeError, match="Cell"):
         rep.table("old", ["a"], [[("tex", r"$x$")]])
     rep.commit()
     rows = list(csv.reader(open(tmp_path / "tables" / "c.csv")))
-    assert rows == [["method", "error", "error sd", "error note", "error reproduced", "paper"],
-                    ["sg", "7.214", "0.3", "", "no", "10.43"],
-                    ["plain", "8.0", "", "(1/3 diverged)", "", ""]]
+    assert rows == [
+        ["method", "error", "error sd", "error note", "error reproduced", "paper"],
+        ["sg", "7.214", "0.3", "", "no", "10.43"],
+        ["plain", "8.0", "", "(1/3 diverged)", "", ""],
+    ]
     assert not any(ch in open(tmp_path / "tables" / "c.csv").read() for ch in "\\$")
     tex = (tmp_path / "tables" / "c.tex").read_text()
     assert r"ReLinear$^{sg}$ & \notreproduced{7.21 $\pm$ 0.30} & \paperval{10.43} \\" in tex

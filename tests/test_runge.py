@@ -1,11 +1,12 @@
 """The Runge experiment: protocol, model, and the batched trainer against the plain loop."""
+
 import numpy as np
 import pytest
 import torch
 
 from quadnn import QuadraticLinear
-from quadnn_paper.sections import runge as R
 from quadnn_paper.analysis.piecewise import piecewise_polynomials
+from quadnn_paper.sections import runge as R
 
 
 def test_full_protocol_is_the_papers():
@@ -15,7 +16,13 @@ def test_full_protocol_is_the_papers():
     assert full["iterations"] == 30_000 and full["n_test"] == 100
     assert len(full["seeds"]) >= 5 and len(R.PROTOCOLS["cpu"]["seeds"]) >= 5
     s = R.STRATEGIES
-    assert (s["sw-l1"].shrink, s["sw-l1"].alpha, s["sw-l1"].lr, s["sw-l1"].lr_g, s["sw-l1"].lr_b) == ("l1", 1e-4, 3e-4, 3e-4, 3e-4)
+    assert (s["sw-l1"].shrink, s["sw-l1"].alpha, s["sw-l1"].lr, s["sw-l1"].lr_g, s["sw-l1"].lr_b) == (
+        "l1",
+        1e-4,
+        3e-4,
+        3e-4,
+        3e-4,
+    )
     assert (s["sw-l2"].shrink, s["sw-l2"].alpha, s["sw-l2"].lr, s["sw-l2"].lr_g) == ("l2", 1e-4, 3e-4, 3e-4)
     assert (s["sg"].shrink, s["sg"].lr, s["sg"].lr_g, s["sg"].lr_b) == (None, 3e-4, 1.5e-4, 1.5e-4)
     assert (s["regular"].init, s["regular"].lr, s["regular"].lr_g, s["regular"].shrink) == ("random", 3e-4, 3e-4, None)
@@ -26,14 +33,14 @@ def test_data():
     x, y, xt, yt = R.dataset(R.PROTOCOLS["full"])
     assert x.shape == (33, 1) and xt.shape == (100, 1)
     assert x[0, 0] == -5 and x[-1, 0] == 5 and x[16, 0] == 0 and y[16, 0] == 1
-    assert torch.allclose(yt, 1 / (1 + 16 * xt ** 2))
+    assert torch.allclose(yt, 1 / (1 + 16 * xt**2))
 
 
 def test_model_and_inits():
     m = R.build_model()
-    q = [l for l in m if isinstance(l, QuadraticLinear)]
-    assert [(l.in_features, l.out_features) for l in q] == [(1, 8), (8, 8), (8, 8), (8, 8), (8, 1)]
-    assert sum(isinstance(l, torch.nn.ReLU) for l in m) == 4
+    q = [layer for layer in m if isinstance(layer, QuadraticLinear)]
+    assert [(layer.in_features, layer.out_features) for layer in q] == [(1, 8), (8, 8), (8, 8), (8, 8), (8, 1)]
+    assert sum(isinstance(layer, torch.nn.ReLU) for layer in m) == 4
     a, b = R.init_model("sg", 7), R.init_model("regular", 7)
     for la, lb in zip(a, b):
         if isinstance(la, QuadraticLinear):
@@ -83,7 +90,9 @@ def test_experiment_is_cached(tmp_path, monkeypatch):
     protocol = dict(R.PAPER, iterations=20, seeds=[0, 1])
     first = R.run_experiment(protocol, cache_dir=tmp_path, strategies=["sg", "sw-l2"])
     assert [(r["strategy"], r["seed"]) for r in first["runs"]] == [("sg", 0), ("sg", 1), ("sw-l2", 0), ("sw-l2", 1)]
-    assert all(np.isfinite(r["rmse"]) and r["rmse"] == pytest.approx(R.rmse(r["params"], protocol)) for r in first["runs"])
+    assert all(
+        np.isfinite(r["rmse"]) and r["rmse"] == pytest.approx(R.rmse(r["params"], protocol)) for r in first["runs"]
+    )
 
     def boom(*a, **k):
         raise AssertionError("trained again")

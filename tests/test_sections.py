@@ -1,6 +1,7 @@
 """Every paper section has one interface and one name (README "Layout"): the module
 ``quadnn_paper.sections.<name>``, ``notebooks/<name>.ipynb``, ``paper/sections/<name>.tex``, the report
 section its notebook writes, and its ``make status`` line."""
+
 import ast
 import importlib
 import inspect
@@ -17,8 +18,18 @@ NAMES = sorted(m.name for m in pkgutil.iter_modules(sections_pkg.__path__) if no
 
 
 def test_the_sections_are_the_papers_eight():
-    assert NAMES == sorted(["expressivity", "runge", "cifar_tuning", "vgg_stability", "cifar_comparison", "imagenet",
-                            "kitti_lapdepth", "efficiency"])
+    assert NAMES == sorted(
+        [
+            "expressivity",
+            "runge",
+            "cifar_tuning",
+            "vgg_stability",
+            "cifar_comparison",
+            "imagenet",
+            "kitti_lapdepth",
+            "efficiency",
+        ]
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -28,8 +39,9 @@ def test_section_module_has_the_interface(name):
     assert set(module.PROTOCOLS) == {"smoke", "cpu", "full"}
     for fn in ("protocol", "runs", "summary"):
         params = list(inspect.signature(getattr(module, fn)).parameters)
-        assert params[:2] == (["profile", "tiny"] if fn != "summary" else ["results", "profile"]) or \
-            (fn == "summary" and params[:3] == ["results", "profile", "tiny"]), f"{name}.{fn}{params}"
+        assert params[:2] == (["profile", "tiny"] if fn != "summary" else ["results", "profile"]) or (
+            fn == "summary" and params[:3] == ["results", "profile", "tiny"]
+        ), f"{name}.{fn}{params}"
     p = module.protocol("cpu")
     p["__probe__"] = 1
     assert "__probe__" not in module.PROTOCOLS["cpu"], "protocol() must return a copy"
@@ -43,7 +55,9 @@ def test_one_name_across_notebook_tex_and_report(name):
     nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert f"quadnn_paper.sections import {name}" in code, f"notebooks/{name}.ipynb does not import its section"
-    assert ".NAME" in code and "Report(paper_dir, " in code, f"notebooks/{name}.ipynb: Report(paper_dir, <section>.NAME, ...)"
+    assert ".NAME" in code and "Report(paper_dir, " in code, (
+        f"notebooks/{name}.ipynb: Report(paper_dir, <section>.NAME, ...)"
+    )
     tex = (ROOT / "paper" / "sections" / f"{name}.tex").read_text()
     assert f"\\loadvariables{{{name}}}" in tex, f"paper/sections/{name}.tex must load the variables of {name}"
 

@@ -9,6 +9,7 @@ no-trace leaf modules; these two on the shallowest model of each family and kind
 than 224x224, so the unpooled map is 1x1 where default_cfg's pool_size says 7x7; CIFAR ResNet1202
 only in the eval-mode forward.
 """
+
 import math
 
 import pytest
@@ -97,7 +98,10 @@ def test_default_cfg_and_classifier_reset(name):
         assert model(x).shape == (1, 7) and model.get_classifier().weight.dtype == feats.dtype
         unpooled = timm.create_model(name, num_classes=0, global_pool="").eval()
         assert unpooled(x).shape == feats.shape
-    for key in (cfg["classifier"], *((cfg["first_conv"],) if isinstance(cfg["first_conv"], str) else cfg["first_conv"])):
+    for key in (
+        cfg["classifier"],
+        *((cfg["first_conv"],) if isinstance(cfg["first_conv"], str) else cfg["first_conv"]),
+    ):
         assert key + ".weight" in sd, key
 
 
@@ -126,8 +130,9 @@ def test_features_only_and_forward_intermediates(name):
 
 def fx_model(model, train=False):
     """timm's _create_fx_model: its leaf modules (the quadratic layers among them), last node(s) returned."""
-    kw = dict(leaf_modules=get_notrace_modules(), autowrap_functions=get_notrace_functions(),
-              param_shapes_constant=True)
+    kw = dict(
+        leaf_modules=get_notrace_modules(), autowrap_functions=get_notrace_functions(), param_shapes_constant=True
+    )
     train_nodes, eval_nodes = get_graph_node_names(model, tracer_kwargs=kw)
     train_return = [train_nodes[-1]]
     if train:
@@ -135,8 +140,9 @@ def fx_model(model, train=False):
         nodes = list(reversed(graph.nodes))
         names = [n.name for n in nodes]
         train_return = [train_nodes[-names.index(n.name)] for n in nodes[0]._input_nodes]
-    return create_feature_extractor(model, train_return_nodes=train_return, eval_return_nodes=[eval_nodes[-1]],
-                                    tracer_kwargs=kw)
+    return create_feature_extractor(
+        model, train_return_nodes=train_return, eval_return_nodes=[eval_nodes[-1]], tracer_kwargs=kw
+    )
 
 
 @pytest.mark.parametrize("name", SHALLOW)

@@ -1,4 +1,5 @@
 """CIFAR VGG16 family: registry, shapes, parameter counts, square activation, ReLinear identity."""
+
 import pytest
 import timm
 import torch

@@ -5,6 +5,7 @@
 Counted by ``torch.utils.flop_counter.FlopCounterMode`` (2 FLOPs per multiply-add) on one image
 on the CPU; printed as the Markdown table of docs/FIRST_CONTACT.md.
 """
+
 import timm
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -12,8 +13,12 @@ from torch.utils.flop_counter import FlopCounterMode
 import quadnn.models  # noqa: F401  (registers the models in timm)
 from quadnn_paper.sections import kitti_lapdepth as depth
 
-ROWS = [("cifar_resnet20", "cifar_qresnet20", 32), ("cifar_resnet56", "cifar_qresnet56", 32),
-        ("imagenet_resnet18", "imagenet_qresnet18", 224), ("imagenet_resnet34", "imagenet_qresnet34", 224)]
+ROWS = [
+    ("cifar_resnet20", "cifar_qresnet20", 32),
+    ("cifar_resnet56", "cifar_qresnet56", 32),
+    ("imagenet_resnet18", "imagenet_qresnet18", 224),
+    ("imagenet_resnet34", "imagenet_qresnet34", 224),
+]
 
 
 def gflops(model, height: int, width: int) -> float:

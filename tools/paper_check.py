@@ -10,6 +10,7 @@
 
 The stamps are written by :meth:`quadnn_paper.report.Report.commit`.
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -36,16 +37,20 @@ def main(argv=None) -> int:
         for nb in stale_notebooks(a.paper, a.profile, names):
             executed = Path(a.build) / f"{nb}.ipynb"
             if executed.exists():
-                print(f"{nb}: outputs in {a.paper} are not a finished {a.profile} run; running it again",
-                      file=sys.stderr)
+                print(
+                    f"{nb}: outputs in {a.paper} are not a finished {a.profile} run; running it again", file=sys.stderr
+                )
                 executed.unlink()
         return 0
     found = problems(a.paper, a.profile, names)
     for p in found:
         print(f"paper check: {p}", file=sys.stderr)
     if found:
-        print(f"paper check: refusing to build a PDF that is not all {a.profile}; run `make paper "
-              f"PROFILE={a.profile}` again", file=sys.stderr)
+        print(
+            f"paper check: refusing to build a PDF that is not all {a.profile}; run `make paper "
+            f"PROFILE={a.profile}` again",
+            file=sys.stderr,
+        )
     return 1 if found else 0
 
 

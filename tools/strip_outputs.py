@@ -5,6 +5,7 @@ nbval compares the outputs of marked cells against those stored in the notebook,
 
     python tools/strip_outputs.py notebooks/*.ipynb
 """
+
 import sys
 
 import nbformat

@@ -8,6 +8,7 @@
 which layers it left conventional, with the reason. ``strict=True`` raises ``ValueError`` naming
 every layer it could not convert, before changing anything.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,13 +26,17 @@ __all__ = ["quadratize", "plan_quadratize", "QuadratizeSummary", "SUPPORTED", "q
 log = logging.getLogger(__name__)
 
 # Conventional layer type -> its quadratic counterpart.
-SUPPORTED = {nn.Conv1d: QuadraticConv1d, nn.Conv2d: QuadraticConv2d, nn.Conv3d: QuadraticConv3d,
-             nn.Linear: QuadraticLinear}
+SUPPORTED = {
+    nn.Conv1d: QuadraticConv1d,
+    nn.Conv2d: QuadraticConv2d,
+    nn.Conv3d: QuadraticConv3d,
+    nn.Linear: QuadraticLinear,
+}
 
 # Layers holding linear maps that quadratize cannot make quadratic, and why.
 _UNSUPPORTED = {
     nn.MultiheadAttention: "its q/k/v and output projections are read as weights by "
-                           "F.multi_head_attention_forward, not called as layers",
+    "F.multi_head_attention_forward, not called as layers",
     nn.ConvTranspose1d: "transposed convolutions have no quadratic counterpart",
     nn.ConvTranspose2d: "transposed convolutions have no quadratic counterpart",
     nn.ConvTranspose3d: "transposed convolutions have no quadratic counterpart",
@@ -72,8 +77,19 @@ def _quadratic_like(layer: nn.Module, neuron: str) -> QuadraticLayer:
         q = QuadraticLinear(layer.in_features, layer.out_features, layer.bias is not None, neuron=neuron, **dd)
     else:
         cls = SUPPORTED[type(layer)]
-        q = cls(layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding,
-                layer.dilation, layer.groups, layer.bias is not None, layer.padding_mode, neuron=neuron, **dd)
+        q = cls(
+            layer.in_channels,
+            layer.out_channels,
+            layer.kernel_size,
+            layer.stride,
+            layer.padding,
+            layer.dilation,
+            layer.groups,
+            layer.bias is not None,
+            layer.padding_mode,
+            neuron=neuron,
+            **dd,
+        )
     q = q.to_empty(device=layer.weight.device)
     with torch.no_grad():
         q.weight.copy_(layer.weight)
@@ -105,8 +121,10 @@ def _check_arguments(model, neuron, include, exclude):
     if unknown:
         raise ValueError(f"exclude names no module of the model: {unknown}")
     if type(model) in SUPPORTED:
-        raise ValueError("quadratize works on a model containing layers; to convert a single layer use "
-                         f"{SUPPORTED[type(model)].__name__} directly")
+        raise ValueError(
+            "quadratize works on a model containing layers; to convert a single layer use "
+            f"{SUPPORTED[type(model)].__name__} directly"
+        )
     return include, tuple(exclude)
 
 
@@ -133,8 +151,9 @@ def _walk(model: nn.Module, neuron: str, include, exclude):
             elif isinstance(child, tuple(SUPPORTED)):
                 base = next(t for t in SUPPORTED if isinstance(child, t))
                 if base in include:
-                    summary.unconvertible[name] = (f"{kind.__name__}: a subclass of {base.__name__} "
-                                                   "(its own forward would be lost)")
+                    summary.unconvertible[name] = (
+                        f"{kind.__name__}: a subclass of {base.__name__} (its own forward would be lost)"
+                    )
                 else:
                     summary.left[name] = f"{kind.__name__} (a {base.__name__}) not in include"
             else:
@@ -150,8 +169,14 @@ def plan_quadratize(model: nn.Module, neuron: str = "full", include=tuple(SUPPOR
     return _walk(model, neuron, include, exclude)[0]
 
 
-def quadratize(model: nn.Module, neuron: str = "full", include=tuple(SUPPORTED), exclude=(),
-               strict: bool = False, verbose: bool = False) -> nn.Module:
+def quadratize(
+    model: nn.Module,
+    neuron: str = "full",
+    include=tuple(SUPPORTED),
+    exclude=(),
+    strict: bool = False,
+    verbose: bool = False,
+) -> nn.Module:
     """Replace the layers of ``model`` whose type is in ``include`` by quadratic ones, in place.
 
     Each new layer carries the original weight and bias as its linear branch and is
@@ -172,8 +197,10 @@ def quadratize(model: nn.Module, neuron: str = "full", include=tuple(SUPPORTED),
     include, exclude = _check_arguments(model, neuron, include, exclude)
     summary, todo = _walk(model, neuron, include, exclude)
     if strict and summary.unconvertible:
-        raise ValueError("quadratize(strict=True): cannot convert "
-                         + "; ".join(f"{n}: {why}" for n, why in summary.unconvertible.items()))
+        raise ValueError(
+            "quadratize(strict=True): cannot convert "
+            + "; ".join(f"{n}: {why}" for n, why in summary.unconvertible.items())
+        )
     for parent, child_name, child in todo:
         setattr(parent, child_name, _quadratic_like(child, neuron))
     log.info("%s", summary)
@@ -201,11 +228,14 @@ def quantize_(model: nn.Module, config, filter_fn=None) -> nn.Module:
     from torchao.quantization.quant_api import _is_linear
 
     selected = filter_fn if filter_fn is not None else _is_linear
-    quadratic = {name: m for name, m in model.named_modules()
-                 if isinstance(m, QuadraticLinear) and selected(m, name)}
+    quadratic = {name: m for name, m in model.named_modules() if isinstance(m, QuadraticLinear) and selected(m, name)}
     for names in (("weight_g", "weight_b"), ("weight",)):  # see QuadraticLayer.register_parameter
-        fqns = {f"{name}.{p}" if name else p: config for name, m in quadratic.items() for p in names
-                if getattr(m, p) is not None}
+        fqns = {
+            f"{name}.{p}" if name else p: config
+            for name, m in quadratic.items()
+            for p in names
+            if getattr(m, p) is not None
+        }
         if fqns:
             torchao_quantize_(model, FqnToConfig(fqns), filter_fn=None)
     torchao_quantize_(model, config, filter_fn=lambda m, fqn: not isinstance(m, QuadraticLayer) and selected(m, fqn))

@@ -12,20 +12,27 @@
 Parameters are selected by the module that owns them (:class:`~quadnn.QuadraticLayer`)
 and the attribute name, never by substrings of their qualified names.
 """
-from __future__ import annotations
 
-from typing import Iterator
+from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterator
 
 import torch
 from torch import nn
 
 from .layers import QuadraticLayer
 
-__all__ = ["init_", "quadratic_terms", "param_groups", "QUADRATIC_DECAY", "Shrink", "ReferenceWeightDecay",
-           "transfer_weights_"]
+__all__ = [
+    "init_",
+    "quadratic_terms",
+    "param_groups",
+    "QUADRATIC_DECAY",
+    "Shrink",
+    "ReferenceWeightDecay",
+    "transfer_weights_",
+]
 
 
 def quadratic_terms(model: nn.Module) -> Iterator[tuple[str, nn.Parameter, str, float]]:
@@ -57,8 +64,15 @@ def _check_number(name: str, value, lo: float, hi: float, where: str = "") -> No
         raise ValueError(f"{name} must lie in {bound}{where}, got {value!r}")
 
 
-def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_decay: float = 0.0,
-                 quadratic_decay: str = "reference", verbose: bool = False) -> list[dict]:
+def param_groups(
+    model: nn.Module,
+    lr: float,
+    lr_g: float,
+    lr_b: float,
+    weight_decay: float = 0.0,
+    quadratic_decay: str = "reference",
+    verbose: bool = False,
+) -> list[dict]:
     """ReLinear-sg as torch parameter groups, usable with any optimiser.
 
     Returns three groups, named ``"linear"`` (everything that is not a quadratic term:
@@ -88,16 +102,30 @@ def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_d
     linear = [p for p in model.parameters() if id(p) not in quadratic]
     if quadratic_decay == "zero":
         decay = dict(weight_decay=weight_decay)
-        groups = [dict(name="linear", params=linear, lr=lr, **decay),
-                  dict(name="g", params=g, lr=lr_g, **decay),
-                  dict(name="b", params=b, lr=lr_b, **decay)]
+        groups = [
+            dict(name="linear", params=linear, lr=lr, **decay),
+            dict(name="g", params=g, lr=lr_g, **decay),
+            dict(name="b", params=b, lr=lr_b, **decay),
+        ]
     else:
         groups = [
             dict(name="linear", params=linear, lr=lr, weight_decay=weight_decay),
-            dict(name="g", params=g, lr=lr_g, weight_decay=0.0, reference_weight_decay=weight_decay,
-                 references=[refs[p] for p in g]),
-            dict(name="b", params=b, lr=lr_b, weight_decay=0.0, reference_weight_decay=weight_decay,
-                 references=[refs[p] for p in b]),
+            dict(
+                name="g",
+                params=g,
+                lr=lr_g,
+                weight_decay=0.0,
+                reference_weight_decay=weight_decay,
+                references=[refs[p] for p in g],
+            ),
+            dict(
+                name="b",
+                params=b,
+                lr=lr_b,
+                weight_decay=0.0,
+                reference_weight_decay=weight_decay,
+                references=[refs[p] for p in b],
+            ),
         ]
     if verbose:
         print(describe_groups(groups))
@@ -106,10 +134,12 @@ def param_groups(model: nn.Module, lr: float, lr_g: float, lr_b: float, weight_d
 
 def describe_groups(groups: list[dict]) -> str:
     """One line per group: name, tensors, parameters, lr, weight decay (and toward what)."""
+
     def decay(grp):
         if grp.get("reference_weight_decay"):
             return f"{grp['reference_weight_decay']:g} toward the reference (decoupled)"
         return f"{grp.get('weight_decay', 0.0):g} toward 0"
+
     return "\n".join(
         f"param group {grp.get('name', i)!s:>6}: {len(grp['params']):4d} tensors, "
         f"{sum(p.numel() for p in grp['params']):>10,d} parameters, lr {grp['lr']:g}, weight decay {decay(grp)}"
@@ -175,7 +205,9 @@ class Shrink:
                 p.sub_(ref).mul_(1.0 - alpha).add_(ref)
 
     def __repr__(self) -> str:
-        return f"Shrink(mode={self.mode!r}, alpha_g={self.alpha_g:g}, alpha_b={self.alpha_b:g}, terms={len(self.terms)})"
+        return (
+            f"Shrink(mode={self.mode!r}, alpha_g={self.alpha_g:g}, alpha_b={self.alpha_b:g}, terms={len(self.terms)})"
+        )
 
 
 @torch.no_grad()
@@ -194,12 +226,17 @@ def transfer_weights_(conventional: nn.Module, quadratic: nn.Module) -> nn.Modul
     target = quadratic.state_dict()
     terms = {name for name, *_ in quadratic_terms(quadratic)}
     # b_r of a quadratic layer whose conventional counterpart has no bias starts at 0
-    no_bias = {f"{name}.bias" if name else "bias" for name, m in quadratic.named_modules()
-               if isinstance(m, QuadraticLayer) and m.bias is not None}
+    no_bias = {
+        f"{name}.bias" if name else "bias"
+        for name, m in quadratic.named_modules()
+        if isinstance(m, QuadraticLayer) and m.bias is not None
+    }
     no_bias -= set(source)
     for key, value in source.items():
         if key not in target:
-            raise ValueError(f"transfer_weights_: {key!r} of the conventional model has no counterpart in the quadratic model")
+            raise ValueError(
+                f"transfer_weights_: {key!r} of the conventional model has no counterpart in the quadratic model"
+            )
         if target[key].shape != value.shape:
             raise ValueError(
                 f"transfer_weights_: shape mismatch at {key!r}: conventional {tuple(value.shape)} "

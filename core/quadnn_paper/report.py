@@ -17,6 +17,7 @@ the stamp ``paper/.stamps/SECTION.json`` (profile, data, notebook, and a hash of
 :func:`recover` finishes a commit a kill interrupted; :func:`problems` is what ``make paper``
 checks before LaTeX runs (every section stamped with the requested profile, files as stamped).
 """
+
 from __future__ import annotations
 
 import csv
@@ -27,11 +28,13 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from quadnn_paper.common.files import atomic_write_text, sha256_file as _sha256
 from quadnn_paper.common.cells import Cell, fmt, latex_escape
+from quadnn_paper.common.files import atomic_write_text
+from quadnn_paper.common.files import sha256_file as _sha256
 from quadnn_paper.common.profiles import check_profile
 
 __all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems"]
@@ -82,8 +85,10 @@ class Report:
 
     def __init__(self, paper_dir: str | Path, section: str, profile: str, data: str):
         if not _SECTION.match(section):
-            raise ValueError(f"section must be a lower-case name like 'cifar_comparison' (its module, notebook "
-                             f"and .tex file share it), got {section!r}")
+            raise ValueError(
+                f"section must be a lower-case name like 'cifar_comparison' (its module, notebook "
+                f"and .tex file share it), got {section!r}"
+            )
         self.dir = Path(paper_dir)
         self.section, self.profile, self.data = section, check_profile(profile), data
         self.notebook = os.environ.get(NOTEBOOK_ENV) or None
@@ -95,7 +100,7 @@ class Report:
         self.variable("Profile", profile)
         self.variable("Data", data)
 
-    def __enter__(self) -> "Report":
+    def __enter__(self) -> Report:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -119,15 +124,30 @@ class Report:
     # -- figures ------------------------------------------------------------------
     def figure(self, fig, name: str) -> Path:
         """Save a matplotlib figure as ``figures/NAME.pdf`` (+ ``.png``); stamps the profile on it."""
-        fig.text(0.995, 0.005, f"profile: {self.profile}; data: {self.data}", ha="right", va="bottom",
-                 fontsize=6, color="0.45")
+        fig.text(
+            0.995,
+            0.005,
+            f"profile: {self.profile}; data: {self.data}",
+            ha="right",
+            va="bottom",
+            fontsize=6,
+            color="0.45",
+        )
         save_figure(fig, self._staged(f"figures/{name}.pdf"), bbox_inches="tight")
         save_figure(fig, self._staged(f"figures/{name}.png"), bbox_inches="tight", dpi=110)
         return self.dir / "figures" / f"{name}.pdf"
 
     # -- tables -------------------------------------------------------------------
-    def table(self, name: str, header: Sequence[str], rows: Sequence[Sequence[Any]], *,
-              align: str | None = None, digits: int = 4, header_tex: Sequence[str] | None = None) -> Path:
+    def table(
+        self,
+        name: str,
+        header: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        align: str | None = None,
+        digits: int = 4,
+        header_tex: Sequence[str] | None = None,
+    ) -> Path:
         """Write ``tables/NAME.csv`` (plain values) and ``tables/NAME.tex`` (a formatted tabular).
 
         Cells are numbers (formatted by :func:`fmt`), strings (escaped) or :class:`Cell` (value
@@ -140,15 +160,25 @@ class Report:
                 raise ValueError(f"table {name}: row {row!r} has {len(row)} cells, header has {len(header)}")
             for c in row:
                 if isinstance(c, tuple):
-                    raise TypeError(f"table {name}: cell {c!r}: pass a Cell (e.g. Cell(value, tex=...)), "
-                                    "not a tuple; CSVs hold plain values")
+                    raise TypeError(
+                        f"table {name}: cell {c!r}: pass a Cell (e.g. Cell(value, tex=...)), "
+                        "not a tuple; CSVs hold plain values"
+                    )
         cells = lambda j: [r[j] for r in rows if isinstance(r[j], Cell)]  # noqa: E731
         extras = []  # per column: the companion columns it needs
         for j in range(len(header)):
             cs = cells(j)
-            extras.append([k for k, used in (("sd", any(c.spread is not None for c in cs)),
-                                             ("note", any(c.note for c in cs)),
-                                             ("reproduced", any(c.reproduced is not None for c in cs))) if used])
+            extras.append(
+                [
+                    k
+                    for k, used in (
+                        ("sd", any(c.spread is not None for c in cs)),
+                        ("note", any(c.note for c in cs)),
+                        ("reproduced", any(c.reproduced is not None for c in cs)),
+                    )
+                    if used
+                ]
+            )
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow([h for j, h in enumerate(header) for h in [h] + [f"{h} {k}" for k in extras[j]]])
@@ -158,8 +188,7 @@ class Report:
                 c = c if isinstance(c, Cell) else Cell(c)
                 out.append(_plain(c.value))
                 for k in extras[j]:
-                    out.append({"sd": _plain(c.spread), "note": c.note,
-                                "reproduced": _plain(c.reproduced)}[k])
+                    out.append({"sd": _plain(c.spread), "note": c.note, "reproduced": _plain(c.reproduced)}[k])
             w.writerow(out)
         atomic_write_text(self._staged(f"tables/{name}.csv"), buf.getvalue())
 
@@ -208,8 +237,13 @@ class Report:
         if self.committed:
             raise RuntimeError(f"report {self.section!r} is already committed")
         assert self._stage is not None  # the constructor wrote the variables file
-        stamp = dict(section=self.section, profile=self.profile, data=self.data, notebook=self.notebook,
-                     files={rel: _sha256(self._stage / rel) for rel in sorted(self._files)})
+        stamp = dict(
+            section=self.section,
+            profile=self.profile,
+            data=self.data,
+            notebook=self.notebook,
+            files={rel: _sha256(self._stage / rel) for rel in sorted(self._files)},
+        )
         journal = dict(stage=self._stage.name, pid=os.getpid(), stamp=stamp)
         atomic_write_text(self.dir / STAMPS / f"{self.section}.commit", json.dumps(journal, indent=1))
         self.committed = True
@@ -289,21 +323,28 @@ def problems(paper_dir: str | Path, profile: str, notebooks: Iterable[str] | Non
     half done, and each of ``notebooks`` (names without ``.ipynb``) must have stamped a section.
     """
     paper_dir = Path(paper_dir)
-    out = [f"section {j.stem}: a commit was interrupted (run recover)"
-           for j in sorted((paper_dir / STAMPS).glob("*.commit"))]
+    out = [
+        f"section {j.stem}: a commit was interrupted (run recover)"
+        for j in sorted((paper_dir / STAMPS).glob("*.commit"))
+    ]
     found = stamps(paper_dir)
     for section, st in found.items():
         out += _stamp_problems(paper_dir, section, st, profile)
     ran = {st.get("notebook") for st in found.values()}
-    out += [f"notebook {nb} has no stamped outputs in {paper_dir} (not run by make paper, or unfinished)"
-            for nb in (notebooks or []) if nb not in ran]
+    out += [
+        f"notebook {nb} has no stamped outputs in {paper_dir} (not run by make paper, or unfinished)"
+        for nb in (notebooks or [])
+        if nb not in ran
+    ]
     return out
 
 
 def stale_notebooks(paper_dir: str | Path, profile: str, notebooks: Iterable[str]) -> list[str]:
     """The notebooks whose outputs in ``paper_dir`` are not a finished, intact run at ``profile``."""
     found = stamps(paper_dir)
-    bad = {st.get("notebook") for section, st in found.items() if _stamp_problems(Path(paper_dir), section, st, profile)}
+    bad = {
+        st.get("notebook") for section, st in found.items() if _stamp_problems(Path(paper_dir), section, st, profile)
+    }
     ran = {st.get("notebook") for st in found.values()}
     return [nb for nb in notebooks if nb in bad or nb not in ran]
 
@@ -311,8 +352,7 @@ def stale_notebooks(paper_dir: str | Path, profile: str, notebooks: Iterable[str
 def _stamp_problems(paper_dir: Path, section: str, st: dict, profile: str) -> list[str]:
     out = []
     if st["profile"] != profile:
-        out.append(f"section {section} (notebook {st.get('notebook')}) is from profile {st['profile']}, "
-                   f"not {profile}")
+        out.append(f"section {section} (notebook {st.get('notebook')}) is from profile {st['profile']}, not {profile}")
     for rel, digest in st["files"].items():
         path = paper_dir / rel
         if not path.is_file():

@@ -16,9 +16,10 @@ a breakpoint: the network computes the same polynomial on both sides, so the pie
 there. Adjacent pieces whose activation patterns differ are never merged, even when their
 polynomials happen to agree (:func:`count_distinct` counts those separately, explicitly).
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from math import comb
 
 import numpy as np
@@ -38,7 +39,7 @@ def _pad(polys: list[np.ndarray]) -> np.ndarray:
     n = max(len(p) for p in polys)
     out = np.zeros((len(polys), n))
     for i, p in enumerate(polys):
-        out[i, :len(p)] = p
+        out[i, : len(p)] = p
     return out
 
 
@@ -77,10 +78,10 @@ def _layer(layer: nn.Module, polys: list[np.ndarray]) -> list[np.ndarray]:
 def _shift_scale(p: np.ndarray, m: float, h: float) -> np.ndarray:
     """Coefficients (powers of t) of p(m + h t): q_k = h^k sum_{j>=k} C(j, k) m^(j-k) p_j."""
     C, E = _binomials(len(p))
-    return (C * m ** E) @ p * h ** E[0]
+    return (C * m**E) @ p * h ** E[0]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _binomials(n: int):
     """C[k, j] = binomial(j, k) (0 for j < k) and the exponents E[k, j] = max(j - k, 0)."""
     C = np.array([[comb(j, k) if j >= k else 0 for j in range(n)] for k in range(n)], dtype=np.float64)
@@ -129,7 +130,7 @@ def _relu(pieces):
         pats = [tuple(bool(npoly.polyval(0.5 * (s + e), p) > 0) for p in polys) for s, e in subs]
         # keep a cut only where the activation pattern changes
         start, pat = subs[0][0], pats[0]
-        for (s, e), q in zip(subs[1:], pats[1:]):
+        for (s, _), q in zip(subs[1:], pats[1:]):
             if q != pat:
                 out.append((start, s, [p if on else np.zeros_like(p) for p, on in zip(polys, pat)]))
                 start, pat = s, q
@@ -207,7 +208,12 @@ def check_against_model(model: nn.Module, pieces, n: int = 2001) -> dict:
     starts = np.array([a for a, _, _ in pieces])
     idx = np.clip(np.searchsorted(starts, x, side="right") - 1, 0, len(pieces) - 1)
     size = np.array([1.0 + npoly.polyval(abs(xi), np.abs(pieces[k][2])) for xi, k in zip(x, idx)])
-    jumps = [abs(npoly.polyval(b, c) - npoly.polyval(b, d)) / (1.0 + npoly.polyval(abs(b), np.abs(c)))
-             for (_, b, c), (_, _, d) in zip(pieces[:-1], pieces[1:])]
-    return dict(max_rel_error=float(np.max(np.abs(p - f) / size)), max_rel_jump=float(max(jumps, default=0.0)),
-                points=int(x.size))
+    jumps = [
+        abs(npoly.polyval(b, c) - npoly.polyval(b, d)) / (1.0 + npoly.polyval(abs(b), np.abs(c)))
+        for (_, b, c), (_, _, d) in zip(pieces[:-1], pieces[1:])
+    ]
+    return dict(
+        max_rel_error=float(np.max(np.abs(p - f) / size)),
+        max_rel_jump=float(max(jumps, default=0.0)),
+        points=int(x.size),
+    )

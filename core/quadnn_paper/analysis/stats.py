@@ -8,6 +8,7 @@ zero: *supported* when it lies on the paper's side (A better), *contradicted* wh
 other, *undecided* when it spans zero. One pair per seed is the unit: seeds are the independent
 replicates, test images are not.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,10 +16,9 @@ from dataclasses import dataclass
 
 from scipy import stats as _st
 
-__all__ = ["LEVEL", "VERDICTS", "Interval", "paired_differences", "interval", "verdict", "detectable",
-           "combine"]
+__all__ = ["LEVEL", "VERDICTS", "Interval", "paired_differences", "interval", "verdict", "detectable", "combine"]
 
-LEVEL = 0.95   # two-sided confidence level of every interval in the report
+LEVEL = 0.95  # two-sided confidence level of every interval in the report
 VERDICTS = ("supported", "contradicted", "undecided", "not tested")
 
 
@@ -35,7 +35,7 @@ class Interval:
     level: float = LEVEL
 
     def text(self, decimals: int = 2) -> str:
-        """"+1.23 [0.40, 2.06]" (or "+1.23, 1 pair" when there is no interval)."""
+        """ "+1.23 [0.40, 2.06]" (or "+1.23, 1 pair" when there is no interval)."""
         if self.n < 2:
             return f"{self.mean:+.{decimals}f}, {self.n} pair"
         return f"{self.mean:+.{decimals}f} [{self.lo:.{decimals}f}, {self.hi:.{decimals}f}]"
@@ -46,8 +46,9 @@ def paired_differences(better: dict, worse: dict) -> list[float]:
 
     Positive means the network claimed better has the lower error at that seed.
     """
-    return [worse[s] - better[s] for s in sorted(set(better) & set(worse))
-            if better[s] is not None and worse[s] is not None]
+    return [
+        worse[s] - better[s] for s in sorted(set(better) & set(worse)) if better[s] is not None and worse[s] is not None
+    ]
 
 
 def interval(diffs: list[float], level: float = LEVEL) -> Interval:

@@ -1,6 +1,7 @@
 """How a value looks in a table: :func:`fmt` for numbers, :class:`Cell` for values with a spread,
 a comparison with the paper or a note. Sections build their rows from these (so the formatting lives
 in one place); :mod:`quadnn_paper.report` writes them as LaTeX and CSV."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,15 @@ __all__ = ["Cell", "fmt", "latex_escape"]
 
 
 def latex_escape(text: str) -> str:
-    return (str(text).replace("\\", r"\textbackslash{}").replace("&", r"\&").replace("%", r"\%")
-            .replace("_", r"\_").replace("#", r"\#").replace("$", r"\$"))
+    return (
+        str(text)
+        .replace("\\", r"\textbackslash{}")
+        .replace("&", r"\&")
+        .replace("%", r"\%")
+        .replace("_", r"\_")
+        .replace("#", r"\#")
+        .replace("$", r"\$")
+    )
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -50,6 +58,7 @@ class Cell:
     ``paper``       a number printed in the paper (``\\paperval{}``);
     ``tex``         LaTeX to show instead of ``value`` (a label with math); the CSV keeps ``value``.
     """
+
     value: Any = None
     spread: float | None = None
     reproduced: bool | None = None
@@ -60,8 +69,12 @@ class Cell:
 
     def latex(self, digits: int) -> str:
         def num(v):
-            if self.decimals is not None and isinstance(v, (int, float)) and not isinstance(v, bool) \
-                    and math.isfinite(v):
+            if (
+                self.decimals is not None
+                and isinstance(v, (int, float))
+                and not isinstance(v, bool)
+                and math.isfinite(v)
+            ):
                 return f"{v:.{self.decimals}f}"
             return fmt(v, digits)
 

@@ -7,6 +7,7 @@
 - ``GENERATED``: stand-in data the project writes (digits rendered as PNGs, synthetic KITTI scenes,
   the TINY data sets): ``build/data/`` (``QUADNN_GENERATED`` overrides).
 """
+
 from __future__ import annotations
 
 import os

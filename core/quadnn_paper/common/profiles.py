@@ -4,6 +4,7 @@
 Each experiment keeps its protocol as one table, ``{"smoke": ..., "cpu": ..., "full": ...}``,
 in its own module; :func:`select` picks the entry and names the valid choices on a bad one.
 """
+
 from __future__ import annotations
 
 import copy

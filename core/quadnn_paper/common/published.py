@@ -11,16 +11,38 @@ LaTeX macro ``\\paper<Name>``; ``python -m quadnn_paper.published paper/variable
 writes them (``make paper`` does, before LaTeX), and ``paper/sections/*.tex`` use the macros
 instead of typing the numbers.
 """
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-__all__ = ["Printed", "CIFAR_TUNING", "CIFAR_TUNING_BEST", "CIFAR_TUNING_PROTOCOL", "CIFAR_MAIN",
-           "CIFAR_COMPACT", "CIFAR_WIDTH", "CIFAR_EPOCH_SECONDS", "CIFAR_PARAMS_QUADRATIC_BASELINES",
-           "VGG", "VGG_SQUARE_LRS", "VGG_QUADRATIC_LR", "IMAGENET", "IMAGENET_PROTOCOL", "KITTI",
-           "KITTI_PROTOCOL", "LAPDEPTH_OWN_RMSE", "RUNGE", "RUNGE_RMSE", "RUNGE_PIECES", "RUNGE_LRS",
-           "EXPRESSIVITY", "macros", "write"]
+__all__ = [
+    "Printed",
+    "CIFAR_TUNING",
+    "CIFAR_TUNING_BEST",
+    "CIFAR_TUNING_PROTOCOL",
+    "CIFAR_MAIN",
+    "CIFAR_COMPACT",
+    "CIFAR_WIDTH",
+    "CIFAR_EPOCH_SECONDS",
+    "CIFAR_PARAMS_QUADRATIC_BASELINES",
+    "VGG",
+    "VGG_SQUARE_LRS",
+    "VGG_QUADRATIC_LR",
+    "IMAGENET",
+    "IMAGENET_PROTOCOL",
+    "KITTI",
+    "KITTI_PROTOCOL",
+    "LAPDEPTH_OWN_RMSE",
+    "RUNGE",
+    "RUNGE_RMSE",
+    "RUNGE_PIECES",
+    "RUNGE_LRS",
+    "EXPRESSIVITY",
+    "macros",
+    "write",
+]
 
 
 class Printed(float):
@@ -43,52 +65,94 @@ P = Printed
 # -- Image classification, ReLinear variants on CIFAR-10 (QResNet20): best error per variant, % --
 # (quadnn_paper.cifar_tuning.PAPER)
 CIFAR_TUNING = {
-    "sg": P("7.78"),                                            # ReLinear-sg, gamma_g = gamma_b = 1e-4
-    "sw": P("8.21"),                                            # ReLinear-sw, l2, beta = 0.9
+    "sg": P("7.78"),  # ReLinear-sg, gamma_g = gamma_b = 1e-4
+    "sw": P("8.21"),  # ReLinear-sw, l2, beta = 0.9
     "transfer": {"1": P("7.18"), "2": P("7.5"), "3": P("7.75")},  # weight transfer from stage 1/2/3
 }
 CIFAR_TUNING_BEST = {"sg": P("1e-4"), "sw": P("0.9")}  # the settings of those best errors
 # The protocol the tuning text gives: batch 128, gamma_r = 0.1, 200 epochs, rates / 10 at 100 and 150.
-CIFAR_TUNING_PROTOCOL = {"batch_size": 128, "lr": P("0.1"), "epochs": 200, "milestones": (100, 150),
-                         "lr_decay": P("0.1")}
+CIFAR_TUNING_PROTOCOL = {
+    "batch_size": 128,
+    "lr": P("0.1"),
+    "epochs": 200,
+    "milestones": (100, 150),
+    "lr_decay": P("0.1"),
+}
 
 # -- CIFAR-10 comparison tables (error %, as printed; strings as in cifar_study's _PAPER_* dicts) --
 CIFAR_MAIN = {
-    "ResNet20": "8.75", "ResNet32": "7.51", "ResNet56": "6.97", "ResNet110": "6.61", "ResNet1202": "7.93",
-    "Parabolic-ResNet20": "7.89", "Parabolic-ResNet32": "7.25", "Parabolic-ResNet56": "8.89",
-    "PolyResNet20": "9.80", "PolyResNet32": "7.62", "PolyResNet56": "8.31",
-    "QResNet20 (r.i., ReLinear)": "7.78", "QResNet20 (r.i., ReLinear+ReZero)": "7.97", "QResNet20 (w.t., ReLinear)": "7.17",
-    "QResNet32 (r.i., ReLinear)": "7.18", "QResNet32 (r.i., ReLinear+ReZero)": "6.90", "QResNet32 (w.t., ReLinear)": "6.38",
-    "QResNet56 (r.i., ReLinear)": "6.43", "QResNet56 (r.i., ReLinear+ReZero)": "6.34", "QResNet56 (w.t., ReLinear)": "6.22",
-    "QResNet110 (r.i., ReLinear)": "6.36", "QResNet110 (r.i., ReLinear+ReZero)": "6.12", "QResNet110 (w.t., ReLinear)": "5.44",
+    "ResNet20": "8.75",
+    "ResNet32": "7.51",
+    "ResNet56": "6.97",
+    "ResNet110": "6.61",
+    "ResNet1202": "7.93",
+    "Parabolic-ResNet20": "7.89",
+    "Parabolic-ResNet32": "7.25",
+    "Parabolic-ResNet56": "8.89",
+    "PolyResNet20": "9.80",
+    "PolyResNet32": "7.62",
+    "PolyResNet56": "8.31",
+    "QResNet20 (r.i., ReLinear)": "7.78",
+    "QResNet20 (r.i., ReLinear+ReZero)": "7.97",
+    "QResNet20 (w.t., ReLinear)": "7.17",
+    "QResNet32 (r.i., ReLinear)": "7.18",
+    "QResNet32 (r.i., ReLinear+ReZero)": "6.90",
+    "QResNet32 (w.t., ReLinear)": "6.38",
+    "QResNet56 (r.i., ReLinear)": "6.43",
+    "QResNet56 (r.i., ReLinear+ReZero)": "6.34",
+    "QResNet56 (w.t., ReLinear)": "6.22",
+    "QResNet110 (r.i., ReLinear)": "6.36",
+    "QResNet110 (r.i., ReLinear+ReZero)": "6.12",
+    "QResNet110 (w.t., ReLinear)": "5.44",
 }
-CIFAR_COMPACT = {20: "7.76", 32: "6.56", 56: "6.30"}           # Compact-QResNet (w.t., ReLinear)
-CIFAR_WIDTH = {(32, 1.5): "6.45", (32, 2.0): "6.75", (32, 2.5): "7.44",
-               (56, 1.5): "6.84", (56, 2.0): "6.12", (56, 2.5): "6.58"}  # (depth, channel multiplier)
+CIFAR_COMPACT = {20: "7.76", 32: "6.56", 56: "6.30"}  # Compact-QResNet (w.t., ReLinear)
+CIFAR_WIDTH = {
+    (32, 1.5): "6.45",
+    (32, 2.0): "6.75",
+    (32, 2.5): "7.44",
+    (56, 1.5): "6.84",
+    (56, 2.0): "6.12",
+    (56, 2.5): "6.58",
+}  # (depth, channel multiplier)
 # "Time" column of the main table: training seconds per epoch (quadnn.bench.PAPER_EPOCH_SECONDS).
 CIFAR_EPOCH_SECONDS = {
-    "cifar_resnet20": P("10.43"), "cifar_qresnet20": P("10.87"), "cifar_parabolic_resnet20": P("8.98"),
-    "cifar_poly_resnet20": P("10.59"), "cifar_resnet56": P("21.61"), "cifar_qresnet56": P("27.72"),
-    "cifar_parabolic_resnet56": P("19.79"), "cifar_poly_resnet56": P("25.67"),
+    "cifar_resnet20": P("10.43"),
+    "cifar_qresnet20": P("10.87"),
+    "cifar_parabolic_resnet20": P("8.98"),
+    "cifar_poly_resnet20": P("10.59"),
+    "cifar_resnet56": P("21.61"),
+    "cifar_qresnet56": P("27.72"),
+    "cifar_parabolic_resnet56": P("19.79"),
+    "cifar_poly_resnet56": P("25.67"),
 }
 # The parameter count the main table prints for every Parabolic- and PolyResNet (millions).
 CIFAR_PARAMS_QUADRATIC_BASELINES = P("0.54")
 
 # -- CIFAR-100, VGG16 (error %) --
 VGG = {"Quadratic-VGG16 (ReLinear)": P("28.33"), "square activation": "no converge"}
-VGG_SQUARE_LRS = (P("0.05"), P("0.03"), P("0.01"))          # the three rates of the square-activation VGG16
-VGG_QUADRATIC_LR = {"lr": P("0.1"), "lr_g": P("1e-6")}      # Quadratic-VGG16: gamma_r, gamma_g = gamma_b
+VGG_SQUARE_LRS = (P("0.05"), P("0.03"), P("0.01"))  # the three rates of the square-activation VGG16
+VGG_QUADRATIC_LR = {"lr": P("0.1"), "lr_g": P("1e-6")}  # Quadratic-VGG16: gamma_r, gamma_g = gamma_b
 
 # -- ImageNet: top-1 error %, 10-crop (quadnn_paper.imagenet.PAPER; keys are our model names) --
 IMAGENET = {
-    "imagenet_plain18": P("27.94"), "imagenet_plain34": P("28.54"),
-    "imagenet_resnet18": P("27.88"), "imagenet_resnet34": P("25.03"),
-    "imagenet_parabolic_resnet18": P("28.22"), "imagenet_parabolic_resnet34": P("24.64"),
-    "imagenet_poly_resnet18": P("27.82"), "imagenet_poly_resnet34": P("24.63"),
-    "imagenet_qresnet18": P("27.67"), "imagenet_qresnet34": P("24.01"),
+    "imagenet_plain18": P("27.94"),
+    "imagenet_plain34": P("28.54"),
+    "imagenet_resnet18": P("27.88"),
+    "imagenet_resnet34": P("25.03"),
+    "imagenet_parabolic_resnet18": P("28.22"),
+    "imagenet_parabolic_resnet34": P("24.64"),
+    "imagenet_poly_resnet18": P("27.82"),
+    "imagenet_poly_resnet34": P("24.63"),
+    "imagenet_qresnet18": P("27.67"),
+    "imagenet_qresnet34": P("24.01"),
 }
-IMAGENET_PROTOCOL = {"batch_size": 256, "lr": P("0.1"), "weight_decay": P("0.0001"), "momentum": P("0.9"),
-                     "lr_g": P("1e-5")}
+IMAGENET_PROTOCOL = {
+    "batch_size": 256,
+    "lr": P("0.1"),
+    "weight_decay": P("0.0001"),
+    "momentum": P("0.9"),
+    "lr_g": P("1e-5"),
+}
 
 # -- KITTI, Eigen split (quadnn_paper.depth.PAPER) --
 KITTI = {
@@ -96,8 +160,15 @@ KITTI = {
     "LapDepth (replicated)": dict(sq_rel=P("0.214"), rmse=P("0.458")),
     "Quadratic-LapDepth": dict(sq_rel=P("0.200"), rmse=P("0.427")),
 }
-KITTI_PROTOCOL = {"epochs": 50, "batch_size": 16, "betas": (P("0.9"), P("0.999")), "weight_decay_encoder": P("0.0005"),
-                  "lr_power": P("0.5"), "lr": P("1e-4"), "end_lr": P("1e-5")}
+KITTI_PROTOCOL = {
+    "epochs": 50,
+    "batch_size": 16,
+    "betas": (P("0.9"), P("0.999")),
+    "weight_decay_encoder": P("0.0005"),
+    "lr_power": P("0.5"),
+    "lr": P("1e-4"),
+    "end_lr": P("1e-5"),
+}
 # Not in the paper: the RMSE (m) LapDepth's own paper reports, which we quote to explain the
 # paper's 0.446 (a dropped leading digit, we think). Excluded from the check against the source.
 LAPDEPTH_OWN_RMSE = P("2.446")
@@ -137,8 +208,10 @@ def macros() -> dict[str, str]:
     """``Name -> text`` of each ``\\paper<Name>`` macro the report uses (names are letters only)."""
     words = {1: "One", 2: "Two", 3: "Three"}
     m = {
-        "TuningSg": _tex(CIFAR_TUNING["sg"]), "TuningSw": _tex(CIFAR_TUNING["sw"]),
-        "TuningSgBest": _tex(CIFAR_TUNING_BEST["sg"]), "TuningSwBest": _tex(CIFAR_TUNING_BEST["sw"]),
+        "TuningSg": _tex(CIFAR_TUNING["sg"]),
+        "TuningSw": _tex(CIFAR_TUNING["sw"]),
+        "TuningSgBest": _tex(CIFAR_TUNING_BEST["sg"]),
+        "TuningSwBest": _tex(CIFAR_TUNING_BEST["sw"]),
         "TuningLr": _tex(CIFAR_TUNING_PROTOCOL["lr"]),
         "TuningBatch": _tex(CIFAR_TUNING_PROTOCOL["batch_size"]),
         "TuningEpochs": _tex(CIFAR_TUNING_PROTOCOL["epochs"]),
@@ -152,17 +225,24 @@ def macros() -> dict[str, str]:
         "EpochSecondsRatio": f"{CIFAR_EPOCH_SECONDS['cifar_qresnet20'] / CIFAR_EPOCH_SECONDS['cifar_resnet20']:.2f}",
         "VggQuadError": _tex(VGG["Quadratic-VGG16 (ReLinear)"]),
         "VggSquareLrs": ", ".join(_tex(v) for v in VGG_SQUARE_LRS),
-        "VggQuadLr": _tex(VGG_QUADRATIC_LR["lr"]), "VggQuadLrG": _tex(VGG_QUADRATIC_LR["lr_g"]),
-        "ImagenetBatch": _tex(IMAGENET_PROTOCOL["batch_size"]), "ImagenetLr": _tex(IMAGENET_PROTOCOL["lr"]),
-        "ImagenetMomentum": _tex(IMAGENET_PROTOCOL["momentum"]), "ImagenetLrG": _tex(IMAGENET_PROTOCOL["lr_g"]),
+        "VggQuadLr": _tex(VGG_QUADRATIC_LR["lr"]),
+        "VggQuadLrG": _tex(VGG_QUADRATIC_LR["lr_g"]),
+        "ImagenetBatch": _tex(IMAGENET_PROTOCOL["batch_size"]),
+        "ImagenetLr": _tex(IMAGENET_PROTOCOL["lr"]),
+        "ImagenetMomentum": _tex(IMAGENET_PROTOCOL["momentum"]),
+        "ImagenetLrG": _tex(IMAGENET_PROTOCOL["lr_g"]),
         "KittiSqRelQuad": _tex(KITTI["Quadratic-LapDepth"]["sq_rel"]),
         "KittiSqRelRepl": _tex(KITTI["LapDepth (replicated)"]["sq_rel"]),
         "KittiRmseOfficial": _tex(KITTI["LapDepth (official)"]["rmse"]),
         "KittiLapDepthOwnRmse": _tex(LAPDEPTH_OWN_RMSE),
-        "KittiBetaOne": _tex(KITTI_PROTOCOL["betas"][0]), "KittiBetaTwo": _tex(KITTI_PROTOCOL["betas"][1]),
-        "KittiBatch": _tex(KITTI_PROTOCOL["batch_size"]), "KittiEpochs": _tex(KITTI_PROTOCOL["epochs"]),
+        "KittiBetaOne": _tex(KITTI_PROTOCOL["betas"][0]),
+        "KittiBetaTwo": _tex(KITTI_PROTOCOL["betas"][1]),
+        "KittiBatch": _tex(KITTI_PROTOCOL["batch_size"]),
+        "KittiEpochs": _tex(KITTI_PROTOCOL["epochs"]),
         "KittiLrPower": _tex(KITTI_PROTOCOL["lr_power"]),
-        "RungeLr": _sci(RUNGE_LRS["lr"]), "RungeLrG": _sci(RUNGE_LRS["lr_g"]), "RungeShrink": _sci(RUNGE_LRS["shrink"]),
+        "RungeLr": _sci(RUNGE_LRS["lr"]),
+        "RungeLrG": _sci(RUNGE_LRS["lr_g"]),
+        "RungeShrink": _sci(RUNGE_LRS["shrink"]),
         "RungeTestPoints": _tex(RUNGE["n_test"]),
         "OscSigmas": ",".join(_tex(s) for s in EXPRESSIVITY["oscillation_sigmas"]),
         "OscSigmaMin": _tex(EXPRESSIVITY["oscillation_sigmas"][0]),
@@ -172,7 +252,9 @@ def macros() -> dict[str, str]:
     for k, v in CIFAR_TUNING["transfer"].items():
         m[f"TuningTransfer{words[int(k)]}"] = _tex(v)
     for k in (1, 2):  # the rate the conventional network had in stages 2 and 3 (gamma_r / 10 per stage)
-        m[f"TuningStageLr{words[k + 1]}"] = f"{CIFAR_TUNING_PROTOCOL['lr'] * CIFAR_TUNING_PROTOCOL['lr_decay'] ** k:.{k + 1}f}"
+        m[f"TuningStageLr{words[k + 1]}"] = (
+            f"{CIFAR_TUNING_PROTOCOL['lr'] * CIFAR_TUNING_PROTOCOL['lr_decay'] ** k:.{k + 1}f}"
+        )
     return m
 
 

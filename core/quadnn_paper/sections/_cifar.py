@@ -30,6 +30,7 @@ Reading of the paper used here (it does not spell these out):
 - Parabolic-/PolyResNets are trained with ReLinear-sg at the QResNet's lr_g of their depth
   (the paper gives no values for them).
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,16 +42,59 @@ from quadnn_paper.common import published
 from quadnn_paper.common.profiles import select
 from quadnn_paper.engine import RunConfig
 
-__all__ = ["VGG_RECIPE", "RESNET_RECIPE", "DIGITS", "Row", "vgg_rows", "comparison_rows", "runs_at", "row_for",
-           "paper_init", "config_for", "plan", "pick", "summarise", "error_cell", "seed_errors", "chance",
-           "Claim", "pair_claim", "claim_rows", "CLAIMS_HEADER", "param_count", "detectable_text", "LR_G",
-           "LR_G_REZERO", "LR_B_COMPACT"]
+__all__ = [
+    "VGG_RECIPE",
+    "RESNET_RECIPE",
+    "DIGITS",
+    "Row",
+    "vgg_rows",
+    "comparison_rows",
+    "runs_at",
+    "row_for",
+    "paper_init",
+    "config_for",
+    "plan",
+    "pick",
+    "summarise",
+    "error_cell",
+    "seed_errors",
+    "chance",
+    "Claim",
+    "pair_claim",
+    "claim_rows",
+    "CLAIMS_HEADER",
+    "param_count",
+    "detectable_text",
+    "LR_G",
+    "LR_G_REZERO",
+    "LR_B_COMPACT",
+]
 
 # -- the paper's protocols ------------------------------------------------------------------
-VGG_RECIPE = dict(dataset="cifar100", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
-                  weight_decay=5e-4, schedule="multistep", milestones=(0.3, 0.6, 0.8), lr_decay=0.2)
-RESNET_RECIPE = dict(dataset="cifar10", epochs=200, batch_size=128, optimizer="sgd", lr=0.1, momentum=0.9,
-                     weight_decay=1e-4, schedule="multistep", milestones=(0.5, 0.75), lr_decay=0.1)
+VGG_RECIPE = dict(
+    dataset="cifar100",
+    epochs=200,
+    batch_size=128,
+    optimizer="sgd",
+    lr=0.1,
+    momentum=0.9,
+    weight_decay=5e-4,
+    schedule="multistep",
+    milestones=(0.3, 0.6, 0.8),
+    lr_decay=0.2,
+)
+RESNET_RECIPE = dict(
+    dataset="cifar10",
+    epochs=200,
+    batch_size=128,
+    optimizer="sgd",
+    lr=0.1,
+    momentum=0.9,
+    weight_decay=1e-4,
+    schedule="multistep",
+    milestones=(0.5, 0.75),
+    lr_decay=0.1,
+)
 # The paper's lr_g = lr_b per QResNet depth: ReLinear-sg, ReLinear-sg + ReZero, compact (lr_b).
 LR_G = {20: 1e-4, 32: 1e-5, 56: 1e-5, 110: 1e-5}
 LR_G_REZERO = {20: 1e-5, 32: 1e-4, 56: 1e-4, 110: 1e-6}
@@ -73,18 +117,18 @@ def pick(protocols: dict, profile: str, tiny: bool = False) -> dict:
 class Row:
     """One row of a table: a model and how it is trained, with the paper's value."""
 
-    table: str                      # "vgg" | "main" | "compact" | "width"
+    table: str  # "vgg" | "main" | "compact" | "width"
     label: str
     model: str
-    depth: int = 0                  # 0 for VGG
+    depth: int = 0  # 0 for VGG
     width: float = 1.0
-    method: str = "conventional"    # conventional | ri | ri+rezero | wt
-    lr: float | None = None         # None: the recipe's
-    lr_g: float | None = None       # ReLinear-sg rates (None: no ReLinear)
+    method: str = "conventional"  # conventional | ri | ri+rezero | wt
+    lr: float | None = None  # None: the recipe's
+    lr_g: float | None = None  # ReLinear-sg rates (None: no ReLinear)
     lr_b: float | None = None
-    paper: str = "--"               # the paper's error (%) or "no converge"
-    source: str | None = None       # model of the conventional row a "wt" row transfers from
-    twin: str | None = None         # conventional model whose initial weights a r.i. row starts from
+    paper: str = "--"  # the paper's error (%) or "no converge"
+    source: str | None = None  # model of the conventional row a "wt" row transfers from
+    twin: str | None = None  # conventional model whose initial weights a r.i. row starts from
 
     @property
     def key(self) -> tuple:
@@ -92,8 +136,9 @@ class Row:
         return (self.model, self.width, self.method, self.lr)
 
 
-def row_for(rows: list[Row], model: str, method: str = "conventional", width: float = 1.0,
-            lr: float | None = None) -> Row:
+def row_for(
+    rows: list[Row], model: str, method: str = "conventional", width: float = 1.0, lr: float | None = None
+) -> Row:
     """The row training ``model`` with ``method`` at ``width`` (and ``lr``); a KeyError names a
     combination that no row has, so a renamed or mistyped row fails loudly."""
     for row in rows:
@@ -104,10 +149,29 @@ def row_for(rows: list[Row], model: str, method: str = "conventional", width: fl
 
 def vgg_rows() -> list[Row]:
     rows = [Row("vgg", "VGG16 (ReLU)", "cifar_vgg16")]
-    rows += [Row("vgg", f"VGG16 (square activation), lr {lr:g}", "cifar_vgg16_square", lr=lr, paper="no converge",
-                 twin="cifar_vgg16") for lr in SQUARE_LRS]
-    rows.append(Row("vgg", "Quadratic-VGG16 (ReLinear)", "cifar_qvgg16", lr=0.1, lr_g=QVGG_LR_G, lr_b=QVGG_LR_G,
-                    paper=published.VGG["Quadratic-VGG16 (ReLinear)"].text, twin="cifar_vgg16"))
+    rows += [
+        Row(
+            "vgg",
+            f"VGG16 (square activation), lr {lr:g}",
+            "cifar_vgg16_square",
+            lr=lr,
+            paper="no converge",
+            twin="cifar_vgg16",
+        )
+        for lr in SQUARE_LRS
+    ]
+    rows.append(
+        Row(
+            "vgg",
+            "Quadratic-VGG16 (ReLinear)",
+            "cifar_qvgg16",
+            lr=0.1,
+            lr_g=QVGG_LR_G,
+            lr_b=QVGG_LR_G,
+            paper=published.VGG["Quadratic-VGG16 (ReLinear)"].text,
+            twin="cifar_vgg16",
+        )
+    )
     return rows
 
 
@@ -121,23 +185,76 @@ def comparison_rows() -> list[Row]:
     P = _PAPER_MAIN
     rows = [Row("main", f"ResNet{d}", f"cifar_resnet{d}", d, paper=P[f"ResNet{d}"]) for d in (20, 32, 56, 110, 1202)]
     for kind, name in (("parabolic", "Parabolic-ResNet"), ("poly", "PolyResNet")):
-        rows += [Row("main", f"{name}{d}", f"cifar_{kind}_resnet{d}", d, method="ri", lr_g=LR_G[d], lr_b=LR_G[d],
-                     paper=P[f"{name}{d}"], twin=f"cifar_resnet{d}") for d in (20, 32, 56)]
+        rows += [
+            Row(
+                "main",
+                f"{name}{d}",
+                f"cifar_{kind}_resnet{d}",
+                d,
+                method="ri",
+                lr_g=LR_G[d],
+                lr_b=LR_G[d],
+                paper=P[f"{name}{d}"],
+                twin=f"cifar_resnet{d}",
+            )
+            for d in (20, 32, 56)
+        ]
     for d in (20, 32, 56, 110):
         q, r = f"cifar_qresnet{d}", f"cifar_resnet{d}"
         rows += [
-            Row("main", f"QResNet{d} (r.i., ReLinear)", q, d, method="ri", lr_g=LR_G[d], lr_b=LR_G[d],
-                paper=P[f"QResNet{d} (r.i., ReLinear)"], twin=r),
-            Row("main", f"QResNet{d} (r.i., ReLinear+ReZero)", q, d, method="ri+rezero", lr_g=LR_G_REZERO[d],
-                lr_b=LR_G_REZERO[d], paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"], twin=r),
-            Row("main", f"QResNet{d} (w.t., ReLinear)", q, d, method="wt", lr_g=LR_G[d], lr_b=LR_G[d],
-                paper=P[f"QResNet{d} (w.t., ReLinear)"], source=r),
+            Row(
+                "main",
+                f"QResNet{d} (r.i., ReLinear)",
+                q,
+                d,
+                method="ri",
+                lr_g=LR_G[d],
+                lr_b=LR_G[d],
+                paper=P[f"QResNet{d} (r.i., ReLinear)"],
+                twin=r,
+            ),
+            Row(
+                "main",
+                f"QResNet{d} (r.i., ReLinear+ReZero)",
+                q,
+                d,
+                method="ri+rezero",
+                lr_g=LR_G_REZERO[d],
+                lr_b=LR_G_REZERO[d],
+                paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"],
+                twin=r,
+            ),
+            Row(
+                "main",
+                f"QResNet{d} (w.t., ReLinear)",
+                q,
+                d,
+                method="wt",
+                lr_g=LR_G[d],
+                lr_b=LR_G[d],
+                paper=P[f"QResNet{d} (w.t., ReLinear)"],
+                source=r,
+            ),
         ]
-    rows += [Row("compact", f"Compact-QResNet{d} (w.t., ReLinear)", f"cifar_qresnet{d}_compact", d, method="wt",
-                 lr_g=LR_B_COMPACT[d], lr_b=LR_B_COMPACT[d], paper=_PAPER_COMPACT[d], source=f"cifar_resnet{d}")
-             for d in (20, 32, 56)]
-    rows += [Row("width", f"ResNet{d} (x{w:g})", f"cifar_resnet{d}", d, width=w, paper=_PAPER_WIDTH[(d, w)])
-             for d in (32, 56) for w in (1.5, 2.0, 2.5)]
+    rows += [
+        Row(
+            "compact",
+            f"Compact-QResNet{d} (w.t., ReLinear)",
+            f"cifar_qresnet{d}_compact",
+            d,
+            method="wt",
+            lr_g=LR_B_COMPACT[d],
+            lr_b=LR_B_COMPACT[d],
+            paper=_PAPER_COMPACT[d],
+            source=f"cifar_resnet{d}",
+        )
+        for d in (20, 32, 56)
+    ]
+    rows += [
+        Row("width", f"ResNet{d} (x{w:g})", f"cifar_resnet{d}", d, width=w, paper=_PAPER_WIDTH[(d, w)])
+        for d in (32, 56)
+        for w in (1.5, 2.0, 2.5)
+    ]
     return rows
 
 
@@ -154,14 +271,22 @@ def paper_init(model: str) -> dict:
     return {} if "vgg" in model else {"zero_init_last": False}
 
 
-def config_for(row: Row, protocol: dict, seed: int, source: RunConfig | None = None,
-               width: float | None = None) -> RunConfig:
+def config_for(
+    row: Row, protocol: dict, seed: int, source: RunConfig | None = None, width: float | None = None
+) -> RunConfig:
     """The engine configuration that trains ``row`` at ``protocol`` (``source``: the conventional
     run a weight-transfer row starts from, at the end of its first stage). The seed also picks
     the stand-in's train/test split when the protocol says ``split_per_seed``, so seeds replicate
     over splits as well as initialisations; the two runs of a pair always share it."""
-    cfg = dict(protocol["recipe"], model=row.model, seed=seed, progress=False, threads=protocol.get("threads"),
-               quadratic_decay=protocol.get("quadratic_decay", "reference"), model_kwargs=paper_init(row.model))
+    cfg = dict(
+        protocol["recipe"],
+        model=row.model,
+        seed=seed,
+        progress=False,
+        threads=protocol.get("threads"),
+        quadratic_decay=protocol.get("quadratic_decay", "reference"),
+        model_kwargs=paper_init(row.model),
+    )
     cfg["milestones"] = tuple(cfg["milestones"])
     if protocol.get("split_per_seed"):
         cfg["split_seed"] = seed
@@ -193,8 +318,7 @@ def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tu
         if not runs_at(row, protocol):
             continue
         for seed in protocol["seeds"]:
-            source = (config_for(row_for(rows, row.source), protocol, seed, width=width)
-                      if row.method == "wt" else None)
+            source = config_for(row_for(rows, row.source), protocol, seed, width=width) if row.method == "wt" else None
             out[(row, seed)] = config_for(row, protocol, seed, source, width=width)
     return out
 
@@ -210,9 +334,16 @@ def summarise(results: list[dict | None]) -> dict:
     mean = sum(done) / k if k else None
     std = math.sqrt(sum((e - mean) ** 2 for e in done) / (k - 1)) if k > 1 else (0.0 if k else None)
     times = [r["epoch_time"] for r in results if r.get("epoch_time")]
-    return dict(n=n, finished=k, diverged=n - k, pending=pending, mean=mean, std=std,
-                epoch_time=sum(times) / len(times) if times else None,
-                reasons=sorted({r["diverged_reason"] for r in results if r["status"] != "finished"}))
+    return dict(
+        n=n,
+        finished=k,
+        diverged=n - k,
+        pending=pending,
+        mean=mean,
+        std=std,
+        epoch_time=sum(times) / len(times) if times else None,
+        reasons=sorted({r["diverged_reason"] for r in results if r["status"] != "finished"}),
+    )
 
 
 def error_cell(s: dict | None, run: bool = True) -> str:
@@ -249,13 +380,13 @@ class Claim:
     """A claim of the paper decided from paired differences (one :class:`stats.Interval` per pair)."""
 
     text: str
-    verdict: str                                   # one of stats.VERDICTS
-    pairs: list                                    # [(label better, label worse, Interval | None)]
-    paper: str = ""                                # the paper's numbers behind the claim
-    note: str = ""                                 # e.g. how many pairs only the full profile trains
+    verdict: str  # one of stats.VERDICTS
+    pairs: list  # [(label better, label worse, Interval | None)]
+    paper: str = ""  # the paper's numbers behind the claim
+    note: str = ""  # e.g. how many pairs only the full profile trains
 
     def evidence(self) -> str:
-        """"A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error)."""
+        """ "A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error)."""
         parts = [f"{a} vs {b}: " + (iv.text() if iv is not None else "not run") for a, b, iv in self.pairs]
         return "; ".join(parts + ([self.note] if self.note else []))
 
@@ -264,8 +395,9 @@ class Claim:
         return self.verdict in ("supported", "contradicted")
 
 
-def pair_claim(text: str, pairs: list[tuple[str, dict, str, dict]], paper: str = "",
-               level: float = stats.LEVEL) -> Claim:
+def pair_claim(
+    text: str, pairs: list[tuple[str, dict, str, dict]], paper: str = "", level: float = stats.LEVEL
+) -> Claim:
     """Decide the claim "each ``better`` beats its ``worse``" from ``pairs`` of
     ``(label, {seed: error}, label, {seed: error})``: one interval per pair, verdicts combined by
     :func:`stats.combine`."""
@@ -284,8 +416,15 @@ CLAIMS_HEADER = ["Claim of the paper", "Paper (%)", "Ours: paired difference, me
 def claim_rows(claims: list[Claim]) -> list[list]:
     """Rows of a claims table (:data:`CLAIMS_HEADER`); the verdict cell is a dict of
     ``report.Cell`` fields, flagged when the claim is contradicted."""
-    return [[c.text, c.paper, c.evidence(), dict(value=c.verdict, reproduced=False if c.verdict == "contradicted"
-                                                 else None)] for c in claims]
+    return [
+        [
+            c.text,
+            c.paper,
+            c.evidence(),
+            dict(value=c.verdict, reproduced=False if c.verdict == "contradicted" else None),
+        ]
+        for c in claims
+    ]
 
 
 def param_count(model: str, num_classes: int = 10, **kwargs) -> int:

@@ -2,6 +2,7 @@
 capped and their data pointed at the tiny data sets :func:`quadnn_paper.data.tiny.write_tiny_data`
 writes in the real on-disk formats. Numbers from TINY runs say nothing about the paper's results;
 the report labels them as such."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,7 +40,12 @@ def tiny_runs(runs: list[RunConfig], root: str | Path = TINY_ROOT) -> list[RunCo
         kw = cfg.task_kwargs
         if cfg.task == "depth" and cfg.dataset == "kitti":  # the crops scaled as the images are
             kw = {k: [c // KITTI_SCALE for c in v] if k in ("crop", "train_crop") and v else v for k, v in kw.items()}
-        return cfg.replace(epochs=_epochs(cfg), train_limit=limit or cfg.train_limit, data_dir=_data_dir(cfg, root),
-                           transfer_from=src, task_kwargs=kw)
+        return cfg.replace(
+            epochs=_epochs(cfg),
+            train_limit=limit or cfg.train_limit,
+            data_dir=_data_dir(cfg, root),
+            transfer_from=src,
+            task_kwargs=kw,
+        )
 
     return [cap(c) for c in runs]

@@ -7,6 +7,7 @@ a weight-transfer row from that ResNet's first stage, and all of them see the sa
 are evaluated on the same images. A claim's verdict comes from the t-interval of the per-seed
 differences of final test error (:mod:`quadnn_paper.analysis.stats`).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,21 @@ from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "runs", "summary", "rows", "claims", "tables", "variables",
-           "CLAIMS_HEADER", "claim_rows", "error_cell", "param_count"]
+__all__ = [
+    "NAME",
+    "PROTOCOLS",
+    "protocol",
+    "runs",
+    "summary",
+    "rows",
+    "claims",
+    "tables",
+    "variables",
+    "CLAIMS_HEADER",
+    "claim_rows",
+    "error_cell",
+    "param_count",
+]
 
 NAME = "cifar_comparison"
 
@@ -30,15 +44,31 @@ def _key(model: str, method: str = "conventional") -> tuple:
 # Rows trained below full (keys of the comparison rows); the others are "full only". On the
 # stand-in at a few epochs a ResNet32 is far from trained, so the cheap profiles spend their
 # minutes on depth 20, and on seeds: each claim needs several pairs for an interval.
-_CPU_ROWS = (_key("cifar_resnet20"), _key("cifar_parabolic_resnet20", "ri"), _key("cifar_poly_resnet20", "ri"),
-             _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "ri+rezero"), _key("cifar_qresnet20", "wt"),
-             _key("cifar_qresnet20_compact", "wt"))
+_CPU_ROWS = (
+    _key("cifar_resnet20"),
+    _key("cifar_parabolic_resnet20", "ri"),
+    _key("cifar_poly_resnet20", "ri"),
+    _key("cifar_qresnet20", "ri"),
+    _key("cifar_qresnet20", "ri+rezero"),
+    _key("cifar_qresnet20", "wt"),
+    _key("cifar_qresnet20_compact", "wt"),
+)
 _SMOKE_ROWS = (_key("cifar_resnet20"), _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "wt"))
 PROTOCOLS = {
-    "smoke": dict(recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 160}, rows=_SMOKE_ROWS,
-                  seeds=(0, 1), threads=1),
-    "cpu": dict(recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 8, "train_limit": 512}, rows=_CPU_ROWS,
-                seeds=(0, 1, 2, 3), threads=1, width=0.5, split_per_seed=True),
+    "smoke": dict(
+        recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 160},
+        rows=_SMOKE_ROWS,
+        seeds=(0, 1),
+        threads=1,
+    ),
+    "cpu": dict(
+        recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 8, "train_limit": 512},
+        rows=_CPU_ROWS,
+        seeds=(0, 1, 2, 3),
+        threads=1,
+        width=0.5,
+        split_per_seed=True,
+    ),
     "full": dict(recipe=dict(cs.RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
 }
 
@@ -88,25 +118,39 @@ def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int]) -> list[cs.Claim
         return c
 
     out = []
-    q_vs_r = [(row(f"cifar_qresnet{d}", m), row(f"cifar_resnet{d}")) for d in (20, 32, 56, 110)
-              for m in ("ri", "ri+rezero", "wt")]
+    q_vs_r = [
+        (row(f"cifar_qresnet{d}", m), row(f"cifar_resnet{d}"))
+        for d in (20, 32, 56, 110)
+        for m in ("ri", "ri+rezero", "wt")
+    ]
     out.append(claim("Every QResNet beats the ResNet of its depth", q_vs_r))
     wt = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}", "ri")) for d in (20, 32, 56, 110)]
     out.append(claim("Weight transfer beats random initialisation (QResNet, ReLinear)", wt))
-    others = [(row(f"cifar_qresnet{d}", "ri"), row(f"cifar_{k}_resnet{d}", "ri")) for d in (20, 32, 56)
-              for k in ("parabolic", "poly")]
+    others = [
+        (row(f"cifar_qresnet{d}", "ri"), row(f"cifar_{k}_resnet{d}", "ri"))
+        for d in (20, 32, 56)
+        for k in ("parabolic", "poly")
+    ]
     out.append(claim("QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)", others))
     q32, r110 = row("cifar_qresnet32", "wt"), row("cifar_resnet110")
     fewer = params.get(q32.key, 0) < params.get(r110.key, 0)
-    c = claim("QResNet32 beats ResNet110 with fewer parameters", [(q32, r110)],
-              f"; params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,}")
+    c = claim(
+        "QResNet32 beats ResNet110 with fewer parameters",
+        [(q32, r110)],
+        f"; params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,}",
+    )
     if not fewer and c.verdict != "not tested":
         c = replace(c, verdict="contradicted", paper=c.paper + " (not fewer)")
     out.append(c)
-    out.append(claim("Compact-QResNet is worse than QResNet (both w.t.)",
-                     [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)]))
-    widen = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w)) for d in (32, 56)
-             for w in (1.5, 2.0, 2.5)]
+    out.append(
+        claim(
+            "Compact-QResNet is worse than QResNet (both w.t.)",
+            [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)],
+        )
+    )
+    widen = [
+        (row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w)) for d in (32, 56) for w in (1.5, 2.0, 2.5)
+    ]
     out.append(claim("QResNet beats every widened ResNet of its depth", widen))
     return out
 
@@ -124,16 +168,27 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         errs.setdefault(row, {})[seed] = cs.seed_errors(res, P["recipe"]["dataset"])
     sums = {r: cs.summarise(v) for r, v in per_row.items()}
     verdicts = claims(errs, params or {})
-    test_images = next((x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x),
-                       None)
-    return dict(protocol=P, test_images=test_images, rows=cs.comparison_rows(), summaries=sums, errors=errs,
-                claims=verdicts, runs=len(planned),
-                pending=sum(s["pending"] for s in sums.values()), rows_run=len(per_row),
-                detectable=cs.detectable_text(verdicts))
+    test_images = next(
+        (x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None
+    )
+    return dict(
+        protocol=P,
+        test_images=test_images,
+        rows=cs.comparison_rows(),
+        summaries=sums,
+        errors=errs,
+        claims=verdicts,
+        runs=len(planned),
+        pending=sum(s["pending"] for s in sums.values()),
+        rows_run=len(per_row),
+        detectable=cs.detectable_text(verdicts),
+    )
 
 
-_DECAY_TEXT = {"reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
-               "zero": "as ordinary coupled L2 toward zero on every group (the official code)"}
+_DECAY_TEXT = {
+    "reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
+    "zero": "as ordinary coupled L2 toward zero on every group (the official code)",
+}
 
 
 def _error_cell(S: dict, r: cs.Row):
@@ -145,8 +200,12 @@ def _error_cell(S: dict, r: cs.Row):
         return cs.error_cell(s)
     if s["finished"] == 0:
         return "no converge" + (f" ({s['diverged']}/{s['n']})" if s["n"] > 1 else "")
-    return dict(value=s["mean"], spread=s["std"] if s["finished"] > 1 else None, decimals=2,
-                note=f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "")
+    return dict(
+        value=s["mean"],
+        spread=s["std"] if s["finished"] > 1 else None,
+        decimals=2,
+        note=f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "",
+    )
 
 
 def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
@@ -164,8 +223,11 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
         return f"{s['epoch_time']:.2f}" if s and s["epoch_time"] else "--"
 
     main = [[r.label, mparams(r), time_cell(r), _error_cell(S, r), r.paper] for r in rows if r.table == "main"]
-    compact = [[r.label, mparams(r), _error_cell(S, r), r.paper] for d in (20, 32, 56)
-               for r in (row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt"))]
+    compact = [
+        [r.label, mparams(r), _error_cell(S, r), r.paper]
+        for d in (20, 32, 56)
+        for r in (row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt"))
+    ]
     width = []
     for d in (32, 56):
         for w in (1.0, 1.5, 2.0, 2.5):
@@ -209,16 +271,30 @@ def variables(S: dict, params: dict) -> dict:
         return f"{params[cs.row_for(rows, model, method)] / 1e6:.2f}M"
 
     return dict(
-        Device=_device(P["threads"]), QuadraticDecay=_DECAY_TEXT[P.get("quadratic_decay", "reference")],
-        Epochs=R["epochs"], FullMomentum=F["momentum"], FullLr=F["lr"],
-        StageEnd=round(R["milestones"][0] * R["epochs"]), Seeds=len(P["seeds"]),
-        TrainImages=R.get("train_limit") or "all", TestImages=S["test_images"] or "--", BatchSize=R["batch_size"],
-        Width=P.get("width") or 1.0, FullSeeds=len(PROTOCOLS["full"]["seeds"]), RowsRun=S["rows_run"],
-        RowsAll=len(rows), Runs=S["runs"], Pending=S["pending"],
-        ClaimsSupported=verdicts.count("supported"), ClaimsContradicted=verdicts.count("contradicted"),
-        ClaimsUndecided=verdicts.count("undecided"), ClaimsNotTested=verdicts.count("not tested"),
-        Level=round(100 * stats.LEVEL), DetectSd="--" if math.isnan(sd) else sd,
-        Detectable="--" if math.isnan(mde) else mde, DetectSeeds=n,
+        Device=_device(P["threads"]),
+        QuadraticDecay=_DECAY_TEXT[P.get("quadratic_decay", "reference")],
+        Epochs=R["epochs"],
+        FullMomentum=F["momentum"],
+        FullLr=F["lr"],
+        StageEnd=round(R["milestones"][0] * R["epochs"]),
+        Seeds=len(P["seeds"]),
+        TrainImages=R.get("train_limit") or "all",
+        TestImages=S["test_images"] or "--",
+        BatchSize=R["batch_size"],
+        Width=P.get("width") or 1.0,
+        FullSeeds=len(PROTOCOLS["full"]["seeds"]),
+        RowsRun=S["rows_run"],
+        RowsAll=len(rows),
+        Runs=S["runs"],
+        Pending=S["pending"],
+        ClaimsSupported=verdicts.count("supported"),
+        ClaimsContradicted=verdicts.count("contradicted"),
+        ClaimsUndecided=verdicts.count("undecided"),
+        ClaimsNotTested=verdicts.count("not tested"),
+        Level=round(100 * stats.LEVEL),
+        DetectSd="--" if math.isnan(sd) else sd,
+        Detectable="--" if math.isnan(mde) else mde,
+        DetectSeeds=n,
         ParabolicParams=", ".join(mparams(f"cifar_parabolic_resnet{d}", "ri") for d in (20, 32, 56)),
         PolyParams=", ".join(mparams(f"cifar_poly_resnet{d}", "ri") for d in (20, 32, 56)),
     )

@@ -11,6 +11,7 @@ their ReLinear reference) and sees the same batches, so each claim is decided fr
 differences (:mod:`quadnn_paper.analysis.stats`). :func:`gamma_zero_trajectory` is the exact
 check behind the paper's "guaranteed performance" argument.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,19 +25,36 @@ from quadnn_paper.engine import RunConfig, stage_ends
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 
-__all__ = ["NAME", "PROTOCOLS", "GRIDS", "PAPER", "protocol", "grid", "plan", "runs", "summary",
-           "conventional_config", "gamma_zero_trajectory", "SUMMARY_HEADER", "summary_rows", "variables",
-           "CLAIMS_HEADER", "claim_rows", "error_cell", "param_count"]
+__all__ = [
+    "NAME",
+    "PROTOCOLS",
+    "GRIDS",
+    "PAPER",
+    "protocol",
+    "grid",
+    "plan",
+    "runs",
+    "summary",
+    "conventional_config",
+    "gamma_zero_trajectory",
+    "SUMMARY_HEADER",
+    "summary_rows",
+    "variables",
+    "CLAIMS_HEADER",
+    "claim_rows",
+    "error_cell",
+    "param_count",
+]
 
 NAME = "cifar_tuning"
 PAPER = published.CIFAR_TUNING  # errors (%) on CIFAR-10 printed in the paper
 
 GRIDS = {
-    "sg": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5],       # gamma_g = gamma_b
-    "sw-l1": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5],    # alpha_g = alpha_b
-    "sw-l2": [0.1, 0.5, 0.9, 0.99],             # beta_g = beta_b
+    "sg": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5],  # gamma_g = gamma_b
+    "sw-l1": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5],  # alpha_g = alpha_b
+    "sw-l2": [0.1, 0.5, 0.9, 0.99],  # beta_g = beta_b
     "transfer": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5],  # gamma_g = gamma_b after transfer
-    "rezero": [1e-1, 1e-2, 1e-3, 1e-4],         # gamma_g = gamma_b with ReZero
+    "rezero": [1e-1, 1e-2, 1e-3, 1e-4],  # gamma_g = gamma_b with ReZero
 }
 # The settings the paper's claims name (its best values) and the largest gamma of its sweep.
 SG_BEST = float(published.CIFAR_TUNING_BEST["sg"])
@@ -54,18 +72,70 @@ SG_LARGE = max(GRIDS["sg"])
 # own train/test split of the digits (``split_per_seed``), shared by the two runs of a pair.
 # Weight decay of the quadratic terms: full follows the official code (coupled L2 toward 0 on
 # every group); cpu/smoke keep quadnn's default (toward the ReLinear reference, decoupled).
-_COMMON = dict(model="cifar_qresnet20", conventional="cifar_resnet20", batch_size=128, lr=0.1,
-               milestones=(0.5, 0.75), lr_decay=0.1, weight_decay=1e-4, momentum=0.9)
+_COMMON = dict(
+    model="cifar_qresnet20",
+    conventional="cifar_resnet20",
+    batch_size=128,
+    lr=0.1,
+    milestones=(0.5, 0.75),
+    lr_decay=0.1,
+    weight_decay=1e-4,
+    momentum=0.9,
+)
 PROTOCOLS = {
-    "smoke": dict(_COMMON, dataset="digits", width=0.25, epochs=4, train_limit=128, seeds=[0, 1], grid_seeds=[0],
-                  optimizer="sgd", grid="ends", quadratic_decay="reference", split_per_seed=True),
-    "cpu": dict(_COMMON, dataset="digits", width=0.25, epochs=10, train_limit=0, seeds=[0, 1, 2, 3, 4],
-                grid_seeds=[0], optimizer="sgd", grid="ends", quadratic_decay="reference", split_per_seed=True),
-    "full": dict(_COMMON, dataset="cifar10", width=1.0, epochs=200, train_limit=0, seeds=[0, 1, 2], grid_seeds=[0],
-                 optimizer="adam", grid="all", quadratic_decay="zero", split_per_seed=False),
+    "smoke": dict(
+        _COMMON,
+        dataset="digits",
+        width=0.25,
+        epochs=4,
+        train_limit=128,
+        seeds=[0, 1],
+        grid_seeds=[0],
+        optimizer="sgd",
+        grid="ends",
+        quadratic_decay="reference",
+        split_per_seed=True,
+    ),
+    "cpu": dict(
+        _COMMON,
+        dataset="digits",
+        width=0.25,
+        epochs=10,
+        train_limit=0,
+        seeds=[0, 1, 2, 3, 4],
+        grid_seeds=[0],
+        optimizer="sgd",
+        grid="ends",
+        quadratic_decay="reference",
+        split_per_seed=True,
+    ),
+    "full": dict(
+        _COMMON,
+        dataset="cifar10",
+        width=1.0,
+        epochs=200,
+        train_limit=0,
+        seeds=[0, 1, 2],
+        grid_seeds=[0],
+        optimizer="adam",
+        grid="all",
+        quadratic_decay="zero",
+        split_per_seed=False,
+    ),
 }
-_RUN_KEYS = ("dataset", "width", "epochs", "train_limit", "batch_size", "lr", "milestones", "lr_decay",
-             "weight_decay", "momentum", "optimizer")
+_RUN_KEYS = (
+    "dataset",
+    "width",
+    "epochs",
+    "train_limit",
+    "batch_size",
+    "lr",
+    "milestones",
+    "lr_decay",
+    "weight_decay",
+    "momentum",
+    "optimizer",
+)
 
 
 def protocol(profile: str, tiny: bool = False) -> dict:
@@ -82,8 +152,7 @@ def grid(proto: dict, name: str) -> list:
 def _base(proto: dict, seed: int, **kw) -> RunConfig:
     fields = {k: proto[k] for k in _RUN_KEYS}
     # One thread: on a shared two-core machine OpenMP threads contend badly; not part of the hash.
-    fields.update(model=proto["model"], seed=seed, progress=False, threads=1,
-                  quadratic_decay=proto["quadratic_decay"])
+    fields.update(model=proto["model"], seed=seed, progress=False, threads=1, quadratic_decay=proto["quadratic_decay"])
     if proto.get("split_per_seed"):
         fields["split_seed"] = seed
     fields.update(kw)
@@ -102,8 +171,9 @@ def _transfer(proto: dict, seed: int, k: int, v: float) -> RunConfig:
     # The quadratic model inherits the lr the conventional one had in stage k and then decays it
     # 10x at each later milestone of its own schedule.
     lr = proto["lr"] * proto["lr_decay"] ** (k - 1)
-    return _base(proto, seed, relinear="sg", lr=lr, lr_g=v, transfer_from=conventional_config(proto, seed),
-                 transfer_stage=k)
+    return _base(
+        proto, seed, relinear="sg", lr=lr, lr_g=v, transfer_from=conventional_config(proto, seed), transfer_stage=k
+    )
 
 
 def _values(proto: dict, name: str, full_grid: bool, claimed: list) -> list:
@@ -196,27 +266,40 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     sg = seeds_of("sg", SG_BEST)
     res20 = "ResNet20"
     claims = [
-        cs.pair_claim(f"ReLinear-sg (gamma {SG_BEST:g}) beats the conventional ResNet20",
-                      [(f"sg {SG_BEST:g}", sg, res20, conv)], paper=f"{PAPER['sg'].text} vs "
-                      f"{published.CIFAR_MAIN['ResNet20']}"),
-        cs.pair_claim(f"ReLinear-sw (l2, beta {SW_BEST:g}) beats the conventional ResNet20",
-                      [(f"sw-l2 {SW_BEST:g}", seeds_of("sw-l2", SW_BEST), res20, conv)],
-                      paper=f"{PAPER['sw'].text} vs {published.CIFAR_MAIN['ResNet20']}"),
-        cs.pair_claim(f"The quadratic terms help: gamma {SG_BEST:g} beats gamma 0 (the same network, terms frozen)",
-                      [(f"sg {SG_BEST:g}", sg, "sg 0", seeds_of("sg", 0.0))],
-                      paper=f"{PAPER['sg'].text} vs {published.CIFAR_MAIN['ResNet20']} (gamma 0: conventional)"),
-        cs.pair_claim(f"Too large a gamma hurts: {SG_BEST:g} beats {SG_LARGE:g}",
-                      [(f"sg {SG_BEST:g}", sg, f"sg {SG_LARGE:g}", seeds_of("sg", SG_LARGE))],
-                      paper="error rises for large gamma (Fig. 2 sketch)"),
+        cs.pair_claim(
+            f"ReLinear-sg (gamma {SG_BEST:g}) beats the conventional ResNet20",
+            [(f"sg {SG_BEST:g}", sg, res20, conv)],
+            paper=f"{PAPER['sg'].text} vs {published.CIFAR_MAIN['ResNet20']}",
+        ),
+        cs.pair_claim(
+            f"ReLinear-sw (l2, beta {SW_BEST:g}) beats the conventional ResNet20",
+            [(f"sw-l2 {SW_BEST:g}", seeds_of("sw-l2", SW_BEST), res20, conv)],
+            paper=f"{PAPER['sw'].text} vs {published.CIFAR_MAIN['ResNet20']}",
+        ),
+        cs.pair_claim(
+            f"The quadratic terms help: gamma {SG_BEST:g} beats gamma 0 (the same network, terms frozen)",
+            [(f"sg {SG_BEST:g}", sg, "sg 0", seeds_of("sg", 0.0))],
+            paper=f"{PAPER['sg'].text} vs {published.CIFAR_MAIN['ResNet20']} (gamma 0: conventional)",
+        ),
+        cs.pair_claim(
+            f"Too large a gamma hurts: {SG_BEST:g} beats {SG_LARGE:g}",
+            [(f"sg {SG_BEST:g}", sg, f"sg {SG_LARGE:g}", seeds_of("sg", SG_LARGE))],
+            paper="error rises for large gamma (Fig. 2 sketch)",
+        ),
     ]
     for e in stages:
-        k = e[len("transfer"):]
-        claims.append(cs.pair_claim(f"Weight transfer from stage {k} beats random initialisation (sg {SG_BEST:g})",
-                                    [(f"transfer {k}", seeds_of(e, SG_BEST), f"sg {SG_BEST:g}", sg)],
-                                    paper=f"{PAPER['transfer'][k].text} vs {PAPER['sg'].text}"))
+        k = e[len("transfer") :]
+        claims.append(
+            cs.pair_claim(
+                f"Weight transfer from stage {k} beats random initialisation (sg {SG_BEST:g})",
+                [(f"transfer {k}", seeds_of(e, SG_BEST), f"sg {SG_BEST:g}", sg)],
+                paper=f"{PAPER['transfer'][k].text} vs {PAPER['sg'].text}",
+            )
+        )
     # gamma = 0 in float32: a conventional network whose trajectory differs from its twin's by rounding.
-    gamma0 = cs.pair_claim("gamma 0 against its conventional twin (float32)",
-                           [(res20, conv, "sg 0", seeds_of("sg", 0.0))])
+    gamma0 = cs.pair_claim(
+        "gamma 0 against its conventional twin (float32)", [(res20, conv, "sg 0", seeds_of("sg", 0.0))]
+    )
 
     def epoch_time(res):  # median training seconds per epoch (robust to a busy machine and warm-up)
         times = sorted(h["epoch_time"] for h in res["history"]) if res else []
@@ -225,20 +308,35 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     q_times = sorted(epoch_time(r) for _, r in curves.get("sg", []) if r is not None)
     adam = [got[k] for k in got if k[0] == "adam"]
     return dict(
-        protocol=proto, sweeps=sweeps, curves=curves, best={e: best(e) for e in experiments}, stages=stages,
-        conventional=curves["conventional"][0][1], conv_error=sweeps["conventional"][0][1],
-        claims=claims, gamma0=gamma0, detectable=cs.detectable_text(claims),
+        protocol=proto,
+        sweeps=sweeps,
+        curves=curves,
+        best={e: best(e) for e in experiments},
+        stages=stages,
+        conventional=curves["conventional"][0][1],
+        conv_error=sweeps["conventional"][0][1],
+        claims=claims,
+        gamma0=gamma0,
+        detectable=cs.detectable_text(claims),
         adam_error=_error(adam[0]) if adam else None,
         diverged={e: sum(r[3] for r in sweeps[e]) for e in experiments},
-        runs=len(planned), pending=sum(r is None for r in got.values()),
+        runs=len(planned),
+        pending=sum(r is None for r in got.values()),
         epoch_time_q=q_times[len(q_times) // 2] if q_times else math.nan,
         epoch_time_conv=epoch_time(curves["conventional"][0][1]),
         test_images=(curves["conventional"][0][1] or {}).get("test_images"),
     )
 
 
-def gamma_zero_trajectory(steps: int = 20, lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 5e-4,
-                          width: float = 0.25, batch: int = 32, seed: int = 0) -> dict:
+def gamma_zero_trajectory(
+    steps: int = 20,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    weight_decay: float = 5e-4,
+    width: float = 0.25,
+    batch: int = 32,
+    seed: int = 0,
+) -> dict:
     """The exact check behind "guaranteed performance": in float64, a QResNet20 given a ResNet20's
     weights (``transfer_weights_``) and trained with ReLinear-sg at gamma_g = gamma_b = 0 follows
     the ResNet20's SGD trajectory (momentum, weight decay, same batches).
@@ -276,27 +374,46 @@ def gamma_zero_trajectory(steps: int = 20, lr: float = 0.1, momentum: float = 0.
         a, b = conv(xs[-1]), quad(xs[-1])
     qp = dict(quad.named_parameters())
     dp = max((p - qp[n]).abs().max().item() for n, p in conv.named_parameters())
-    return dict(steps=steps, logits=(a - b).abs().max().item(), params=dp, scale=a.abs().max().item(),
-                lr=lr, momentum=momentum, weight_decay=weight_decay)
+    return dict(
+        steps=steps,
+        logits=(a - b).abs().max().item(),
+        params=dp,
+        scale=a.abs().max().item(),
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+    )
 
 
 SUMMARY_HEADER = ["method", "paper best setting", "paper error (%)", "our best setting", "our error (%)", "diverged"]
-_DECAY_TEXT = {"reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
-               "zero": "as ordinary coupled L2 toward zero on every group (the official code)"}
+_DECAY_TEXT = {
+    "reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
+    "zero": "as ordinary coupled L2 toward zero on every group (the official code)",
+}
 _WORDS = ("One", "Two", "Three")
 
 
 def summary_rows(S: dict) -> list[list]:
     """The best final error of each sweep beside the paper's (``best`` chosen on the test set, as
     in the paper), at the grid seeds."""
+
     def row(label, e, paper_err=None, paper_setting=None):
         value, err, _, _ = S["best"].get(e, (None, math.nan, math.nan, 0))
-        return [label, paper_setting, paper_err, None if value is None else f"{value:g}",
-                None if math.isnan(err) else round(err, 2), S["diverged"].get(e, 0)]
+        return [
+            label,
+            paper_setting,
+            paper_err,
+            None if value is None else f"{value:g}",
+            None if math.isnan(err) else round(err, 2),
+            S["diverged"].get(e, 0),
+        ]
 
-    rows = [["ResNet20 (conventional)", None, None, None, round(S["conv_error"], 2), S["diverged"]["conventional"]],
-            row("ReLinear-sg", "sg", PAPER["sg"], f"{SG_BEST:g}"), row("ReLinear-sw l1", "sw-l1"),
-            row("ReLinear-sw l2", "sw-l2", PAPER["sw"], f"{SW_BEST:g}")]
+    rows = [
+        ["ResNet20 (conventional)", None, None, None, round(S["conv_error"], 2), S["diverged"]["conventional"]],
+        row("ReLinear-sg", "sg", PAPER["sg"], f"{SG_BEST:g}"),
+        row("ReLinear-sw l1", "sw-l1"),
+        row("ReLinear-sw l2", "sw-l2", PAPER["sw"], f"{SW_BEST:g}"),
+    ]
     rows += [row(f"transfer, stage {e[-1]}", e, PAPER["transfer"][e[-1]]) for e in S["stages"]]
     return rows + [row("ReLinear-sg + ReZero", "rezero")]
 
@@ -314,9 +431,17 @@ def variables(S: dict, exact: dict) -> dict:
         return "--" if v is None else f"{v:g}"
 
     sd, mde, n = S["detectable"]
-    out = dict(ConvError=S["conv_error"], SgError=err("sg"), SgBest=setting("sg"), SwlOneError=err("sw-l1"),
-               SwlOneBest=setting("sw-l1"), SwlTwoError=err("sw-l2"), SwlTwoBest=setting("sw-l2"),
-               RezeroError=err("rezero"), RezeroBest=setting("rezero"))
+    out = dict(
+        ConvError=S["conv_error"],
+        SgError=err("sg"),
+        SgBest=setting("sg"),
+        SwlOneError=err("sw-l1"),
+        SwlOneBest=setting("sw-l1"),
+        SwlTwoError=err("sw-l2"),
+        SwlTwoBest=setting("sw-l2"),
+        RezeroError=err("rezero"),
+        RezeroBest=setting("rezero"),
+    )
     for word in _WORDS:  # placeholders if a stage is missing
         out[f"Transfer{word}Error"] = out[f"Transfer{word}Best"] = "--"
     for e, word in zip(S["stages"], _WORDS):
@@ -324,22 +449,39 @@ def variables(S: dict, exact: dict) -> dict:
     verdicts = [c.verdict for c in S["claims"]]
     g0 = S["gamma0"].pairs[0][2]
     out.update(
-        Diverged=sum(S["diverged"].values()), Runs=S["runs"], Seeds=len(P["seeds"]), GridSeeds=len(P["grid_seeds"]),
+        Diverged=sum(S["diverged"].values()),
+        Runs=S["runs"],
+        Seeds=len(P["seeds"]),
+        GridSeeds=len(P["grid_seeds"]),
         QuadraticDecay=_DECAY_TEXT[P["quadratic_decay"]],
-        FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]], Epochs=P["epochs"], Width=P["width"],
+        FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]],
+        Epochs=P["epochs"],
+        Width=P["width"],
         Optimizer={"sgd": "SGD (momentum 0.9)", "adam": "Adam"}[P["optimizer"]],
-        GridValues={"all": "every value the paper sweeps",
-                    "ends": "the two ends of each of the paper's sweeps and the values its claims name (weight "
-                            "transfer: the claimed value only)"}[P["grid"]],
-        EpochTimeQ=S["epoch_time_q"], EpochTimeConv=S["epoch_time_conv"],
+        GridValues={
+            "all": "every value the paper sweeps",
+            "ends": "the two ends of each of the paper's sweeps and the values its claims name (weight "
+            "transfer: the claimed value only)",
+        }[P["grid"]],
+        EpochTimeQ=S["epoch_time_q"],
+        EpochTimeConv=S["epoch_time_conv"],
         AdamConvError="--" if S["adam_error"] is None else S["adam_error"],
-        TestImages=S["test_images"] or "--", TrainImages=P["train_limit"] or "all",
-        Level=round(100 * stats.LEVEL), DetectSd="--" if math.isnan(sd) else sd,
-        Detectable="--" if math.isnan(mde) else mde, DetectSeeds=n,
-        ClaimsSupported=verdicts.count("supported"), ClaimsContradicted=verdicts.count("contradicted"),
-        ClaimsUndecided=verdicts.count("undecided"), ClaimsAll=len(verdicts),
+        TestImages=S["test_images"] or "--",
+        TrainImages=P["train_limit"] or "all",
+        Level=round(100 * stats.LEVEL),
+        DetectSd="--" if math.isnan(sd) else sd,
+        Detectable="--" if math.isnan(mde) else mde,
+        DetectSeeds=n,
+        ClaimsSupported=verdicts.count("supported"),
+        ClaimsContradicted=verdicts.count("contradicted"),
+        ClaimsUndecided=verdicts.count("undecided"),
+        ClaimsAll=len(verdicts),
         GammaZeroFloat="--" if g0 is None else g0.text(),
-        ExactSteps=exact["steps"], ExactLogits=exact["logits"], ExactParams=exact["params"],
-        ExactScale=exact["scale"], ExactLr=exact["lr"], ExactDecay=exact["weight_decay"],
+        ExactSteps=exact["steps"],
+        ExactLogits=exact["logits"],
+        ExactParams=exact["params"],
+        ExactScale=exact["scale"],
+        ExactLr=exact["lr"],
+        ExactDecay=exact["weight_decay"],
     )
     return out

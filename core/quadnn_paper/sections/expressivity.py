@@ -19,11 +19,12 @@ Protocols live in :data:`PROTOCOLS` (``smoke`` / ``cpu`` / ``full``); ``full`` h
 the paper states (architecture and sigmas of its first figure, unit-variance parameters for
 its amplification estimate, the spline degrees m = 1, 2 of its Lemma).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -34,10 +35,28 @@ from quadnn_paper.common import published
 from quadnn_paper.common.profiles import protocol_of
 
 __all__ = [
-    "PROTOCOLS", "protocol", "mlp", "init_normal_", "oscillation", "load_draw_",
-    "spline_network", "shift_polynomial", "spline_error_vs_h", "hall_meyer_constant", "euler_number",
-    "euler_asymptotic", "variety_network", "variety_dimension", "variety_dimension_bound",
-    "parameter_count", "amplification", "PAPER", "NAME", "runs", "summary", "variety_table",
+    "PROTOCOLS",
+    "protocol",
+    "mlp",
+    "init_normal_",
+    "oscillation",
+    "load_draw_",
+    "spline_network",
+    "shift_polynomial",
+    "spline_error_vs_h",
+    "hall_meyer_constant",
+    "euler_number",
+    "euler_asymptotic",
+    "variety_network",
+    "variety_dimension",
+    "variety_dimension_bound",
+    "parameter_count",
+    "amplification",
+    "PAPER",
+    "NAME",
+    "runs",
+    "summary",
+    "variety_table",
 ]
 
 # --------------------------------------------------------------------------------------
@@ -49,15 +68,29 @@ VARIETY_ARCHS_EXTRA = [(1, 1, 1, 1), (4, 2, 1), (5, 2, 1), (4, 4, 1), (2, 2, 2, 
 
 PROTOCOLS = {
     "smoke": dict(
-        oscillation=dict(widths=(1, 10, 10, 10, 10, 1), sigmas=(0.01, 0.02, 0.03), x_max=100.0, x_max_table=(1.0,),
-                         n_points=201, n_draws=50, seed=0),
+        oscillation=dict(
+            widths=(1, 10, 10, 10, 10, 1),
+            sigmas=(0.01, 0.02, 0.03),
+            x_max=100.0,
+            x_max_table=(1.0,),
+            n_points=201,
+            n_draws=50,
+            seed=0,
+        ),
         spline=dict(functions=("sin", "runge"), n_knots=12, n_h=5, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS, n_trials=1, seed=0),
         amplification=dict(depths=(1, 2, 3, 4), width=10, in_features=10, sigma=1.0, n_draws=50, seed=0),
     ),
     "cpu": dict(
-        oscillation=dict(widths=(1, 10, 10, 10, 10, 1), sigmas=(0.01, 0.02, 0.03), x_max=100.0, x_max_table=(1.0,),
-                         n_points=401, n_draws=1000, seed=0),
+        oscillation=dict(
+            widths=(1, 10, 10, 10, 10, 1),
+            sigmas=(0.01, 0.02, 0.03),
+            x_max=100.0,
+            x_max_table=(1.0,),
+            n_points=401,
+            n_draws=1000,
+            seed=0,
+        ),
         spline=dict(functions=("sin", "runge", "exp"), n_knots=16, n_h=9, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS + VARIETY_ARCHS_EXTRA, n_trials=3, seed=0),
         amplification=dict(depths=(1, 2, 3, 4, 5, 6), width=10, in_features=10, sigma=1.0, n_draws=500, seed=0),
@@ -65,13 +98,19 @@ PROTOCOLS = {
     "full": dict(
         # The paper: 1-10-10-10-10-1, ReLU, all parameters ~ N(0, sigma^2), sigma in {0.01, 0.02, 0.03}.
         # It states neither the input range nor a number of draws; those two are ours.
-        oscillation=dict(widths=(1, 10, 10, 10, 10, 1), sigmas=(0.01, 0.02, 0.03), x_max=100.0, x_max_table=(1.0,),
-                         n_points=1001, n_draws=10000, seed=0),
+        oscillation=dict(
+            widths=(1, 10, 10, 10, 10, 1),
+            sigmas=(0.01, 0.02, 0.03),
+            x_max=100.0,
+            x_max_table=(1.0,),
+            n_points=1001,
+            n_draws=10000,
+            seed=0,
+        ),
         spline=dict(functions=("sin", "runge", "exp"), n_knots=32, n_h=13, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS + VARIETY_ARCHS_EXTRA, n_trials=5, seed=0),
         # The paper's estimate assumes i.i.d. unit-variance Gaussian parameters.
-        amplification=dict(depths=(1, 2, 3, 4, 5, 6, 7, 8), width=10, in_features=10, sigma=1.0,
-                           n_draws=2000, seed=0),
+        amplification=dict(depths=(1, 2, 3, 4, 5, 6, 7, 8), width=10, in_features=10, sigma=1.0, n_draws=2000, seed=0),
     ),
 }
 
@@ -96,8 +135,9 @@ def runs(profile: str, tiny: bool = False) -> list:
 # --------------------------------------------------------------------------------------
 # 1. Networks and oscillation at initialisation
 # --------------------------------------------------------------------------------------
-def mlp(widths: Sequence[int], quadratic: bool, activation: Callable[[], nn.Module] | None = nn.ReLU,
-        dtype=torch.float64) -> nn.Sequential:
+def mlp(
+    widths: Sequence[int], quadratic: bool, activation: Callable[[], nn.Module] | None = nn.ReLU, dtype=torch.float64
+) -> nn.Sequential:
     """A fully connected network ``widths[0] -> ... -> widths[-1]``.
 
     ``quadratic=True`` uses :class:`~quadnn.QuadraticLinear` (full neurons), else ``nn.Linear``;
@@ -129,8 +169,9 @@ def _draw_params(widths, quadratic: bool, sigma: float, n_draws: int, generator)
     layers = []
     for i, o in zip(widths[:-1], widths[1:]):
         shapes = {n: ((o, i) if n.startswith("weight") else (o,)) for n in names}
-        layers.append({n: torch.randn((n_draws, *s), generator=generator, dtype=torch.float64) * sigma
-                       for n, s in shapes.items()})
+        layers.append(
+            {n: torch.randn((n_draws, *s), generator=generator, dtype=torch.float64) * sigma for n, s in shapes.items()}
+        )
     return layers
 
 
@@ -141,10 +182,14 @@ def _batched_forward(layers: list[dict], x: torch.Tensor, quadratic: bool) -> to
     """
     u = x.expand(layers[0]["weight"].shape[0], *x.shape)
     for h, p in enumerate(layers):
+
         def lin(v, w, b):
             return torch.einsum("kni,koi->kno", v, w) + b[:, None, :]
+
         if quadratic:
-            u = lin(u, p["weight"], p["bias"]) * lin(u, p["weight_g"], p["bias_g"]) + lin(u * u, p["weight_b"], p["bias_b"])
+            u = lin(u, p["weight"], p["bias"]) * lin(u, p["weight_g"], p["bias_g"]) + lin(
+                u * u, p["weight_b"], p["bias_b"]
+            )
         else:
             u = lin(u, p["weight"], p["bias"])
         if h < len(layers) - 1:
@@ -182,7 +227,7 @@ def oscillation(widths, sigmas, x_max, n_points, n_draws, seed, x_max_table=(1.0
             layers = _draw_params(widths, kind == "quadratic", sigma, n_draws, g)
             ys = []
             for chunk in range(0, n_draws, 256):
-                part = [{n: v[chunk:chunk + 256] for n, v in p.items()} for p in layers]
+                part = [{n: v[chunk : chunk + 256] for n, v in p.items()} for p in layers]
                 ys.append(_batched_forward(part, x, kind == "quadratic")[..., 0])
             y = torch.cat(ys).split(n_points, dim=1)
             maxima[str(sigma)] = {str(r): yr.abs().amax(1).tolist() for r, yr in zip(ranges, y)}
@@ -201,8 +246,7 @@ def shift_polynomial(coefficients: Sequence[float], shift: float) -> np.ndarray:
     ``d_j = sum_{k>=j} c_k binom(k, j) s^(k-j)``.
     """
     c = np.asarray(coefficients, dtype=np.float64)
-    return np.array([sum(c[k] * math.comb(k, j) * shift ** (k - j) for k in range(j, len(c)))
-                     for j in range(len(c))])
+    return np.array([sum(c[k] * math.comb(k, j) * shift ** (k - j) for k in range(j, len(c))) for j in range(len(c))])
 
 
 def _power_plan(degree: int) -> list[list[tuple[int, int]]]:
@@ -218,8 +262,9 @@ def _power_plan(degree: int) -> list[list[tuple[int, int]]]:
     return plan
 
 
-def spline_network(knots: Sequence[float], coefficients: Sequence[Sequence[float]],
-                   dtype=torch.float64) -> nn.Sequential:
+def spline_network(
+    knots: Sequence[float], coefficients: Sequence[Sequence[float]], dtype=torch.float64
+) -> nn.Sequential:
     """A quadratic ReLU network (quadnn layers) equal to the polynomial spline on ``[knots[0], knots[-1]]``.
 
     ``coefficients[i]`` are piece ``i``'s coefficients in powers of ``(x - knots[i])``, lowest first
@@ -275,19 +320,19 @@ def spline_network(knots: Sequence[float], coefficients: Sequence[Sequence[float
             for i in range(n):
                 for k, (a, b) in enumerate(step):
                     row = i * new + k
-                    if b == 0:      # pass z^a through: r = z^a, g = 1
+                    if b == 0:  # pass z^a through: r = z^a, g = 1
                         layer.weight[row, i * width + a - 1] = 1.0
                         layer.bias_g[row] = 1.0
-                    elif a == b:    # z^(2a) via the power term
+                    elif a == b:  # z^(2a) via the power term
                         layer.weight_b[row, i * width + a - 1] = 1.0
-                    else:           # z^a * z^b via the gate
+                    else:  # z^a * z^b via the gate
                         layer.weight[row, i * width + a - 1] = 1.0
                         layer.weight_g[row, i * width + b - 1] = 1.0
         layers += [layer, nn.ReLU()]
         width = new
     last = linear_layer(n * width, 1)
     with torch.no_grad():
-        last.weight.copy_(torch.as_tensor(q[:, 1:width + 1].reshape(1, -1), **dd))
+        last.weight.copy_(torch.as_tensor(q[:, 1 : width + 1].reshape(1, -1), **dd))
         last.bias.fill_(float(q[:, 0].sum()))
     layers.append(last)
     return nn.Sequential(*layers)
@@ -324,20 +369,24 @@ _FUNCS = {  # name: (sympy expression in x, interval)
 def named_function(name: str):
     """``(f, df, (a, b), sup|f''|, sup|f''''|)`` for a named test function (derivatives via sympy)."""
     import sympy
+
     xs = sympy.Symbol("x")
     expr = sympy.sympify(_FUNCS[name][0])
     a, b = _FUNCS[name][1]
     f = sympy.lambdify(xs, expr, "numpy")
     df = sympy.lambdify(xs, sympy.diff(expr, xs), "numpy")
     grid = np.linspace(a, b, 200001)
-    sup = [float(np.max(np.abs(sympy.lambdify(xs, sympy.diff(expr, xs, k), "numpy")(grid) * np.ones_like(grid))))
-           for k in (2, 4)]
+    sup = [
+        float(np.max(np.abs(sympy.lambdify(xs, sympy.diff(expr, xs, k), "numpy")(grid) * np.ones_like(grid))))
+        for k in (2, 4)
+    ]
     return f, df, (a, b), sup[0], sup[1]
 
 
 def cubic_spline(name: str, n_pieces: int):
     """Clamped (complete) cubic interpolating spline of a test function on ``n_pieces`` equal pieces."""
     from scipy.interpolate import CubicSpline
+
     f, df, (a, b), *_ = named_function(name)
     knots = np.linspace(a, b, n_pieces + 1)
     return knots, CubicSpline(knots, f(knots), bc_type=((1, float(df(a))), (1, float(df(b)))))
@@ -358,7 +407,7 @@ def spline_error_vs_h(name: str, hs: Sequence[float], n_eval: int = 20001) -> di
         hh = (b - a) / n
         e1 = float(np.max(np.abs(np.interp(xe, knots, f(knots)) - f(xe))))
         e3 = float(np.max(np.abs(cs(xe) - f(xe))))
-        rows.append(dict(h=hh, linear=e1, cubic=e3, linear_ratio=e1 / (d2 * hh ** 2), cubic_ratio=e3 / (d4 * hh ** 4)))
+        rows.append(dict(h=hh, linear=e1, cubic=e3, linear_ratio=e1 / (d2 * hh**2), cubic_ratio=e3 / (d4 * hh**4)))
     return dict(function=name, sup_d2=d2, sup_d4=d4, rows=rows)
 
 
@@ -404,13 +453,19 @@ def parameter_count(widths: Sequence[int], network: str, bias: bool = True) -> i
 def _monomials(widths: Sequence[int], network: str, bias: bool = True) -> int:
     """``d_H`` times the number of monomials a network of this degree can use."""
     H, d0 = len(widths) - 1, widths[0]
-    degree = 2 ** H if network == "quadratic" else 2 ** (H - 1)
+    degree = 2**H if network == "quadratic" else 2 ** (H - 1)
     count = math.comb(d0 + degree, d0) if bias else math.comb(d0 + degree - 1, degree)
     return widths[-1] * count
 
 
-def variety_dimension(widths: Sequence[int], network: str, bias: bool = True, n_trials: int = 2,
-                      seed: int = 0, return_details: bool = False):
+def variety_dimension(
+    widths: Sequence[int],
+    network: str,
+    bias: bool = True,
+    n_trials: int = 2,
+    seed: int = 0,
+    return_details: bool = False,
+):
     """Numerical dimension of the variety of functions of ``variety_network(widths, network)``.
 
     The dimension of the (closure of the) image of a polynomial map equals the rank of its
@@ -435,7 +490,7 @@ def variety_dimension(widths: Sequence[int], network: str, bias: bool = True, n_
         X = torch.rand(n_points, widths[0], generator=g, dtype=torch.float64) * 2 - 1
         theta = torch.randn(sum(sizes), generator=g, dtype=torch.float64)
 
-        def f(th):
+        def f(th, X=X):
             params = {n: v.reshape(s) for n, v, s in zip(names, th.split(sizes), shapes)}
             return torch.func.functional_call(model, params, (X,)).reshape(-1)
 
@@ -506,7 +561,7 @@ def variety_dimension_bound(widths: Sequence[int], network: str, kind: str = "pa
     cap = _monomials(widths, network)
     if kind == "corrected":
         P = parameter_count(widths, network)
-        S = (sum(d[1:H + 1]) + hidden) if network == "quadratic" else hidden
+        S = (sum(d[1 : H + 1]) + hidden) if network == "quadratic" else hidden
         return min(P - S, cap)
     if kind == "layerwise":
         if network != "quadratic":
@@ -541,6 +596,7 @@ def amplification(depths, width, in_features, sigma, n_draws, seed) -> dict:
     ("relinear"). Also returns the paper's scale ``prod_h sqrt(d_h d_{h-1})``.
     """
     from quadnn.relinear import transfer_weights_
+
     out = {}
     for H in depths:
         widths = [in_features] + [width] * (H - 1) + [1]
@@ -570,9 +626,13 @@ def variety_table(archs, n_trials: int, seed: int) -> list[dict]:
         row = dict(widths=list(w))
         for net in NETWORKS:
             dim, det = variety_dimension(w, net, n_trials=n_trials, seed=seed, return_details=True)
-            row[net] = dict(dim=dim, gap=min(det["gaps"]), params=parameter_count(w, net),
-                            paper=variety_dimension_bound(w, net, "paper"),
-                            corrected=variety_dimension_bound(w, net, "corrected"))
+            row[net] = dict(
+                dim=dim,
+                gap=min(det["gaps"]),
+                params=parameter_count(w, net),
+                paper=variety_dimension_bound(w, net, "paper"),
+                corrected=variety_dimension_bound(w, net, "corrected"),
+            )
         row["quadratic"]["layerwise"] = variety_dimension_bound(w, "quadratic", "layerwise")
         out.append(row)
     return out
@@ -593,21 +653,45 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
 
         rmax, rmin = ranges[-1], ranges[0]
         out["oscillation_rows"] = [
-            [kind, float(s), float(R), med(kind, s, R), float(np.quantile(osc["max_abs"][kind][s][R], 0.1)),
-             float(np.quantile(osc["max_abs"][kind][s][R], 0.9))]
-            for kind in ("conventional", "quadratic") for s in sigmas for R in ranges]
+            [
+                kind,
+                float(s),
+                float(R),
+                med(kind, s, R),
+                float(np.quantile(osc["max_abs"][kind][s][R], 0.1)),
+                float(np.quantile(osc["max_abs"][kind][s][R], 0.9)),
+            ]
+            for kind in ("conventional", "quadratic")
+            for s in sigmas
+            for R in ranges
+        ]
         out["oscillation_variables"] = dict(
-            OscXmax=float(rmax), OscXmin=float(rmin),
+            OscXmax=float(rmax),
+            OscXmin=float(rmin),
             OscQuadRatio=(med("quadratic", sigmas[-1], rmax) / med("quadratic", sigmas[0], rmax), 2),
             OscConvRatio=(med("conventional", sigmas[-1], rmax) / med("conventional", sigmas[0], rmax), 2),
-            OscQuadRatioSmall=(med("quadratic", sigmas[-1], rmin) / med("quadratic", sigmas[0], rmin), 2))
+            OscQuadRatioSmall=(med("quadratic", sigmas[-1], rmin) / med("quadratic", sigmas[0], rmin), 2),
+        )
     if "variety" in results:
         vd = results["variety"]
         rows = []
         for r in vd:
             q, a = r["quadratic"], r["quadratic_activation"]
-            rows.append(["(" + ",".join(map(str, r["widths"])) + ")", q["params"], q["paper"], q["corrected"],
-                         q["layerwise"], q["dim"], a["params"], a["paper"], a["corrected"], a["dim"], q["dim"] > a["dim"]])
+            rows.append(
+                [
+                    "(" + ",".join(map(str, r["widths"])) + ")",
+                    q["params"],
+                    q["paper"],
+                    q["corrected"],
+                    q["layerwise"],
+                    q["dim"],
+                    a["params"],
+                    a["paper"],
+                    a["corrected"],
+                    a["dim"],
+                    q["dim"] > a["dim"],
+                ]
+            )
         one = next((r for r in vd if r["widths"] == [1, 1, 1]), None)
         out["variety_rows"] = rows
         out["variety_variables"] = dict(
@@ -617,25 +701,40 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
             VarPropTwoHolds=int(sum(r[-1] for r in rows)),
             VarLayerwiseExact=int(sum(r["quadratic"]["layerwise"] == r["quadratic"]["dim"] for r in vd)),
             VarMinGap=(float(min(r[n]["gap"] for r in vd for n in NETWORKS)), 3),
-            VarCorrectedHold="yes" if all(r[n]["corrected"] >= r[n]["dim"] for r in vd for n in NETWORKS) else "no")
+            VarCorrectedHold="yes" if all(r[n]["corrected"] >= r[n]["dim"] for r in vd for n in NETWORKS) else "no",
+        )
         if one is not None:
             out["variety_variables"].update(VarOneDim=one["quadratic"]["dim"], VarOnePaper=one["quadratic"]["paper"])
     if "amplification" in results:
         amp = results["amplification"]
         depths = sorted(amp, key=int)
-        med_ = {k: np.array([np.median(amp[d][k]) / amp[d]["scale"] for d in depths])
-                for k in ("conventional", "quadratic_random", "quadratic_relinear")}
-        ratio = np.array([np.median(np.array(amp[d]["quadratic_random"]) / np.array(amp[d]["conventional"]))
-                          for d in depths])
+        med_ = {
+            k: np.array([np.median(amp[d][k]) / amp[d]["scale"] for d in depths])
+            for k in ("conventional", "quadratic_random", "quadratic_relinear")
+        }
+        ratio = np.array(
+            [np.median(np.array(amp[d]["quadratic_random"]) / np.array(amp[d]["conventional"])) for d in depths]
+        )
         out["amplification"] = dict(depths=np.array([int(d) for d in depths]), normalised=med_, ratio=ratio)
         out["amplification_rows"] = [
-            [int(d), amp[d]["scale"], float(np.median(amp[d]["conventional"])),
-             float(np.median(amp[d]["quadratic_random"])), float(np.median(amp[d]["quadratic_relinear"])),
-             float(ratio[i]), float(2 ** int(d))] for i, d in enumerate(depths)]
+            [
+                int(d),
+                amp[d]["scale"],
+                float(np.median(amp[d]["conventional"])),
+                float(np.median(amp[d]["quadratic_random"])),
+                float(np.median(amp[d]["quadratic_relinear"])),
+                float(ratio[i]),
+                float(2 ** int(d)),
+            ]
+            for i, d in enumerate(depths)
+        ]
         same = all(np.allclose(amp[d]["quadratic_relinear"], amp[d]["conventional"], rtol=1e-12) for d in depths)
         out["amplification_variables"] = dict(
-            AmpMaxDepth=int(depths[-1]), AmpRatioMax=(float(ratio[-1]), 2),
-            AmpPaperMax=(float(2 ** int(depths[-1])), 3), AmpRatioOne=(float(ratio[0]), 2),
+            AmpMaxDepth=int(depths[-1]),
+            AmpRatioMax=(float(ratio[-1]), 2),
+            AmpPaperMax=(float(2 ** int(depths[-1])), 3),
+            AmpRatioOne=(float(ratio[0]), 2),
             AmpConvOverScaleMax=(float(med_["conventional"][-1]), 2),
-            AmpRelinearEqual="equal" if same else "not equal")
+            AmpRelinearEqual="equal" if same else "not equal",
+        )
     return out

@@ -8,6 +8,7 @@ configurations of the engine's ``"imagefolder"`` task (data: :mod:`quadnn_paper.
 :func:`summary` turns results into the error table and the text's numbers. One run under
 torchrun (DDP): ``python -m quadnn_paper.execution.imagenet --model ...``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,26 +17,65 @@ import numpy as np
 
 from quadnn_paper.common import published
 from quadnn_paper.common.profiles import protocol_of
-# The data the section's runs read (re-exported for the notebook).
-from quadnn_paper.data.imagefolder import (DATA_DEFAULTS, IMAGENET_MEAN, IMAGENET_STD, datasets, eval_transform,
-                                           train_transform, write_digits_folder)
 
-__all__ = ["PROTOCOLS", "PAPER", "MODELS", "IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "protocol", "runs",
-           "write_digits_folder", "train_transform", "eval_transform", "datasets", "NAME", "summary",
-           "parameter_counts", "depth_of"]
+# The data the section's runs read (re-exported for the notebook).
+from quadnn_paper.data.imagefolder import (
+    DATA_DEFAULTS,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    datasets,
+    eval_transform,
+    train_transform,
+    write_digits_folder,
+)
+
+__all__ = [
+    "PROTOCOLS",
+    "PAPER",
+    "MODELS",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "DATA_DEFAULTS",
+    "protocol",
+    "runs",
+    "write_digits_folder",
+    "train_transform",
+    "eval_transform",
+    "datasets",
+    "NAME",
+    "summary",
+    "parameter_counts",
+    "depth_of",
+]
 
 
 # The ten networks of the paper's ImageNet table, in its row order (plain, ResNet, Parabolic, Poly, Q).
-MODELS = {d: [f"imagenet_plain{d}", f"imagenet_resnet{d}", f"imagenet_parabolic_resnet{d}",
-              f"imagenet_poly_resnet{d}", f"imagenet_qresnet{d}"] for d in (18, 34)}
+MODELS = {
+    d: [
+        f"imagenet_plain{d}",
+        f"imagenet_resnet{d}",
+        f"imagenet_parabolic_resnet{d}",
+        f"imagenet_poly_resnet{d}",
+        f"imagenet_qresnet{d}",
+    ]
+    for d in (18, 34)
+}
 
 # The paper's table (top-1 error, %, 10-crop; it reports no top-5). Keys are our model names.
 # plain/ResNet rows are He et al.'s Table 2 values (option-A shortcuts); the rest are the paper's own runs.
 PAPER = published.IMAGENET
 # What each of our names is called in the paper's table.
-PAPER_LABEL = {f"imagenet_{p}{d}": f"{q}{l}" for d, l in ((18, 20), (34, 32)) for p, q in
-               (("plain", "plain-"), ("resnet", "ResNet"), ("parabolic_resnet", "Parabolic-ResNet"),
-                ("poly_resnet", "Poly-ResNet"), ("qresnet", "QResNet"))}
+PAPER_LABEL = {
+    f"imagenet_{p}{d}": f"{q}{label}"
+    for d, label in ((18, 20), (34, 32))
+    for p, q in (
+        ("plain", "plain-"),
+        ("resnet", "ResNet"),
+        ("parabolic_resnet", "Parabolic-ResNet"),
+        ("poly_resnet", "Poly-ResNet"),
+        ("qresnet", "QResNet"),
+    )
+}
 
 # One protocol per profile. full = the paper's: He et al.'s models with option-A shortcuts (the
 # setting of the numbers it quotes), batch 256, lr 0.1 / 0.9 / 1e-4, ReLinear-sg 1e-5, 10-crop at
@@ -47,18 +87,71 @@ PAPER_LABEL = {f"imagenet_{p}{d}": f"{q}{l}" for d, l in ((18, 20), (34, 32)) fo
 # x*x products to 8 bits of mantissa, which is not the neuron the paper measures. TF32 stays on
 # (RunConfig.tf32; torch already runs convolutions in TF32 by default).
 PROTOCOLS = {
-    "smoke": dict(data="digits", image_size=24, resize=24, crop=21, scale=(0.35, 1.0), width=0.125,
-                  shortcut="A", models=["imagenet_plain18", "imagenet_resnet18", "imagenet_qresnet18"],
-                  seeds=[0], epochs=1, batch_size=64, lr=0.025, momentum=0.9, weight_decay=1e-4,
-                  relinear="sg", lr_g=1e-5, lr_b=1e-5, milestones=(0.5, 0.75), max_per_class=20),
-    "cpu": dict(data="digits", image_size=24, resize=24, crop=21, scale=(0.35, 1.0), width=0.125,
-                shortcut="A", models=MODELS[18] + MODELS[34], seeds=[0], epochs=5, batch_size=64,
-                lr=0.025, momentum=0.9, weight_decay=1e-4, relinear="sg", lr_g=1e-5, lr_b=1e-5,
-                milestones=(0.5, 0.75), max_per_class=None),
-    "full": dict(data="imagenet", image_size=None, resize=256, crop=224, scale=(0.08, 1.0), width=1.0,
-                 shortcut="A", models=MODELS[18] + MODELS[34], seeds=[0], epochs=90, batch_size=256,
-                 lr=0.1, momentum=0.9, weight_decay=1e-4, relinear="sg", lr_g=1e-5, lr_b=1e-5,
-                 milestones=(1 / 3, 2 / 3), max_per_class=None, workers="auto", amp=False),
+    "smoke": dict(
+        data="digits",
+        image_size=24,
+        resize=24,
+        crop=21,
+        scale=(0.35, 1.0),
+        width=0.125,
+        shortcut="A",
+        models=["imagenet_plain18", "imagenet_resnet18", "imagenet_qresnet18"],
+        seeds=[0],
+        epochs=1,
+        batch_size=64,
+        lr=0.025,
+        momentum=0.9,
+        weight_decay=1e-4,
+        relinear="sg",
+        lr_g=1e-5,
+        lr_b=1e-5,
+        milestones=(0.5, 0.75),
+        max_per_class=20,
+    ),
+    "cpu": dict(
+        data="digits",
+        image_size=24,
+        resize=24,
+        crop=21,
+        scale=(0.35, 1.0),
+        width=0.125,
+        shortcut="A",
+        models=MODELS[18] + MODELS[34],
+        seeds=[0],
+        epochs=5,
+        batch_size=64,
+        lr=0.025,
+        momentum=0.9,
+        weight_decay=1e-4,
+        relinear="sg",
+        lr_g=1e-5,
+        lr_b=1e-5,
+        milestones=(0.5, 0.75),
+        max_per_class=None,
+    ),
+    "full": dict(
+        data="imagenet",
+        image_size=None,
+        resize=256,
+        crop=224,
+        scale=(0.08, 1.0),
+        width=1.0,
+        shortcut="A",
+        models=MODELS[18] + MODELS[34],
+        seeds=[0],
+        epochs=90,
+        batch_size=256,
+        lr=0.1,
+        momentum=0.9,
+        weight_decay=1e-4,
+        relinear="sg",
+        lr_g=1e-5,
+        lr_b=1e-5,
+        milestones=(1 / 3, 2 / 3),
+        max_per_class=None,
+        workers="auto",
+        amp=False,
+    ),
 }
 
 
@@ -87,10 +180,8 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
     (``data/imagenet/{train,val}``), :data:`~quadnn_paper.paths.GENERATED` for the generated
     digits tree (default by profile).
     """
-    from quadnn_paper.common.paths import DATA, GENERATED
-
     from quadnn.models.imagenet_resnet import VARIANTS
-
+    from quadnn_paper.common.paths import DATA, GENERATED
     from quadnn_paper.engine import RunConfig
 
     P = protocol(profile, tiny)
@@ -107,13 +198,32 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
             kwargs = dict(width=P["width"], zero_init_last=False) if P["width"] != 1.0 else dict(zero_init_last=False)
             if m in VARIANTS and VARIANTS[m][2] != "none":
                 kwargs["shortcut"] = P["shortcut"]
-            out.append(RunConfig(
-                task="imagefolder", model=m, model_kwargs=kwargs, dataset=P["data"], task_kwargs=task_kwargs,
-                epochs=P["epochs"], batch_size=P["batch_size"], optimizer="sgd", lr=P["lr"], momentum=P["momentum"],
-                weight_decay=P["weight_decay"], relinear=P["relinear"], lr_g=P["lr_g"], lr_b=P["lr_b"],
-                milestones=P["milestones"], seed=s, data_dir=str(Path(data_root) / folder_name(P)),
-                train_limit=P.get("train_limit", 0), progress=False, eval_batch_size=640,
-                workers=P.get("workers", 0), amp=P.get("amp", False)))  # "auto": JPEG decoding on every CPU of the task
+            out.append(
+                RunConfig(
+                    task="imagefolder",
+                    model=m,
+                    model_kwargs=kwargs,
+                    dataset=P["data"],
+                    task_kwargs=task_kwargs,
+                    epochs=P["epochs"],
+                    batch_size=P["batch_size"],
+                    optimizer="sgd",
+                    lr=P["lr"],
+                    momentum=P["momentum"],
+                    weight_decay=P["weight_decay"],
+                    relinear=P["relinear"],
+                    lr_g=P["lr_g"],
+                    lr_b=P["lr_b"],
+                    milestones=P["milestones"],
+                    seed=s,
+                    data_dir=str(Path(data_root) / folder_name(P)),
+                    train_limit=P.get("train_limit", 0),
+                    progress=False,
+                    eval_batch_size=640,
+                    workers=P.get("workers", 0),
+                    amp=P.get("amp", False),
+                )
+            )  # "auto": JPEG decoding on every CPU of the task
     if tiny:
         from quadnn_paper.sections._tiny import tiny_runs
 
@@ -152,9 +262,14 @@ def _mean_sd(values):
     return float(np.mean(values)), (float(np.std(values, ddof=1)) if len(values) > 1 else None)
 
 
-_MACROS = {"PlainEighteen": "imagenet_plain18", "ResEighteen": "imagenet_resnet18", "QResEighteen": "imagenet_qresnet18",
-           "PlainThirtyFour": "imagenet_plain34", "ResThirtyFour": "imagenet_resnet34",
-           "QResThirtyFour": "imagenet_qresnet34"}
+_MACROS = {
+    "PlainEighteen": "imagenet_plain18",
+    "ResEighteen": "imagenet_resnet18",
+    "QResEighteen": "imagenet_qresnet18",
+    "PlainThirtyFour": "imagenet_plain34",
+    "ResThirtyFour": "imagenet_resnet34",
+    "QResThirtyFour": "imagenet_qresnet34",
+}
 
 
 def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Path | None = None) -> dict:
@@ -183,8 +298,17 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
     rows = []
     for m in P["models"]:
         run_params = by_model[m][0]["params"] / 1e6 if by_model[m] else None
-        rows.append([PAPER_LABEL[m], m.replace("imagenet_", ""), full_params[m] / 1e6, run_params, PAPER[m],
-                     cell(m, "top1_error"), cell(m, "top5_error")])
+        rows.append(
+            [
+                PAPER_LABEL[m],
+                m.replace("imagenet_", ""),
+                full_params[m] / 1e6,
+                run_params,
+                PAPER[m],
+                cell(m, "top1_error"),
+                cell(m, "top5_error"),
+            ]
+        )
 
     def top1_text(model):
         v = top(model, "top1_error")[0]
@@ -200,11 +324,19 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
             return "--"
         return f"{np.mean([r['history'][-1]['train_loss'] for r in rs]):.2f}"
 
-    var = dict(Epochs=P["epochs"], BatchSize=P["batch_size"], Lr=P["lr"], LrQuad=P["lr_g"], Width=P["width"],
-               Crop=P["crop"], Resize=P["resize"], Seeds=len(P["seeds"]),
-               ParamsResEighteenB=f"{full_params['option_b_18'] / 1e6:.2f}M",
-               ParamsResThirtyFourB=f"{full_params['option_b_34'] / 1e6:.2f}M",
-               ParamsQResThirtyFour=f"{full_params['imagenet_qresnet34'] / 1e6:.2f}M")
+    var = dict(
+        Epochs=P["epochs"],
+        BatchSize=P["batch_size"],
+        Lr=P["lr"],
+        LrQuad=P["lr_g"],
+        Width=P["width"],
+        Crop=P["crop"],
+        Resize=P["resize"],
+        Seeds=len(P["seeds"]),
+        ParamsResEighteenB=f"{full_params['option_b_18'] / 1e6:.2f}M",
+        ParamsResThirtyFourB=f"{full_params['option_b_34'] / 1e6:.2f}M",
+        ParamsQResThirtyFour=f"{full_params['imagenet_qresnet34'] / 1e6:.2f}M",
+    )
     for macro, m in _MACROS.items():
         var[f"TopOne{macro}"] = top1_text(m)
         var[f"Loss{macro}"] = final_loss(m)
@@ -212,8 +344,10 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
     var["SpreadResEighteen"] = f"{max(eighteen) - min(eighteen):.2f}" if len(eighteen) > 1 else "--"
     var["GapPlainDeeper"] = gap("imagenet_plain34", "imagenet_plain18")
     var["GapQResThirtyFour"] = gap("imagenet_qresnet34", "imagenet_resnet34")
-    compute = sum(sum(h["epoch_time"] for h in r["history"]) + (r.get("eval_time") or 0.0)
-                  for rs in by_model.values() for r in rs)
+    compute = sum(
+        sum(h["epoch_time"] for h in r["history"]) + (r.get("eval_time") or 0.0) for rs in by_model.values() for r in rs
+    )
     var["ComputeMinutes"] = f"{compute / 60:.1f}"
-    return dict(protocol=P, configs=configs, by_model=by_model, pending=pending, params=full_params, rows=rows,
-                variables=var)
+    return dict(
+        protocol=P, configs=configs, by_model=by_model, pending=pending, params=full_params, rows=rows, variables=var
+    )

@@ -7,21 +7,57 @@ crops. ``PROTOCOLS`` (smoke / cpu: a few small synthetic images, a resnet18 enco
 :func:`runs` (the engine's ``"depth"`` task; the models are :mod:`quadnn_paper.engine.lapdepth`, the
 data :mod:`quadnn_paper.data.kitti`) and :func:`summary` (the metrics table and the text's numbers).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from quadnn_paper.common import published
 from quadnn_paper.common.profiles import protocol_of
-# The data and the models the section's runs use (re-exported for the notebook).
-from quadnn_paper.data.kitti import (KITTI_SIZES, KittiSplit, garg_crop_mask, read_depth_png, write_depth_png,
-                                     write_synthetic_kitti)
-from quadnn_paper.engine.lapdepth import (DATA_DEFAULTS, METRICS, MODELS, LapDepth, build_model, depth_metrics,
-                                          quadratic_lapdepth, silog_loss)
 
-__all__ = ["PROTOCOLS", "PAPER", "METRICS", "MODELS", "LABELS", "DATA_DEFAULTS", "LapDepth", "quadratic_lapdepth",
-           "build_model", "depth_metrics", "read_depth_png", "write_depth_png", "garg_crop_mask", "KittiSplit",
-           "write_synthetic_kitti", "silog_loss", "protocol", "runs", "KITTI_SIZES", "NAME", "summary"]
+# The data and the models the section's runs use (re-exported for the notebook).
+from quadnn_paper.data.kitti import (
+    KITTI_SIZES,
+    KittiSplit,
+    garg_crop_mask,
+    read_depth_png,
+    write_depth_png,
+    write_synthetic_kitti,
+)
+from quadnn_paper.engine.lapdepth import (
+    DATA_DEFAULTS,
+    METRICS,
+    MODELS,
+    LapDepth,
+    build_model,
+    depth_metrics,
+    quadratic_lapdepth,
+    silog_loss,
+)
+
+__all__ = [
+    "PROTOCOLS",
+    "PAPER",
+    "METRICS",
+    "MODELS",
+    "LABELS",
+    "DATA_DEFAULTS",
+    "LapDepth",
+    "quadratic_lapdepth",
+    "build_model",
+    "depth_metrics",
+    "read_depth_png",
+    "write_depth_png",
+    "garg_crop_mask",
+    "KittiSplit",
+    "write_synthetic_kitti",
+    "silog_loss",
+    "protocol",
+    "runs",
+    "KITTI_SIZES",
+    "NAME",
+    "summary",
+]
 
 # The paper's KITTI table: only SqRel and RMSE are given. (It prints RMSE 0.446 for LapDepth;
 # LapDepth's own paper reports 2.446 m, so the leading digit seems to have been lost.)
@@ -31,19 +67,75 @@ PAPER = published.KITTI
 # float32 (amp=False: the paper's runs; with amp on the loss would still be computed in float32).
 # smoke / cpu: synthetic scenes at a small size, a resnet18 encoder.
 PROTOCOLS = {
-    "smoke": dict(data="synthetic", encoder="resnet18", n_train=8, n_test=4, height=64, width=192,
-                  epochs=2, batch_size=4, optimizer="AdamW", betas=(0.9, 0.999), lr=1e-4, end_lr=1e-5,
-                  lr_power=0.5, weight_decay_encoder=5e-4, weight_decay_decoder=0.0, lr_g=1e-5, lr_b=1e-5,
-                  max_depth=80.0, threads=1, seeds=[0]),
-    "cpu": dict(data="synthetic", encoder="resnet18", n_train=32, n_test=8, height=64, width=192,
-                epochs=4, batch_size=4, optimizer="AdamW", betas=(0.9, 0.999), lr=1e-4, end_lr=1e-5,
-                lr_power=0.5, weight_decay_encoder=5e-4, weight_decay_decoder=0.0, lr_g=1e-5, lr_b=1e-5,
-                max_depth=80.0, threads=1, seeds=[0]),
-    "full": dict(data="kitti", encoder="resnext101_32x8d", n_train=23488, n_test=697, height=352, width=1216,
-                 train_height=352, train_width=704, epochs=50, batch_size=16, optimizer="AdamW", betas=(0.9, 0.999),
-                 lr=1e-4, end_lr=1e-5,
-                 lr_power=0.5, weight_decay_encoder=5e-4, weight_decay_decoder=0.0, lr_g=1e-5, lr_b=1e-5,
-                 max_depth=80.0, threads=None, seeds=[0], amp=False),
+    "smoke": dict(
+        data="synthetic",
+        encoder="resnet18",
+        n_train=8,
+        n_test=4,
+        height=64,
+        width=192,
+        epochs=2,
+        batch_size=4,
+        optimizer="AdamW",
+        betas=(0.9, 0.999),
+        lr=1e-4,
+        end_lr=1e-5,
+        lr_power=0.5,
+        weight_decay_encoder=5e-4,
+        weight_decay_decoder=0.0,
+        lr_g=1e-5,
+        lr_b=1e-5,
+        max_depth=80.0,
+        threads=1,
+        seeds=[0],
+    ),
+    "cpu": dict(
+        data="synthetic",
+        encoder="resnet18",
+        n_train=32,
+        n_test=8,
+        height=64,
+        width=192,
+        epochs=4,
+        batch_size=4,
+        optimizer="AdamW",
+        betas=(0.9, 0.999),
+        lr=1e-4,
+        end_lr=1e-5,
+        lr_power=0.5,
+        weight_decay_encoder=5e-4,
+        weight_decay_decoder=0.0,
+        lr_g=1e-5,
+        lr_b=1e-5,
+        max_depth=80.0,
+        threads=1,
+        seeds=[0],
+    ),
+    "full": dict(
+        data="kitti",
+        encoder="resnext101_32x8d",
+        n_train=23488,
+        n_test=697,
+        height=352,
+        width=1216,
+        train_height=352,
+        train_width=704,
+        epochs=50,
+        batch_size=16,
+        optimizer="AdamW",
+        betas=(0.9, 0.999),
+        lr=1e-4,
+        end_lr=1e-5,
+        lr_power=0.5,
+        weight_decay_encoder=5e-4,
+        weight_decay_decoder=0.0,
+        lr_g=1e-5,
+        lr_b=1e-5,
+        max_depth=80.0,
+        threads=None,
+        seeds=[0],
+        amp=False,
+    ),
 }
 
 
@@ -66,26 +158,58 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
     ``data_dir``: the KITTI tree (full; default ``data/kitti``) or where the synthetic scenes are
     written (smoke/cpu; default ``build/data/kitti_synthetic``).
     """
-    from quadnn_paper.engine import RunConfig
     from quadnn_paper.common.paths import DATA, GENERATED
+    from quadnn_paper.engine import RunConfig
 
     P = protocol(profile, tiny)
     if data_dir is None:
         data_dir = DATA / "kitti" if P["data"] == "kitti" else GENERATED / "kitti_synthetic"
-    task_kwargs = dict(n_train=P["n_train"], n_test=P["n_test"], height=P["height"], width=P["width"],
-                       max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"])
+    task_kwargs = dict(
+        n_train=P["n_train"],
+        n_test=P["n_test"],
+        height=P["height"],
+        width=P["width"],
+        max_depth=P["max_depth"],
+        weight_decay_decoder=P["weight_decay_decoder"],
+    )
     if P["data"] == "kitti":  # the real images, KB-cropped, random training crops
-        task_kwargs = dict(max_depth=P["max_depth"], weight_decay_decoder=P["weight_decay_decoder"],
-                           crop=[P["height"], P["width"]], train_crop=[P["train_height"], P["train_width"]])
-    out = [RunConfig(task="depth", model=m, model_kwargs=dict(encoder=P["encoder"], max_depth=P["max_depth"]),
-                      dataset=P["data"], task_kwargs=task_kwargs, epochs=P["epochs"], batch_size=P["batch_size"],
-                      optimizer="adamw", lr=P["lr"], momentum=P["betas"][0], beta2=P["betas"][1],
-                      weight_decay=P["weight_decay_encoder"], relinear="sg", lr_g=P["lr_g"], lr_b=P["lr_b"],
-                      schedule="poly", end_lr=P["end_lr"], lr_power=P["lr_power"], seed=s,
-                      data_dir=str(data_dir), threads=P["threads"], progress=False, split_seed=s,
-                      amp=P.get("amp", False),
-                      train_limit=P.get("train_limit", 0))
-            for s in P["seeds"] for m in MODELS]
+        task_kwargs = dict(
+            max_depth=P["max_depth"],
+            weight_decay_decoder=P["weight_decay_decoder"],
+            crop=[P["height"], P["width"]],
+            train_crop=[P["train_height"], P["train_width"]],
+        )
+    out = [
+        RunConfig(
+            task="depth",
+            model=m,
+            model_kwargs=dict(encoder=P["encoder"], max_depth=P["max_depth"]),
+            dataset=P["data"],
+            task_kwargs=task_kwargs,
+            epochs=P["epochs"],
+            batch_size=P["batch_size"],
+            optimizer="adamw",
+            lr=P["lr"],
+            momentum=P["betas"][0],
+            beta2=P["betas"][1],
+            weight_decay=P["weight_decay_encoder"],
+            relinear="sg",
+            lr_g=P["lr_g"],
+            lr_b=P["lr_b"],
+            schedule="poly",
+            end_lr=P["end_lr"],
+            lr_power=P["lr_power"],
+            seed=s,
+            data_dir=str(data_dir),
+            threads=P["threads"],
+            progress=False,
+            split_seed=s,
+            amp=P.get("amp", False),
+            train_limit=P.get("train_limit", 0),
+        )
+        for s in P["seeds"]
+        for m in MODELS
+    ]
     if tiny:
         from quadnn_paper.sections._tiny import tiny_runs
 
@@ -94,14 +218,23 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
 
 
 # -- the section's numbers ---------------------------------------------------------------------------
-METRIC_LABELS = dict(abs_rel="AbsRel", sq_rel="SqRel", rmse="RMSE", rmse_log="RMSE log", d1="d<1.25", d2="d<1.25^2",
-                     d3="d<1.25^3")
-METRIC_TEX = dict(abs_rel="AbsRel", sq_rel="SqRel", rmse="RMSE", rmse_log="RMSE$_{\\log}$", d1="$\\delta_1$",
-                  d2="$\\delta_2$", d3="$\\delta_3$")
+METRIC_LABELS = dict(
+    abs_rel="AbsRel", sq_rel="SqRel", rmse="RMSE", rmse_log="RMSE log", d1="d<1.25", d2="d<1.25^2", d3="d<1.25^3"
+)
+METRIC_TEX = dict(
+    abs_rel="AbsRel",
+    sq_rel="SqRel",
+    rmse="RMSE",
+    rmse_log="RMSE$_{\\log}$",
+    d1="$\\delta_1$",
+    d2="$\\delta_2$",
+    d3="$\\delta_3$",
+)
 
 
-def summary(results: dict, profile: str, tiny: bool = False, data_dir: str | Path | None = None,
-            seed: int | None = None) -> dict:
+def summary(
+    results: dict, profile: str, tiny: bool = False, data_dir: str | Path | None = None, seed: int | None = None
+) -> dict:
     """Per model (display name) its result or None (pending), the metrics table's rows (the paper's
     and ours) and the variables the text quotes. ``seed``: only that seed's runs (default: all)."""
     from quadnn_paper.common.cells import Cell
@@ -114,16 +247,27 @@ def summary(results: dict, profile: str, tiny: bool = False, data_dir: str | Pat
         return Cell(v, decimals=3) if isinstance(v, float) else ("pending" if v is None else v)
 
     rows = [[name, "paper"] + [cell(vals[k]) if k in vals else "--" for k in METRICS] for name, vals in PAPER.items()]
-    rows += [[name, f"ours ({profile})"] + [cell(r[k]) if r is not None else "pending" for k in METRICS]
-             for name, r in by_name.items()]
+    rows += [
+        [name, f"ours ({profile})"] + [cell(r[k]) if r is not None else "pending" for k in METRICS]
+        for name, r in by_name.items()
+    ]
     lap, quad = by_name["LapDepth"], by_name["Quadratic-LapDepth"]
 
     def shown(r, key, spec, scale=1.0, unit=""):
         return "pending" if r is None or r[key] is None else format(r[key] / scale, spec) + unit
 
-    var = dict(Encoder=P["encoder"], Epochs=P["epochs"], BatchSize=P["batch_size"], Height=P["height"], Width=P["width"],
-               ParamsLap=shown(lap, "params", ".1f", 1e6, "M"), ParamsQuad=shown(quad, "params", ".1f", 1e6, "M"),
-               SqRelLap=shown(lap, "sq_rel", ".3f"), SqRelQuad=shown(quad, "sq_rel", ".3f"),
-               RmseLap=shown(lap, "rmse", ".3f"), RmseQuad=shown(quad, "rmse", ".3f"),
-               ComputeMinutes=f"{sum(r['epoch_time'] * r['epochs_run'] for r in (lap, quad) if r) / 60:.1f}")
+    var = dict(
+        Encoder=P["encoder"],
+        Epochs=P["epochs"],
+        BatchSize=P["batch_size"],
+        Height=P["height"],
+        Width=P["width"],
+        ParamsLap=shown(lap, "params", ".1f", 1e6, "M"),
+        ParamsQuad=shown(quad, "params", ".1f", 1e6, "M"),
+        SqRelLap=shown(lap, "sq_rel", ".3f"),
+        SqRelQuad=shown(quad, "sq_rel", ".3f"),
+        RmseLap=shown(lap, "rmse", ".3f"),
+        RmseQuad=shown(quad, "rmse", ".3f"),
+        ComputeMinutes=f"{sum(r['epoch_time'] * r['epochs_run'] for r in (lap, quad) if r) / 60:.1f}",
+    )
     return dict(protocol=P, configs=configs, results=by_name, rows=rows, variables=var)

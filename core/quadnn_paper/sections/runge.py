@@ -31,6 +31,7 @@ per-element learning rates and shrink factors. Adam and the shrink rules are ele
 the runs' losses are summed, so this computes exactly what the independent runs compute (a
 test checks it against :func:`train_reference`).
 """
+
 from __future__ import annotations
 
 import math
@@ -42,18 +43,36 @@ import numpy as np
 import torch
 from torch import nn
 
-from quadnn_paper.common import published
-from quadnn_paper.engine.store import cached
 from quadnn.layers import QuadraticLinear
+from quadnn.relinear import Shrink, param_groups
 from quadnn_paper.analysis.piecewise import check_against_model, count_distinct, piecewise_polynomials
+from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
 from quadnn_paper.common.profiles import protocol_of
-from quadnn.relinear import Shrink, param_groups
+from quadnn_paper.engine.store import cached
 
 __all__ = [
-    "PAPER", "PAPER_RMSE", "PROTOCOLS", "STRATEGIES", "Strategy", "runge", "dataset", "build_model",
-    "init_model", "flatten", "unflatten_", "batched_forward", "train_batched", "train_reference",
-    "run_experiment", "rmse", "NAME", "protocol", "runs", "summary", "progress_printer",
+    "PAPER",
+    "PAPER_RMSE",
+    "PROTOCOLS",
+    "STRATEGIES",
+    "Strategy",
+    "runge",
+    "dataset",
+    "build_model",
+    "init_model",
+    "flatten",
+    "unflatten_",
+    "batched_forward",
+    "train_batched",
+    "train_reference",
+    "run_experiment",
+    "rmse",
+    "NAME",
+    "protocol",
+    "runs",
+    "summary",
+    "progress_printer",
 ]
 
 
@@ -64,12 +83,12 @@ def runge(x):
 
 @dataclass(frozen=True)
 class Strategy:
-    init: str                  # "relinear" | "random"
-    lr: float                  # the linear branch (weight, bias)
-    lr_g: float                # the gate (weight_g, bias_g)
-    lr_b: float                # the power term and constant (weight_b, bias_b)
+    init: str  # "relinear" | "random"
+    lr: float  # the linear branch (weight, bias)
+    lr_g: float  # the gate (weight_g, bias_g)
+    lr_b: float  # the power term and constant (weight_b, bias_b)
     shrink: str | None = None  # None | "l1" | "l2" (quadnn.relinear.Shrink after each step)
-    alpha: float = 0.0         # alpha (l1) or beta (l2), the same for the g and b terms
+    alpha: float = 0.0  # alpha (l1) or beta (l2), the same for the g and b terms
     in_paper: bool = True
 
 
@@ -149,6 +168,7 @@ def init_model(strategy: str | Strategy, seed: int, width: int = 8, depth: int =
 # Per layer (in -> out): W_rg (in, 2 out) = [weight; weight_g]^T, b_rg (2 out) = [bias, bias_g],
 # W_b (in, out) = weight_b^T, c (out) = bias_b.
 
+
 def _layout(widths):
     off, out = 0, []
     for i, o in zip(widths[:-1], widths[1:]):
@@ -168,8 +188,12 @@ def flatten(model: nn.Sequential) -> torch.Tensor:
     """The model's parameters as one flat float64 vector in the batched layout."""
     parts = []
     for m in _layers(model):
-        parts += [torch.cat([m.weight, m.weight_g], 0).T.reshape(-1), torch.cat([m.bias, m.bias_g]),
-                  m.weight_b.T.reshape(-1), m.bias_b]
+        parts += [
+            torch.cat([m.weight, m.weight_g], 0).T.reshape(-1),
+            torch.cat([m.bias, m.bias_g]),
+            m.weight_b.T.reshape(-1),
+            m.bias_b,
+        ]
     return torch.cat([p.detach().to(torch.float64) for p in parts])
 
 
@@ -183,11 +207,17 @@ def unflatten_(model: nn.Sequential, flat) -> nn.Sequential:
     if flat.numel() != n:
         raise ValueError(f"flat vector has {flat.numel()} entries, the model needs {n}")
     for m, (i, o, sp) in zip(layers, spans):
-        get = lambda k: flat[sp[k][0]:sp[k][1]]
+
+        def get(k, sp=sp):
+            return flat[sp[k][0] : sp[k][1]]
+
         wrg = get("Wrg").view(i, 2 * o).T
-        m.weight.copy_(wrg[:o]); m.weight_g.copy_(wrg[o:])
-        m.bias.copy_(get("brg")[:o]); m.bias_g.copy_(get("brg")[o:])
-        m.weight_b.copy_(get("Wb").view(i, o).T); m.bias_b.copy_(get("c"))
+        m.weight.copy_(wrg[:o])
+        m.weight_g.copy_(wrg[o:])
+        m.bias.copy_(get("brg")[:o])
+        m.bias_g.copy_(get("brg")[o:])
+        m.weight_b.copy_(get("Wb").view(i, o).T)
+        m.bias_b.copy_(get("c"))
     return model
 
 
@@ -198,12 +228,12 @@ def _group_masks(widths):
     ref = torch.zeros(n, dtype=torch.float64)
     for i, o, sp in spans:
         a, _ = sp["Wrg"]
-        group[a:a + i * 2 * o].view(i, 2 * o)[:, o:] = 1
+        group[a : a + i * 2 * o].view(i, 2 * o)[:, o:] = 1
         a, _ = sp["brg"]
-        group[a + o:a + 2 * o] = 1
-        ref[a + o:a + 2 * o] = 1.0  # b_g's ReLinear value
-        group[sp["Wb"][0]:sp["Wb"][1]] = 2
-        group[sp["c"][0]:sp["c"][1]] = 2
+        group[a + o : a + 2 * o] = 1
+        ref[a + o : a + 2 * o] = 1.0  # b_g's ReLinear value
+        group[sp["Wb"][0] : sp["Wb"][1]] = 2
+        group[sp["c"][0] : sp["c"][1]] = 2
     return group, ref
 
 
@@ -212,7 +242,10 @@ def _views(P: torch.Tensor, widths) -> list[tuple[torch.Tensor, ...]]:
     R = P.shape[0]
     out = []
     for i, o, sp in _layout(widths)[0]:
-        view = lambda key, *shape: P[:, sp[key][0]:sp[key][1]].view(R, *shape)
+
+        def view(key, *shape, sp=sp):
+            return P[:, sp[key][0] : sp[key][1]].view(R, *shape)
+
         out.append((view("Wrg", i, 2 * o), view("brg", 1, 2 * o), view("Wb", i, o), view("c", 1, o)))
     return out
 
@@ -234,8 +267,9 @@ def batched_forward(P, x: torch.Tensor, widths=None) -> torch.Tensor:
     return h
 
 
-def train_batched(runs: list[tuple[str, int]], protocol: dict, log_every: int = 100, threads: int = 1,
-                  progress=None) -> dict:
+def train_batched(
+    runs: list[tuple[str, int]], protocol: dict, log_every: int = 100, threads: int = 1, progress=None
+) -> dict:
     """Train every ``(strategy, seed)`` of ``runs`` together; see the module docstring.
 
     Returns numpy arrays: ``params`` (R, n) final flat parameters, ``loss`` (R, T) training
@@ -287,12 +321,13 @@ def train_batched(runs: list[tuple[str, int]], protocol: dict, log_every: int = 
                 with torch.no_grad():
                     g = G
                     if (t - 1) % log_every == 0:  # loss of the parameters before this step
-                        losses.append(loss_r.detach().clone()); steps.append(t - 1)
+                        losses.append(loss_r.detach().clone())
+                        steps.append(t - 1)
                     # torch.optim.Adam (single-tensor form), with per-element learning rates
                     m.lerp_(g, 1 - b1)
                     v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                    denom = (v.sqrt() / math.sqrt(1 - b2 ** t)).add_(eps)
-                    P.addcdiv_(m * lr, denom, value=-1.0 / (1 - b1 ** t))
+                    denom = (v.sqrt() / math.sqrt(1 - b2**t)).add_(eps)
+                    P.addcdiv_(m * lr, denom, value=-1.0 / (1 - b1**t))
                     # quadnn.relinear.Shrink, after the optimiser step
                     if use_l1:
                         P.sub_(l1 * torch.sign(P - ref))
@@ -302,12 +337,12 @@ def train_batched(runs: list[tuple[str, int]], protocol: dict, log_every: int = 
                     progress(t, T)
             with torch.no_grad():
                 final = (batched_forward(P, x, widths) - y).square().mean(dim=(1, 2))
-            losses.append(final); steps.append(T)
+            losses.append(final)
+            steps.append(T)
             seconds = time.perf_counter() - t0
         finally:
             torch.set_num_threads(old_threads)
-    return dict(params=P.numpy(), loss=torch.stack(losses, 1).numpy(), steps=np.array(steps),
-                seconds=seconds)
+    return dict(params=P.numpy(), loss=torch.stack(losses, 1).numpy(), steps=np.array(steps), seconds=seconds)
 
 
 def train_reference(strategy: str, seed: int, protocol: dict) -> nn.Sequential:
@@ -315,8 +350,9 @@ def train_reference(strategy: str, seed: int, protocol: dict) -> nn.Sequential:
     s = STRATEGIES[strategy]
     model = init_model(strategy, seed, protocol["width"], protocol["depth"])
     x, y, _, _ = dataset(protocol)
-    opt = torch.optim.Adam(param_groups(model, s.lr, s.lr_g, s.lr_b), betas=OPTIMIZER["betas"],
-                           eps=OPTIMIZER["eps"], foreach=False)
+    opt = torch.optim.Adam(
+        param_groups(model, s.lr, s.lr_g, s.lr_b), betas=OPTIMIZER["betas"], eps=OPTIMIZER["eps"], foreach=False
+    )
     shrink = Shrink(model, s.shrink, s.alpha, s.alpha) if s.shrink else None
     for _ in range(protocol["iterations"]):
         opt.zero_grad()
@@ -361,19 +397,29 @@ def run_experiment(protocol: dict, cache_dir=None, strategies=None, progress=Non
     """
     strategies = list(strategies or STRATEGIES)
     runs = [(s, seed) for s in strategies for seed in protocol["seeds"]]
-    config = dict(protocol=protocol, strategies={s: STRATEGIES[s].__dict__ for s in strategies},
-                  optimizer=OPTIMIZER, version=VERSION)
+    config = dict(
+        protocol=protocol,
+        strategies={s: STRATEGIES[s].__dict__ for s in strategies},
+        optimizer=OPTIMIZER,
+        version=VERSION,
+    )
 
     def compute():
         out = train_batched(runs, protocol, progress=progress)
         rows = []
         for k, (s, seed) in enumerate(runs):
             p = out["params"][k]
-            rows.append(dict(strategy=s, seed=seed, rmse=rmse(p, protocol, "test"),
-                             train_rmse=rmse(p, protocol, "train"), params=p.tolist(),
-                             loss=out["loss"][k].tolist()))
-        return dict(runs=rows, steps=out["steps"].tolist(), seconds=out["seconds"],
-                    threads=1, torch=torch.__version__)
+            rows.append(
+                dict(
+                    strategy=s,
+                    seed=seed,
+                    rmse=rmse(p, protocol, "test"),
+                    train_rmse=rmse(p, protocol, "train"),
+                    params=p.tolist(),
+                    loss=out["loss"][k].tolist(),
+                )
+            )
+        return dict(runs=rows, steps=out["steps"].tolist(), seconds=out["seconds"], threads=1, torch=torch.__version__)
 
     return cached(cache_dir, "runge", config, compute)
 
@@ -381,10 +427,20 @@ def run_experiment(protocol: dict, cache_dir=None, strategies=None, progress=Non
 # -- the section interface ----------------------------------------------------------------------
 NAME = "runge"
 # What the report calls each strategy, in text, in LaTeX and in macro names.
-LABEL = {"regular": "regular", "relinear-init": "ReLinear init only", "sw-l1": "ReLinear-sw-l1",
-         "sw-l2": "ReLinear-sw-l2", "sg": "ReLinear-sg"}
-TEX = {"regular": "Regular", "relinear-init": "ReLinear init only", "sw-l1": r"ReLinear$^{sw}$-$\ell_1$",
-       "sw-l2": r"ReLinear$^{sw}$-$\ell_2$", "sg": r"ReLinear$^{sg}$"}
+LABEL = {
+    "regular": "regular",
+    "relinear-init": "ReLinear init only",
+    "sw-l1": "ReLinear-sw-l1",
+    "sw-l2": "ReLinear-sw-l2",
+    "sg": "ReLinear-sg",
+}
+TEX = {
+    "regular": "Regular",
+    "relinear-init": "ReLinear init only",
+    "sw-l1": r"ReLinear$^{sw}$-$\ell_1$",
+    "sw-l2": r"ReLinear$^{sw}$-$\ell_2$",
+    "sg": r"ReLinear$^{sg}$",
+}
 MACRO = {"regular": "Regular", "relinear-init": "Init", "sw-l1": "SwLOne", "sw-l2": "SwLTwo", "sg": "Sg"}
 BLOWN = 1.0  # test RMSE above 1 on a target within [0, 1]: the fit blew up
 PAPER_ORDER = ("sg", "sw-l2", "sw-l1")  # the paper's ranking of the ReLinear strategies, best first
@@ -418,8 +474,9 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     models = {s: [unflatten_(build_model(P["width"], P["depth"]), r["params"]) for r in rs] for s, rs in by.items()}
     rmse_ = {s: np.array([r["rmse"] for r in rs]) for s, rs in by.items()}
     pieces = {s: [piecewise_polynomials(m, lo, hi) for m in ms] for s, ms in models.items()}
-    worst = max(check_against_model(m, p, n=1001)["max_rel_error"]
-                for s in STRATEGIES for m, p in zip(models[s], pieces[s]))
+    worst = max(
+        check_against_model(m, p, n=1001)["max_rel_error"] for s in STRATEGIES for m, p in zip(models[s], pieces[s])
+    )
     n_pieces = {s: np.array([len(p) for p in ps]) for s, ps in pieces.items()}
     n_distinct = {s: np.array([count_distinct(p) for p in ps]) for s, ps in pieces.items()}
     high = {s: np.array([_high_order(p) for p in ps]) for s, ps in pieces.items()}
@@ -428,26 +485,52 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     for s in STRATEGIES:
         v, paper = rmse_[s], PAPER_RMSE[s]
         # reproduced: the paper's value lies within our mean +- 2 std
-        ours = Cell(float(v.mean()), float(v.std()),
-                    reproduced=None if paper is None else bool(abs(v.mean() - paper) <= 2 * v.std()))
-        rmse_rows.append([Cell(LABEL[s], tex=TEX[s]), ours, float(np.median(v)),
-                          f"{int((v > BLOWN).sum())}/{len(v)}", paper])
-        piece_rows.append([Cell(LABEL[s], tex=TEX[s]),
-                           Cell(float(n_pieces[s].mean()), float(n_pieces[s].std()), decimals=1),
-                           f"{n_pieces[s].min()}--{n_pieces[s].max()}", float(np.median(high[s]))])
+        ours = Cell(
+            float(v.mean()),
+            float(v.std()),
+            reproduced=None if paper is None else bool(abs(v.mean() - paper) <= 2 * v.std()),
+        )
+        rmse_rows.append(
+            [Cell(LABEL[s], tex=TEX[s]), ours, float(np.median(v)), f"{int((v > BLOWN).sum())}/{len(v)}", paper]
+        )
+        piece_rows.append(
+            [
+                Cell(LABEL[s], tex=TEX[s]),
+                Cell(float(n_pieces[s].mean()), float(n_pieces[s].std()), decimals=1),
+                f"{n_pieces[s].min()}--{n_pieces[s].max()}",
+                float(np.median(high[s])),
+            ]
+        )
 
-    var = dict(Seeds=len(P["seeds"]), Iterations=P["iterations"], TrainSeconds=round(results["seconds"]),
-               PaperPieces=PAPER_PIECES, WorstPieceError=(worst, 1))
+    var = dict(
+        Seeds=len(P["seeds"]),
+        Iterations=P["iterations"],
+        TrainSeconds=round(results["seconds"]),
+        PaperPieces=PAPER_PIECES,
+        WorstPieceError=(worst, 1),
+    )
     for s in STRATEGIES:
         m, v = MACRO[s], rmse_[s]
-        var.update({f"Rmse{m}": float(v.mean()), f"RmseMedian{m}": float(np.median(v)), f"RmseStd{m}": float(v.std()),
-                    f"Blown{m}": int((v > BLOWN).sum()), f"Pieces{m}": (float(n_pieces[s].mean()), 3),
-                    f"PiecesMin{m}": int(n_pieces[s].min()), f"PiecesMax{m}": int(n_pieces[s].max()),
-                    f"High{m}": (float(np.median(high[s])), 2)})
+        var.update(
+            {
+                f"Rmse{m}": float(v.mean()),
+                f"RmseMedian{m}": float(np.median(v)),
+                f"RmseStd{m}": float(v.std()),
+                f"Blown{m}": int((v > BLOWN).sum()),
+                f"Pieces{m}": (float(n_pieces[s].mean()), 3),
+                f"PiecesMin{m}": int(n_pieces[s].min()),
+                f"PiecesMax{m}": int(n_pieces[s].max()),
+                f"High{m}": (float(np.median(high[s])), 2),
+            }
+        )
     order = sorted(PAPER_ORDER, key=lambda s: rmse_[s].mean())
-    var.update(OrderFirst=LABEL[order[0]], OrderSecond=LABEL[order[1]], OrderThird=LABEL[order[2]],
-               OrderMatches="yes" if tuple(order) == PAPER_ORDER else "no",
-               SgBest="yes" if order[0] == "sg" else "no")
+    var.update(
+        OrderFirst=LABEL[order[0]],
+        OrderSecond=LABEL[order[1]],
+        OrderThird=LABEL[order[2]],
+        OrderMatches="yes" if tuple(order) == PAPER_ORDER else "no",
+        SgBest="yes" if order[0] == "sg" else "no",
+    )
     # the seeds share the linear branch across strategies, so they compare seed by seed
     for other in ("sw-l1", "sw-l2", "relinear-init"):
         var[f"SgBeats{MACRO[other]}"] = int((rmse_["sg"] < rmse_[other]).sum())
@@ -457,6 +540,20 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     spread = max(rmse_[s].std() for s in PAPER_ORDER)
     gap = max(rmse_[s].mean() for s in PAPER_ORDER) - min(rmse_[s].mean() for s in PAPER_ORDER)
     var["GapWithinSpread"] = "yes" if gap < spread else "no"
-    return dict(protocol=P, runs=by, models=models, rmse=rmse_, pieces=pieces, worst_piece_error=worst,
-                n_pieces=n_pieces, n_distinct=n_distinct, high=high, order=order, gap=gap, spread=spread,
-                rmse_rows=rmse_rows, piece_rows=piece_rows, variables=var)
+    return dict(
+        protocol=P,
+        runs=by,
+        models=models,
+        rmse=rmse_,
+        pieces=pieces,
+        worst_piece_error=worst,
+        n_pieces=n_pieces,
+        n_distinct=n_distinct,
+        high=high,
+        order=order,
+        gap=gap,
+        spread=spread,
+        rmse_rows=rmse_rows,
+        piece_rows=piece_rows,
+        variables=var,
+    )

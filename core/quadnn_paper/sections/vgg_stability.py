@@ -7,6 +7,7 @@ network and the quadratic one start from the initial weights the conventional VG
 that seed and see the same batches; "the quadratic VGG16 trains where the square one does not"
 is supported when the interval of ``err(square) - err(quadratic)`` lies above zero.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,17 +17,35 @@ from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "runs", "summary", "rows", "variables", "MARGIN", "CLAIMS_HEADER",
-           "claim_rows", "error_cell", "param_count"]
+__all__ = [
+    "NAME",
+    "PROTOCOLS",
+    "protocol",
+    "runs",
+    "summary",
+    "rows",
+    "variables",
+    "MARGIN",
+    "CLAIMS_HEADER",
+    "claim_rows",
+    "error_cell",
+    "param_count",
+]
 
 NAME = "vgg_stability"
 # smoke/cpu: the same models and learning rates on the 8x8 digits stand-in, all channel counts
 # scaled by ``width``, more seeds than the paper's one so each claim gets an interval.
 PROTOCOLS = {
-    "smoke": dict(recipe={**cs.VGG_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 192}, width=0.125,
-                  seeds=(0,), threads=1),
-    "cpu": dict(recipe={**cs.VGG_RECIPE, **cs.DIGITS, "epochs": 6, "train_limit": 512}, width=0.125,
-                seeds=(0, 1, 2), threads=1, split_per_seed=True),
+    "smoke": dict(
+        recipe={**cs.VGG_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 192}, width=0.125, seeds=(0,), threads=1
+    ),
+    "cpu": dict(
+        recipe={**cs.VGG_RECIPE, **cs.DIGITS, "epochs": 6, "train_limit": 512},
+        width=0.125,
+        seeds=(0, 1, 2),
+        threads=1,
+        split_per_seed=True,
+    ),
     # full: the paper's recipe; three seeds (the paper reports one run) so the claims get intervals.
     "full": dict(recipe=dict(cs.VGG_RECIPE), width=1.0, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
 }
@@ -80,41 +99,81 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     for row in rows:
         s, done = sums[row], [x for x in per_row[row] if x is not None]
         div = [x for x in done if x["status"] != "finished"]
-        engine = (cs.error_cell(s) if s["pending"] else "finished" if not div else
-                  f"diverged ({len(div)}/{len(done)}), epoch " + ", ".join(str(x["epochs_run"]) for x in div))
+        engine = (
+            cs.error_cell(s)
+            if s["pending"]
+            else "finished"
+            if not div
+            else f"diverged ({len(div)}/{len(done)}), epoch " + ", ".join(str(x["epochs_run"]) for x in div)
+        )
         agrees = None if row.paper == "--" or s["pending"] else learned(s) != (row.paper == "no converge")
         if s["pending"]:
             ours = cs.error_cell(s)
         elif s["finished"]:
-            note = "; ".join(n for n in (f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "",
-                                         "(chance)" if not learned(s) else "") if n)
-            ours = dict(value=s["mean"], spread=s["std"] if s["finished"] > 1 else None, decimals=2, note=note,
-                        reproduced=agrees)
+            note = "; ".join(
+                n
+                for n in (
+                    f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "",
+                    "(chance)" if not learned(s) else "",
+                )
+                if n
+            )
+            ours = dict(
+                value=s["mean"],
+                spread=s["std"] if s["finished"] > 1 else None,
+                decimals=2,
+                note=note,
+                reproduced=agrees,
+            )
         else:
-            ours = dict(value="no converge", note=f"({s['diverged']}/{s['n']})" if s["n"] > 1 else "",
-                        reproduced=agrees)
+            ours = dict(
+                value="no converge", note=f"({s['diverged']}/{s['n']})" if s["n"] > 1 else "", reproduced=agrees
+            )
         table.append(dict(row=row, engine=engine, ours=ours, paper=row.paper))
 
     qvgg = next(r for r in rows if r.model == "cifar_qvgg16")
     vgg = cs.row_for(rows, "cifar_vgg16")
     square = [r for r in rows if r.model == "cifar_vgg16_square"]
-    claims = [cs.pair_claim(f"Quadratic VGG16 (ReLinear) trains where the square-activation VGG16 at lr {r.lr:g} "
-                            "does not", [(qvgg.label, errs[qvgg], r.label, errs[r])],
-                            paper=f"{qvgg.paper} vs no converge") for r in square]
+    claims = [
+        cs.pair_claim(
+            f"Quadratic VGG16 (ReLinear) trains where the square-activation VGG16 at lr {r.lr:g} does not",
+            [(qvgg.label, errs[qvgg], r.label, errs[r])],
+            paper=f"{qvgg.paper} vs no converge",
+        )
+        for r in square
+    ]
     # No claim of the paper: it prints no conventional VGG16 error. Shown as a measurement.
-    vs_vgg = cs.pair_claim("Quadratic VGG16 against the conventional VGG16 (no claim in the paper)",
-                           [(qvgg.label, errs[qvgg], vgg.label, errs[vgg])])
+    vs_vgg = cs.pair_claim(
+        "Quadratic VGG16 against the conventional VGG16 (no claim in the paper)",
+        [(qvgg.label, errs[qvgg], vgg.label, errs[vgg])],
+    )
     pending = sum(s["pending"] for s in sums.values())
     num_classes = 100 if R["dataset"] == "cifar100" else 10
     limit = next(iter(planned.values())).diverge_factor * math.log(num_classes)
-    return dict(protocol=P, rows=rows, table=table, summaries=sums, claims=claims, vs_vgg=vs_vgg, chance=chance,
-                pending=pending, runs=len(planned), learned={r: learned(sums[r]) for r in rows},
-                square_diverged=sum(sums[r]["finished"] == 0 and not sums[r]["pending"] for r in square),
-                square_not_learned=sum(not learned(sums[r]) for r in square), square_runs=len(square),
-                qvgg=qvgg, vgg=vgg, history={r: [x for x in per_row[r] if x is not None] for r in rows},
-                detectable=cs.detectable_text(claims), num_classes=num_classes, loss_limit=limit,
-                test_images=next((x["test_images"] for v in per_row.values() for x in v
-                                  if x is not None and "test_images" in x), None))
+    return dict(
+        protocol=P,
+        rows=rows,
+        table=table,
+        summaries=sums,
+        claims=claims,
+        vs_vgg=vs_vgg,
+        chance=chance,
+        pending=pending,
+        runs=len(planned),
+        learned={r: learned(sums[r]) for r in rows},
+        square_diverged=sum(sums[r]["finished"] == 0 and not sums[r]["pending"] for r in square),
+        square_not_learned=sum(not learned(sums[r]) for r in square),
+        square_runs=len(square),
+        qvgg=qvgg,
+        vgg=vgg,
+        history={r: [x for x in per_row[r] if x is not None] for r in rows},
+        detectable=cs.detectable_text(claims),
+        num_classes=num_classes,
+        loss_limit=limit,
+        test_images=next(
+            (x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None
+        ),
+    )
 
 
 def variables(S: dict, params: dict) -> dict:
@@ -131,20 +190,44 @@ def variables(S: dict, params: dict) -> dict:
     verdicts = [c.verdict for c in S["claims"]]
     sd, mde, n = S["detectable"]
     return dict(
-        Epochs=R["epochs"], FullMomentum=F["momentum"], FullLr=F["lr"], FullLrDecay=F["lr_decay"],
-        FullMilestones=", ".join(f"{round(100 * m)}%" for m in F["milestones"]), Width=P["width"],
-        Seeds=len(P["seeds"]), TrainImages=R.get("train_limit") or "all", BatchSize=R["batch_size"],
-        TestImages=S["test_images"] or "--", DivergeFactor=RunConfig().diverge_factor, LossLimit=S["loss_limit"],
-        NumClasses=S["num_classes"], SquareDiverged=S["square_diverged"], SquareNotLearned=S["square_not_learned"],
-        Chance=S["chance"], Margin=MARGIN, SquareRuns=S["square_runs"],
-        Verdict=cs.error_cell({"pending": S["pending"], "n": S["runs"]}) if S["pending"] else
-        ("supported" if all(x == "supported" for x in verdicts) else
-         "contradicted" if "contradicted" in verdicts else "undecided"),
-        ClaimsSupported=verdicts.count("supported"), ClaimsAll=len(verdicts),
+        Epochs=R["epochs"],
+        FullMomentum=F["momentum"],
+        FullLr=F["lr"],
+        FullLrDecay=F["lr_decay"],
+        FullMilestones=", ".join(f"{round(100 * m)}%" for m in F["milestones"]),
+        Width=P["width"],
+        Seeds=len(P["seeds"]),
+        TrainImages=R.get("train_limit") or "all",
+        BatchSize=R["batch_size"],
+        TestImages=S["test_images"] or "--",
+        DivergeFactor=RunConfig().diverge_factor,
+        LossLimit=S["loss_limit"],
+        NumClasses=S["num_classes"],
+        SquareDiverged=S["square_diverged"],
+        SquareNotLearned=S["square_not_learned"],
+        Chance=S["chance"],
+        Margin=MARGIN,
+        SquareRuns=S["square_runs"],
+        Verdict=cs.error_cell({"pending": S["pending"], "n": S["runs"]})
+        if S["pending"]
+        else (
+            "supported"
+            if all(x == "supported" for x in verdicts)
+            else "contradicted"
+            if "contradicted" in verdicts
+            else "undecided"
+        ),
+        ClaimsSupported=verdicts.count("supported"),
+        ClaimsAll=len(verdicts),
         VggError=cs.error_cell(v) if v["pending"] else (v["mean"] if v["finished"] else "no converge"),
         QvggError=cs.error_cell(q) if q["pending"] else (q["mean"] if q["finished"] else "no converge"),
-        QvggComparison=comparison, QvggVsVgg=S["vs_vgg"].evidence(), QvggVsVggVerdict=S["vs_vgg"].verdict,
-        VggParams=f"{params[S['vgg']] / 1e6:.2f}M", QvggParams=f"{params[S['qvgg']] / 1e6:.2f}M",
-        DetectSd="--" if math.isnan(sd) else sd, Detectable="--" if math.isnan(mde) else mde, DetectSeeds=n,
+        QvggComparison=comparison,
+        QvggVsVgg=S["vs_vgg"].evidence(),
+        QvggVsVggVerdict=S["vs_vgg"].verdict,
+        VggParams=f"{params[S['vgg']] / 1e6:.2f}M",
+        QvggParams=f"{params[S['qvgg']] / 1e6:.2f}M",
+        DetectSd="--" if math.isnan(sd) else sd,
+        Detectable="--" if math.isnan(mde) else mde,
+        DetectSeeds=n,
         Level=round(100 * stats.LEVEL),
     )
