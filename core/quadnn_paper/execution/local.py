@@ -8,8 +8,9 @@ thread pool (:mod:`concurrent.futures`) starts each job once its sources are don
 (``python -m quadnn_paper.execution.local``), which holds the key's lock while it runs (another
 submitter then sees it running and the job itself skips a key that became done meanwhile),
 and ``tasks_per_node > 1`` starts that many ranks with ``torchrun``. The queue lives in the
-submitting process: jobs queued when it exits are lost (``missing``; the next submit queues
-them again); a started job runs to its end and records its exit status itself.
+submitting process, which waits for it at exit (``concurrent.futures`` joins its threads); if
+that process is killed, queued jobs are lost (``missing``: the next submit queues them again)
+and a started job runs to its end and records its exit status itself.
 """
 from __future__ import annotations
 
