@@ -5,7 +5,8 @@ from __future__ import annotations
 from . import published
 from .profiles import select
 
-__all__ = ["PROTOCOLS", "PAPER_EPOCH_SECONDS", "protocol", "tiny_protocol", "frontier", "choose_budget"]
+__all__ = ["PROTOCOLS", "PAPER_EPOCH_SECONDS", "protocol", "tiny_protocol", "frontier", "choose_budget", "find",
+           "spread", "verdict"]
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
 _FAMILY56 = ("cifar_qresnet56", "cifar_qresnet56_compact", "cifar_parabolic_resnet56", "cifar_poly_resnet56")
@@ -69,3 +70,24 @@ def choose_budget(points: list[tuple[float, dict]], naive: dict) -> tuple[float,
     if beating:
         return min(beating, key=lambda item: (item[1]["mem_ratio"], -item[0]))[0], True
     return min(points, key=lambda item: (item[1]["time_ratio"], -item[0]))[0], False
+
+
+def find(rows: list[dict], model: str, implementation: str, compiled: bool = False) -> dict | None:
+    """The row of ``model`` and ``implementation`` (None when the profile does not measure it)."""
+    return next((r for r in rows if r["model"] == model and r["implementation"] == implementation
+                 and bool(r.get("compiled")) == compiled), None)
+
+
+def spread(row: dict | None, key: str) -> str:
+    """``median [q1, q3]`` of a measured ratio with two decimals ("--" when not measured)."""
+    if row is None or key not in row:
+        return "--"
+    return f"{row[key]:.2f} [{row[key + '_q1']:.2f}, {row[key + '_q3']:.2f}]"
+
+
+def verdict(a: dict | None, b: dict | None, key: str = "time_ratio") -> str:
+    """Words for :func:`quadnn.bench.compare` of two rows: "faster", "slower" or "unresolved"."""
+    from quadnn.bench import compare
+    if a is None or b is None:
+        return "--"
+    return {"lower": "faster", "higher": "slower", "unresolved": "unresolved"}[compare(a, b, key)]
