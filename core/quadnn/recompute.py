@@ -19,10 +19,11 @@ recomputing is cheapest, so the same memory costs fewer recomputed convolutions.
 :data:`DEFAULT_BUDGET` is the budget the registered models are built with. It is chosen from the
 measured frontier (``quadnn.bench`` rows ``budget=B``; the efficiency notebook re-derives it on
 every run and reports whether it still agrees): the least memory among the budgets that beat
-the naive formulation in memory and, resolved over rounds, in time. On a CPU (batch 128, 32x32)
-every budget below 2 paid more in recomputed convolutions than it could gain over naive, so the
-default keeps r and g everywhere: about 0.8x naive's extra memory and no recomputation. Pass
-``recompute_budget=1.0`` to a model for the memory of one tensor per layer at some time.
+the naive formulation in memory and, resolved over rounds, in time; the fastest when none does.
+On a CPU (batch 128, 32x32, ResNet20, budgets 1 to 2) budget 2 had the lowest median time, and
+no lower budget was resolved faster than naive: every recomputed gate costs a convolution. So the
+default keeps r and g everywhere, at about 0.8x naive's extra memory with no recomputation.
+Pass ``recompute_budget=1.0`` to a model for the memory of one tensor per layer, at some time.
 """
 from __future__ import annotations
 
