@@ -16,7 +16,7 @@ def test_bench_json_rows_and_equality_check():
     out = subprocess.run(
         [sys.executable, "-m", "quadnn.bench", "--models", "cifar_qresnet20", "--implementations", "default", "naive",
          "--batch-size", "8", "--input", "3x16x16", "--steps", "3", "--warmup", "1", "--threads", "1", "--json"],
-        capture_output=True, text=True, check=True, timeout=300)
+        capture_output=True, text=True, check=True, timeout=600)
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(r["model"], r["implementation"]) for r in rows] == [
         ("cifar_resnet20", "conventional"), ("cifar_qresnet20", "default"), ("cifar_qresnet20", "naive")]
