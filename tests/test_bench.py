@@ -1,7 +1,10 @@
-"""python -m quadnn.bench: rows, ratios, the equality check, and the JSON output (tiny sizes)."""
+"""python -m quadnn.bench: rows, ratios and their spreads, the limit, the equality check, the CUDA
+path (against a strict fake of the torch.cuda calls it makes), and the JSON output (tiny sizes)."""
 import json
+import math
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -12,24 +15,83 @@ from quadnn import bench
 def test_bench_json_rows_and_equality_check():
     out = subprocess.run(
         [sys.executable, "-m", "quadnn.bench", "--models", "cifar_qresnet20", "--implementations", "default", "naive",
-         "--batch-size", "8", "--input", "3x16x16", "--steps", "2", "--warmup", "1", "--threads", "1", "--json"],
-        capture_output=True, text=True, check=True, timeout=300)
+         "--batch-size", "8", "--input", "3x16x16", "--steps", "3", "--warmup", "1", "--threads", "1", "--json"],
+        capture_output=True, text=True, check=True, timeout=600)
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(r["model"], r["implementation"]) for r in rows] == [
         ("cifar_resnet20", "conventional"), ("cifar_qresnet20", "default"), ("cifar_qresnet20", "naive")]
     base, quad, naive = rows
-    assert base["time_ratio"] == 1.0 and base["mem_ratio"] == 1.0
+    assert base["time_ratio"] == 1.0 and base["mem_ratio"] == 1.0 and "limit_ratio" not in base
     for r in (quad, naive):
         assert r["equal"] is True and r["max_rel_err"] <= bench.EQUAL_RTOL
-        assert r["time_ratio"] == pytest.approx(r["step_ms"] / base["step_ms"])
+        for k in ("step_ms", "time_ratio", "limit_ratio", "vs_limit"):  # median inside its quartiles
+            assert r[k + "_q1"] <= r[k] <= r[k + "_q3"]
         assert r["mem_ratio"] == pytest.approx(r["extra_mb"] / base["extra_mb"])
         # the block convolutions triple (stem and classifier stay conventional)
         assert 2.5 < r["flops_ratio"] < 3.0 and r["params"] == quad["params"]
-        # the time the arithmetic implies: between 1 and the FLOP ratio, by the baseline's conv share
-        assert 0 < base["conv_share"] < 1
-        assert r["arith_ratio"] == pytest.approx(1 + (r["flops_ratio"] - 1) * base["conv_share"])
+        # the limit adds measured convolution and elementwise time to the baseline's step
+        assert r["limit_ratio"] > 1 and r["limit_conv_ms"] > 0 and r["limit_elem_ms"] > 0
+    assert quad["limit_ratio"] == naive["limit_ratio"]  # one limit per model, whatever the implementation
     assert naive["max_rel_err"] == 0.0  # the reference against itself
     assert all(r["extra_mb"] > 0 and r["step_ms"] > 0 and "threads" in r["machine"] for r in rows)
+
+
+def test_ratios_are_per_round_so_a_load_change_cancels(monkeypatch):
+    # the baseline takes 1 s and the quadratic row 2 s, but every third round the machine is three
+    # times slower for both: the raw times spread, the per-round ratio does not
+    calls = []
+
+    def loaded(self, fn):
+        n = len(calls)
+        calls.append(fn)
+        load = 3.0 if (n // 2) % 3 == 0 else 1.0
+        return load * (1.0 if n % 2 == 0 else 2.0)
+    monkeypatch.setattr(bench.Clock, "time", loaded)
+    base, quad = bench.run(["cifar_qresnet20"], batch_size=2, input_shape=(3, 8, 8), steps=6, warmup=0,
+                           implementations=("default",), memory=False, threads=1, limit=False)
+    assert len(calls) >= 12 and calls[0] is not calls[1]  # rounds alternate between the two rows
+    assert quad["time_ratio"] == quad["time_ratio_q1"] == quad["time_ratio_q3"] == 2.0
+    assert quad["step_ms_q3"] > quad["step_ms_q1"]  # the raw times do spread
+
+
+def test_compare_resolves_only_separate_intervals():
+    a = dict(time_ratio=2.0, time_ratio_q1=1.95, time_ratio_q3=2.05)
+    b = dict(time_ratio=2.2, time_ratio_q1=2.1, time_ratio_q3=2.3)
+    c = dict(time_ratio=2.1, time_ratio_q1=2.04, time_ratio_q3=2.2)
+    assert bench.compare(a, b) == "lower" and bench.compare(b, a) == "higher"
+    assert bench.compare(a, c) == "unresolved" and bench.compare(c, b) == "unresolved"
+
+
+def test_the_limit_counts_each_layers_unavoidable_convolutions_and_traffic():
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 16, 16)
+    base = bench.create("cifar_resnet20")
+    full = bench._Limit(bench.create("cifar_qresnet20"), base, x, batch_size=4)
+    # 18 block convolutions, each adding one Cin->2C convolution and nothing subtracted
+    assert sum(full.convs.values()) == 18 and all(n > 0 for n in full.convs.values())
+    assert {s[2] for s in full.convs} == {32, 64, 128}  # 2 x (16, 32, 64) output channels
+    compact = bench._Limit(bench.create("cifar_qresnet20_compact"), base, x, batch_size=4)
+    assert sum(n for s, n in compact.convs.items() if n > 0) == 18  # 2Cin->C, replacing Cin->C
+    assert sum(n for s, n in compact.convs.items() if n < 0) == -18
+    # elementwise bytes: the formula per layer, summed, plus SGD over the extra parameters
+    from quadnn import QuadraticLayer
+    records = bench._layer_records(bench.create("cifar_qresnet20"), x)
+    assert len(records) == 18 and all(isinstance(r["layer"], QuadraticLayer) for r in records)
+    elems = sum(4 * (6 * math.prod(r["in_shape"]) + 9 * math.prod(r["out_shape"])) for r in records)
+    extra = sum(p.numel() for p in bench.create("cifar_qresnet20").parameters()) - sum(p.numel() for p in base.parameters())
+    assert full.bytes == 4 * (elems + bench.SGD_ELEMENTS_PER_PARAMETER * extra)
+    conv_s = {s: 0.5 for s in full.convs}
+    assert full.extra(conv_s, bandwidth=full.bytes) == (pytest.approx(9.0), pytest.approx(1.0))
+
+
+def test_the_limit_of_a_single_layer_is_its_measured_wider_convolution():
+    from quadnn import QuadraticConv2d
+    layer = QuadraticConv2d(8, 16, 3, padding=1)
+    lim = bench._Limit(torch.nn.Sequential(layer), torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1)),
+                       torch.randn(2, 8, 10, 10, requires_grad=True), batch_size=2)
+    (spec, n), = lim.convs.items()
+    assert n == 1 and spec[1] == (8, 10, 10) and spec[2] == 32 and spec[-1] is True  # Cin->2C, input gradient
+    bench._conv_call(spec, 2, "cpu")()  # forward and backward run at that spec
 
 
 def test_conv_share_counts_convolutions_only():
@@ -44,6 +106,7 @@ def test_compare_implementations_detects_a_difference(monkeypatch):
     model = bench.create("cifar_qresnet20")
     x, y = bench.batch(2, (3, 8, 8))
     assert bench.compare_implementations(model, x, y, "fast") < bench.EQUAL_RTOL
+    assert bench.compare_implementations(model, x, y, "budget=1.5") < bench.EQUAL_RTOL
     # a wrong fast path (the gate ignored) must be caught
     from quadnn.layers import QuadraticLayer
     monkeypatch.setattr(QuadraticLayer, "_forward_fast", lambda self, x: self._linear_op(x, self.weight, self.bias))
@@ -65,11 +128,20 @@ def test_cli_names_a_bad_model_and_exits_2(capsys):
     assert "'cifar_resnet20' has no quadratic layers" in capsys.readouterr().err
 
 
-def test_bad_arguments():
+def test_bad_arguments(capsys):
     with pytest.raises(ValueError, match="3x32x32"):
         bench.parse_input("32x32")
     with pytest.raises(ValueError, match="naive"):
         bench.set_implementation(torch.nn.Linear(2, 2), "turbo")
+    with pytest.raises(ValueError, match=r"'budget=B' with B in \[0, 2\], got 'budget=3'"):
+        bench.check_implementation("budget=3")
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):
+            bench.main(["--device", "cuda", "--steps", "1"])
+        assert "CUDA is not available here (valid: cpu)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--device", "mps", "--steps", "1"])
+    assert "--device must be cpu or cuda[:index], got 'mps'" in capsys.readouterr().err
 
 
 def test_protocols_cover_every_profile_and_full_is_the_papers_setting():
@@ -78,11 +150,14 @@ def test_protocols_cover_every_profile_and_full_is_the_papers_setting():
     assert set(efficiency.PROTOCOLS) == set(PROFILES)
     full = select(efficiency.PROTOCOLS, "full")
     assert full["batch_size"] == 128 and tuple(full["input"]) == (3, 32, 32)  # the paper's CIFAR setting
-    assert {"cifar_qresnet20", "cifar_qresnet56"} <= set(full["models"]) and "naive" in full["implementations"]
+    assert {"cifar_qresnet20", "cifar_qresnet56"} <= set(full["models"])
+    assert all("naive" in impls for impls in full["implementations"].values())
     assert efficiency.PAPER_EPOCH_SECONDS["cifar_resnet20"] == 10.43
     assert efficiency.PAPER_EPOCH_SECONDS["cifar_qresnet20"] == 10.87
-    for p in PROFILES:  # every model has a conventional baseline
-        for m in efficiency.PROTOCOLS[p]["models"]:
+    for p in PROFILES:  # every model has a conventional baseline and a list of implementations
+        P = efficiency.PROTOCOLS[p]
+        assert set(P["implementations"]) == set(P["models"])
+        for m in P["models"]:
             assert bench.baseline_name(m).startswith("cifar_resnet")
 
 
@@ -96,13 +171,146 @@ def test_compile_rows_against_the_compiled_baseline(monkeypatch):
         ("cifar_qresnet20", "naive", False), ("cifar_resnet20", "conventional", True),
         ("cifar_qresnet20", "default", True)]
     eager_base, eager_quad, _, base, quad = rows
-    assert base["time_ratio"] == 1.0 and quad["time_ratio"] == pytest.approx(quad["step_ms"] / base["step_ms"])
-    assert quad["arith_ratio"] == pytest.approx(1 + (quad["flops_ratio"] - 1) * base["conv_share"])
-    assert quad["vs_arith"] == pytest.approx(quad["time_ratio"] / quad["arith_ratio"])
+    assert base["time_ratio"] == 1.0 and quad["limit_ratio"] > 1 and quad["vs_limit"] > 0
     conv_ms = quad["step_ms"] * quad["conv_share"]  # the step split into convolutions and the rest
-    assert quad["conv_ratio"] == pytest.approx(conv_ms / (base["step_ms"] * base["conv_share"]))
-    assert quad["other_ratio"] == pytest.approx((quad["step_ms"] - conv_ms) / (base["step_ms"] * (1 - base["conv_share"])))
+    assert quad["conv_ratio"] == pytest.approx(quad["time_ratio"] * quad["conv_share"] / base["conv_share"])
+    assert quad["other_ratio"] == pytest.approx(quad["time_ratio"] * (1 - quad["conv_share"]) / (1 - base["conv_share"]))
+    assert conv_ms > 0
     assert quad["eager_ratio"] == pytest.approx(quad["step_ms"] / eager_quad["step_ms"])
     assert base["eager_ratio"] == pytest.approx(base["step_ms"] / eager_base["step_ms"])
     assert quad["equal"] and quad["compile_s"] > 0 and "extra_mb" not in quad
-    assert "vs_arith" in bench.format_table(rows) and "eager_ratio" in bench.format_table(rows)
+    assert "vs_limit" in bench.format_table(rows) and "eager_ratio" in bench.format_table(rows)
+
+
+# -- CUDA without a GPU: a strict fake of the torch.cuda calls bench makes ----------------------------
+class FakeCuda:
+    """torch.cuda's timing and memory calls as bench uses them, with the checks the real ones make:
+    a device argument must be a CUDA device (or an index, or None); an event's elapsed_time needs
+    both events created with enable_timing, recorded, and completed (a synchronize after the
+    record); the peak is only meaningful after a reset. Times are the host's clock."""
+
+    def __init__(self):
+        self.log, self.pending, self.allocated, self.peak = [], [], 100 * 2**20, None
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+                self.timing, self.t, self.done = enable_timing, None, False
+
+            def record(self, stream=None):
+                self.t, self.done = time.perf_counter(), False
+                fake.pending.append(self)
+
+            def synchronize(self):  # waits for this event and, one stream, everything recorded before it
+                if self.t is None:
+                    raise RuntimeError("event not recorded")
+                i = fake.pending.index(self)
+                for e in fake.pending[:i + 1]:
+                    e.done = True
+                del fake.pending[:i + 1]
+
+            def elapsed_time(self, end):
+                if not (self.timing and end.timing):
+                    raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+                if self.t is None or end.t is None:
+                    raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+                if not (self.done and end.done):
+                    raise RuntimeError("Both events must be completed before calculating elapsed time.")
+                fake.log.append("elapsed")
+                return 1000 * (end.t - self.t)
+
+        self.Event = Event
+
+    @staticmethod
+    def check_device(device):
+        if device is None or isinstance(device, int):
+            return
+        device = torch.device(device)
+        if device.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device}")
+
+    def synchronize(self, device=None):
+        self.check_device(device)
+        for e in self.pending:
+            e.done = True
+        self.pending = []
+        self.log.append("sync")
+
+    def reset_peak_memory_stats(self, device=None):
+        self.check_device(device)
+        self.peak = self.allocated
+        self.log.append("reset")
+
+    def memory_allocated(self, device=None):
+        self.check_device(device)
+        self.log.append("allocated")
+        return self.allocated
+
+    def max_memory_allocated(self, device=None):
+        self.check_device(device)
+        if self.peak is None:
+            raise AssertionError("peak read without a reset: it would include earlier steps")
+        self.log.append("max")
+        return self.peak
+
+    def install(self, monkeypatch):
+        for name in ("Event", "synchronize", "reset_peak_memory_stats", "memory_allocated", "max_memory_allocated"):
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+        monkeypatch.setattr(bench, "to_device", lambda obj, device: obj)  # tensors stay on the CPU
+
+
+def test_cuda_clock_synchronises_before_reading_events(monkeypatch):
+    fake = FakeCuda()
+    fake.install(monkeypatch)
+    clock = bench.Clock("cuda")
+    clock.start()
+    assert clock.time(lambda: time.sleep(0.01)) >= 0.01
+    assert fake.log == ["sync", "elapsed"]
+    # the fake is strict: reading an event that has not completed fails, as on a GPU
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    b.record()
+    with pytest.raises(RuntimeError, match="completed"):
+        a.elapsed_time(b)
+    a.synchronize()
+    with pytest.raises(RuntimeError, match="completed"):  # the end event is still in flight
+        a.elapsed_time(b)
+    with pytest.raises(ValueError, match="cuda device"):
+        torch.cuda.synchronize(torch.device("cpu"))
+
+
+def test_cuda_step_memory_reads_the_peak_of_that_step_alone(monkeypatch):
+    fake = FakeCuda()
+    fake.install(monkeypatch)
+
+    def step():  # allocates 30 MiB at its peak and frees them
+        assert fake.log[-2:] == ["reset", "allocated"]  # reset and baseline read before the step
+        fake.peak = fake.allocated + 30 * 2**20
+    assert bench.cuda_step_memory(step, torch.device("cuda")) == 30
+    assert fake.log == ["sync", "reset", "allocated", "sync", "max"]  # synchronised before the peak is read
+
+
+def test_cuda_rows_are_the_cpu_rows(monkeypatch):
+    kw = dict(batch_size=2, input_shape=(3, 8, 8), steps=2, warmup=1, implementations=("default", "naive"),
+              threads=1)
+    cpu = bench.run(["cifar_qresnet20"], memory=False, **kw)
+    fake = FakeCuda()
+    fake.install(monkeypatch)
+    cuda = bench.run(["cifar_qresnet20"], device="cuda", **kw)
+    assert [(r["model"], r["implementation"]) for r in cuda] == [(r["model"], r["implementation"]) for r in cpu]
+    for c, g in zip(cpu, cuda):
+        assert set(g) == set(c) | {"extra_mb", "mem_ratio"}  # memory in-process on CUDA, from the allocator
+        assert g["device"] == "cuda" and g["machine"].startswith("Fake GPU")
+    assert fake.log.count("elapsed") >= 3 * 3  # every row in every round timed by events
+    assert fake.log.count("max") == 3  # one memory measurement per row
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (this machine has none; the CUDA "
+                    "path is checked above against a strict fake of torch.cuda)")
+def test_cuda_bench_on_a_gpu():
+    rows = bench.run(["cifar_qresnet20"], batch_size=8, input_shape=(3, 16, 16), steps=2, warmup=1,
+                     implementations=("default", "naive"), device="cuda")
+    assert all(r["step_ms"] > 0 and r["extra_mb"] > 0 for r in rows)
+    assert all(r["equal"] for r in rows if r["implementation"] != "conventional")

@@ -1,4 +1,6 @@
 """plan_recompute: what each quadratic layer keeps for backward under a memory budget."""
+import inspect
+
 import pytest
 import torch
 from torch import nn
@@ -22,7 +24,7 @@ def test_budget_extremes_are_the_uniform_implementations():
     net, x = two_stage_net(), torch.randn(1, 4, 16, 16)
     assert plan_recompute(net, x, budget=2.0) == {"0": "speed", "2": "speed"}
     assert plan_recompute(net, x, budget=0.0) == {"0": "lean", "2": "lean"}
-    assert net[4].implementation == "fast"  # compact neurons keep nothing extra: left alone
+    assert net[4].implementation == "speed"  # compact neurons keep nothing extra: left at the default
 
 
 def test_budget_one_recomputes_where_it_is_cheapest():
@@ -76,15 +78,24 @@ def test_bad_budget_and_unreached_layers():
         plan_recompute(branchy, torch.randn(1, 3))
 
 
+def test_a_lone_layers_default_keeps_r_and_g():
+    # "speed": the tensors naive keeps less x*x, no recomputation (the efficiency section measures it)
+    assert QuadraticConv2d(4, 4, 3).implementation == "speed" and QuadraticLinear(3, 3).implementation == "speed"
+    assert quadnn.recompute.DEFAULT_BUDGET == 2.0 and inspect.signature(plan_recompute).parameters["budget"].default == 2.0
+
+
 @pytest.mark.parametrize("name", ["cifar_qresnet20", "cifar_parabolic_resnet20", "cifar_qvgg16", "imagenet_qresnet18"])
-def test_registered_models_are_built_with_a_plan_at_budget_one(name):
+def test_registered_models_are_built_with_a_plan_at_the_default_budget(name):
     import timm
     model = timm.create_model(name)
-    impls = {m.implementation for m in model.modules() if isinstance(m, quadnn.QuadraticLayer)}
-    assert impls <= {"speed", "fast", "lean"} and len(impls) > 1  # a mix, not one everywhere
-    fastest = timm.create_model(name, recompute_budget=2.0)
-    assert {m.implementation for m in fastest.modules() if isinstance(m, quadnn.QuadraticLayer)} == {"speed"}
-    # the plan depends on relative sizes only: the probe's resolution does not matter
     probe = 64 if name.startswith("imagenet") else 32
-    again = plan_recompute(fastest, torch.zeros(1, 3, 2 * probe, 2 * probe), apply=False)
-    assert again == {n: m.implementation for n, m in model.named_modules() if isinstance(m, quadnn.QuadraticLayer)}
+    built = {n: m.implementation for n, m in model.named_modules() if isinstance(m, quadnn.QuadraticLayer)}
+    assert built == plan_recompute(model, torch.zeros(1, 3, probe, probe), budget=quadnn.recompute.DEFAULT_BUDGET,
+                                   apply=False)
+    lower = timm.create_model(name, recompute_budget=1.0)
+    impls = {m.implementation for m in lower.modules() if isinstance(m, quadnn.QuadraticLayer)}
+    assert impls <= {"speed", "fast", "lean"} and len(impls) > 1  # a mix, not one everywhere
+    # the plan depends on relative sizes only: the probe's resolution does not matter
+    again = plan_recompute(timm.create_model(name, recompute_budget=2.0), torch.zeros(1, 3, 2 * probe, 2 * probe),
+                           budget=1.0, apply=False)
+    assert again == {n: m.implementation for n, m in lower.named_modules() if isinstance(m, quadnn.QuadraticLayer)}

@@ -1,42 +1,59 @@
-"""Training-step cost of quadratic networks against their conventional baseline.
+"""Training-step cost of quadratic networks against their conventional baseline and against the
+fastest a quadratic layer could be on the same machine.
 
-    python -m quadnn.bench [--models ...] [--batch-size 128] [--input 3x32x32] [--steps N] [--compile] [--json]
+    python -m quadnn.bench [--models ...] [--batch-size 128] [--input 3x32x32] [--steps N]
+                           [--implementations ...] [--device cpu|cuda] [--compile] [--json]
 
-For each model (default: the CIFAR QResNet20 family) and for each implementation of its
-quadratic layers (``default``: the model as quadnn builds it, each layer's backward memory
-planned by ``quadnn.plan_recompute``; ``naive``: three separate convolutions, as the original
-code writes the neuron; ``fast``, ``speed``, ``lean``, ``fused``: that implementation in every
-layer, see ``QuadraticLayer``) one row reports
+For each model (default: the CIFAR QResNet20 family) and each implementation of its quadratic
+layers (``default``: the model as quadnn builds it; ``naive``: three separate convolutions, as
+the original code writes the neuron; ``fast``, ``speed``, ``lean``, ``fused``: that
+implementation in every layer, see ``QuadraticLayer``; ``budget=B``: every layer planned by
+``quadnn.plan_recompute`` at budget ``B``) one row reports
 
-- ``step_ms``: the median training-step time (forward, backward, SGD step) after warm-up,
-  and ``time_ratio`` to the conventional baseline's median. All rows of a run are timed in
-  the same process, interleaved step by step, so machine load affects them alike;
+- ``step_ms``: the median training-step time (forward, backward, SGD step) after warm-up, with
+  ``step_ms_q1``/``step_ms_q3`` (quartiles). Every row of a run is timed in the same process,
+  interleaved: each *round* times every row once, so machine load hits all rows alike;
+- ``time_ratio``: the median over rounds of the row's step time over its conventional
+  baseline's step in the same round, with quartiles ``time_ratio_q1``/``time_ratio_q3``;
+- ``limit_ratio`` (quadratic rows): the **limit**, the fastest step a quadratic network of this
+  shape could take here, over the baseline's step (median and quartiles over rounds). In each
+  round it is the baseline's measured step plus, per quadratic layer, the measured time of the
+  convolutions (forward and backward, at the layer's shapes and batch) the neuron cannot avoid
+  beyond the conventional one (full: one Cin->2C convolution for [r, g], since the Cin->C one
+  for W_b(x*x) replaces the conventional convolution; parabolic, poly: Cin->2C minus Cin->C;
+  compact: 2Cin->C minus Cin->C), plus the neuron's minimal elementwise traffic (see
+  :func:`elementwise_elements`) and the SGD step over the extra parameters at the memory
+  bandwidth measured in that round. It assumes everything else (batch norm, activations) costs
+  what it costs in the baseline; ``limit_conv_ms``/``limit_elem_ms`` are the two added parts.
+  ``vs_limit`` is the row's step over the limit (median and quartiles over rounds);
 - ``gflops``: forward FLOPs (convolutions and matrix products) by ``torch.utils.flop_counter``;
-- ``conv_share`` (conventional rows): the fraction of the training step spent in convolutions,
-  forward and backward (``torch.profiler``), and ``arith_ratio`` (quadratic rows):
-  ``1 + (flops_ratio - 1) * conv_share``, the time ratio the extra arithmetic alone implies if
-  it ran at the baseline's convolution speed and everything else cost nothing more. An
-  implementation near ``arith_ratio`` has little left to gain without faster convolutions;
+- ``conv_share``: the fraction of the step spent in convolutions, forward and backward
+  (``torch.profiler``), for conventional and compiled rows;
 - ``extra_mb``: peak memory of one training step above the memory held before it (model,
-  optimiser state, batch), measured for each row in its own process as the rise of the
-  resident-set high-water mark (``VmHWM``, reset just before the step), and ``mem_ratio``;
-- ``max_rel_err``: for quadratic rows, the largest difference (relative to the tensor's
-  largest entry) between this implementation's output and parameter gradients and the naive
-  formulation's, on the same weights with random quadratic terms; ``equal`` says whether it
-  is within float32 tolerance.
+  optimiser state, batch) and ``mem_ratio``. On the CPU, measured for each row in its own
+  process as the rise of the resident-set high-water mark (``VmHWM``, reset just before the
+  step); on CUDA, ``torch.cuda.max_memory_allocated`` above ``memory_allocated`` before the step;
+- ``max_rel_err``: for quadratic rows, the largest difference (relative to the tensor's largest
+  entry) between this implementation's output and parameter gradients and the naive
+  formulation's, on the same weights with random quadratic terms; ``equal`` says whether it is
+  within float32 tolerance.
+
+Two rows are ranked only when their quartile intervals of ``time_ratio`` do not overlap
+(:func:`compare`); otherwise their difference is unresolved at this number of rounds.
+
+``--device cuda`` runs everything on the current GPU: CUDA events time each step (the device is
+synchronised before the first and after every timed call, so no work leaks between intervals),
+memory comes from the caching allocator's statistics, and the rows are the same as on the CPU.
 
 ``--compile`` adds, for the conventional baseline and each quadratic model's first
-implementation (``default``), a row for the same model under ``torch.compile`` (inductor),
-timed in the same interleaved loop: ``compiled`` is true, ``compile_s`` is the time of the
-first (compiling) step, ``eager_ratio`` the compiled step time over the same model's eager one,
-and ``time_ratio``/``flops_ratio``/``arith_ratio`` are taken against the *compiled* baseline (its
-``conv_share`` measured on the compiled step); ``vs_arith`` is ``time_ratio / arith_ratio``.
-Compiled quadratic rows also split their step by the profiler into convolutions and the rest:
-``conv_ratio`` and ``other_ratio`` are each part's time over the compiled baseline's same part
-(``arith_ratio`` assumes the first equals ``flops_ratio`` and the second 1). ``compile_s`` uses
-inductor's on-disk cache when it is warm.
-``max_rel_err`` of a compiled row compares its first step (output and parameter gradients) with
-the eager model's on the same weights. Memory is not measured for compiled rows.
+implementation, a row for the same model under ``torch.compile`` (inductor), timed in the same
+interleaved loop: ``compiled`` is true, ``compile_s`` is the time of the first (compiling) step,
+``eager_ratio`` the compiled step time over the same model's eager one, and ``time_ratio``,
+``flops_ratio``, ``limit_ratio`` and ``vs_limit`` are taken against the *compiled* baseline (its
+``conv_share`` measured on the compiled step). Compiled quadratic rows also split their step by
+the profiler into convolutions and the rest: ``conv_ratio`` and ``other_ratio`` are each part's
+time over the compiled baseline's same part. ``max_rel_err`` of a compiled row compares its first
+step with the eager model's on the same weights. Memory is not measured for compiled rows.
 
 ``--json`` prints one JSON object per row; otherwise a table.
 """
@@ -45,6 +62,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 import platform
 import statistics
@@ -59,11 +77,13 @@ from torch import nn
 
 from .layers import QuadraticLayer
 
-__all__ = ["main", "run", "set_implementation", "compare_implementations", "step_memory", "machine"]
+__all__ = ["main", "run", "set_implementation", "compare_implementations", "compare", "step_memory", "machine",
+           "Clock", "elementwise_elements", "unavoidable_convolutions"]
 
 DEFAULT_MODELS = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
 EQUAL_RTOL = 1e-3  # float32 tolerance, relative to each tensor's largest entry, for a whole network:
 # 20+ layers of float32 rounding and batch norm over small batches (single layers agree to 1e-5)
+
 
 # -- models -------------------------------------------------------------------------------
 def create(name: str, num_classes: int = 10, in_chans: int = 3) -> nn.Module:
@@ -82,17 +102,37 @@ def baseline_name(name: str) -> str:
     raise ValueError(f"no conventional baseline known for {name!r}; pass --baseline")
 
 
-# "default": the model as quadnn builds it (its layers planned by plan_recompute at budget 1);
-# the others set every quadratic layer to that implementation.
+# "default": the model as quadnn builds it; "budget=B": every layer planned by plan_recompute at
+# budget B; the others set every quadratic layer to that implementation.
 IMPLEMENTATIONS = ("default",) + QuadraticLayer.IMPLEMENTATIONS
 
 
-def set_implementation(model: nn.Module, implementation: str) -> nn.Module:
+def check_implementation(implementation: str) -> str:
+    if implementation in IMPLEMENTATIONS:
+        return implementation
+    if implementation.startswith("budget="):
+        try:
+            budget = float(implementation[len("budget="):])
+        except ValueError:
+            budget = float("nan")
+        if 0 <= budget <= 2:
+            return implementation
+    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS} or 'budget=B' with B in [0, 2], "
+                     f"got {implementation!r}")
+
+
+def set_implementation(model: nn.Module, implementation: str, example: torch.Tensor | None = None) -> nn.Module:
     """Set every quadratic layer of ``model`` to ``implementation`` (one of :data:`IMPLEMENTATIONS`;
-    "default" leaves the model as it is)."""
-    if implementation not in IMPLEMENTATIONS:
-        raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
+    "default" leaves the model as it is; "budget=B" runs :func:`quadnn.plan_recompute` at budget B
+    on ``example``, one input, 3x32x32 when None)."""
+    check_implementation(implementation)
     if implementation == "default":
+        return model
+    if implementation.startswith("budget="):
+        from .recompute import plan_recompute
+
+        example = torch.zeros(1, 3, 32, 32) if example is None else example[:1]
+        plan_recompute(model, example, budget=float(implementation[len("budget="):]))
         return model
     for m in model.modules():
         if isinstance(m, QuadraticLayer):
@@ -119,6 +159,11 @@ def batch(batch_size: int, shape: tuple[int, ...], num_classes: int = 10, seed: 
     return torch.randn((batch_size, *shape), generator=gen), torch.randint(0, num_classes, (batch_size,), generator=gen)
 
 
+def to_device(obj, device):
+    """``obj.to(device)`` (a seam: tests of the CUDA path replace it on CPU-only machines)."""
+    return obj.to(device)
+
+
 def make_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=5e-4)
 
@@ -139,36 +184,198 @@ def forward_gflops(model: nn.Module, x: torch.Tensor) -> float:
     return counter.get_total_flops() / 1e9
 
 
-def conv_share(step: Callable[[], None], steps: int = 2) -> float:
-    """Fraction of ``step``'s wall time spent in convolutions (forward and backward), on the CPU."""
+# -- timing --------------------------------------------------------------------------------------
+class Clock:
+    """Times a callable on ``device``: the wall clock on the CPU; on CUDA, a pair of events around
+    the call on the current stream, read after the end event has completed.
+
+    ``time(fn)`` returns seconds. On CUDA the device is synchronised once by :meth:`start` and
+    after every call, so each interval holds exactly the work ``fn`` queued.
+    """
+
+    def __init__(self, device="cpu"):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+
+    def start(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def time(self, fn: Callable[[], object]) -> float:
+        if not self.cuda:
+            t = time.perf_counter()
+            fn()
+            return time.perf_counter() - t
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        fn()
+        end.record()
+        end.synchronize()  # elapsed_time needs both events completed
+        return begin.elapsed_time(end) / 1e3
+
+
+def conv_share(step: Callable[[], None], steps: int = 2, device="cpu") -> float:
+    """Fraction of ``step``'s time spent in convolutions (forward and backward): CPU time of the
+    convolution operators over wall time on the CPU, their kernels' device time on CUDA."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        t = time.perf_counter()
-        for _ in range(steps):
-            step()
-        wall = time.perf_counter() - t
-    conv = sum(e.cpu_time_total for e in prof.key_averages()
-               if e.key in ("aten::convolution", "aten::convolution_backward"))
+    clock = Clock(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if clock.cuda else [])
+    with profile(activities=activities) as prof:
+        clock.start()
+        wall = sum(clock.time(step) for _ in range(steps))
+    keys = ("aten::convolution", "aten::convolution_backward")
+    field = "device_time_total" if clock.cuda else "cpu_time_total"
+    conv = sum(getattr(e, field) for e in prof.key_averages() if e.key in keys)
     return conv / 1e6 / wall
 
 
-def randomise_terms_(model: nn.Module, scale: float = 0.05, seed: int = 0) -> nn.Module:
-    """Move the quadratic terms off their ReLinear reference so every term takes part."""
-    from .relinear import quadratic_terms
+def quartiles(values) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile), interpolated within the data."""
+    v = list(values)
+    if len(v) == 1:
+        return v[0], v[0], v[0]
+    q1, q2, q3 = statistics.quantiles(v, n=4, method="inclusive")
+    return q1, q2, q3
 
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for _, p, _, _ in quadratic_terms(model):
-            p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * scale)
-    return model
+
+def compare(a: dict, b: dict, key: str = "time_ratio") -> str:
+    """"lower", "higher" or "unresolved": ``a[key]`` against ``b[key]``, resolved only when the
+    quartile intervals ``[key_q1, key_q3]`` of the two rows do not overlap."""
+    if a[key + "_q3"] < b[key + "_q1"]:
+        return "lower"
+    if a[key + "_q1"] > b[key + "_q3"]:
+        return "higher"
+    return "unresolved"
+
+
+# -- the limit -----------------------------------------------------------------------------------
+def unavoidable_convolutions(neuron: str) -> tuple[tuple[int, int, int], ...]:
+    """The convolutions a quadratic layer of kind ``neuron`` needs beyond a conventional one's, as
+    ``(sign, input-width factor, output-width factor)``: full adds one Cin->2C convolution ([r, g];
+    its Cin->C convolution of x*x takes the conventional one's place), parabolic and poly replace
+    Cin->C by Cin->2C, compact replaces it by 2Cin->C (over [x, x*x])."""
+    return {"full": ((1, 1, 2),), "parabolic": ((1, 1, 2), (-1, 1, 1)), "poly": ((1, 1, 2), (-1, 1, 1)),
+            "compact": ((1, 2, 1), (-1, 1, 1))}[neuron]
+
+
+def elementwise_elements(neuron: str, n_in: int, n_out: int) -> int:
+    """Elements a quadratic layer must read or write beyond its convolutions in one training
+    step, with every elementwise pass fused and nothing recomputed (``n_in``/``n_out``: elements of
+    its input and output).
+
+    full: x*x (read x, write: 2 n_in), y = r*g + W_b(x*x) (read 3, write 1: 4 n_out), dr = dy*g and
+    dg = dy*r (read 3, write 2: 5 n_out), dx += 2x * dx_b (read 3, write 1: 4 n_in); parabolic and
+    poly: the product (3 n_out) and its two gradients (5 n_out); compact: x*x and dx (6 n_in).
+    """
+    return {"full": 6 * n_in + 9 * n_out, "parabolic": 8 * n_out, "poly": 8 * n_out, "compact": 6 * n_in}[neuron]
+
+
+SGD_ELEMENTS_PER_PARAMETER = 5  # momentum SGD: read parameter, gradient, buffer; write buffer, parameter
+
+
+def _layer_records(model: nn.Module, example: torch.Tensor) -> list[dict]:
+    """Each quadratic layer's operation, neuron and input/output shapes (batch 1)."""
+    records, hooks = [], []
+
+    def hook(mod, inp, out):
+        records.append(dict(layer=mod, neuron=mod.neuron, in_shape=tuple(inp[0].shape[1:]),
+                            out_shape=tuple(out.shape[1:]), need_dx=inp[0].requires_grad))
+
+    for m in model.modules():
+        if isinstance(m, QuadraticLayer):
+            hooks.append(m.register_forward_hook(hook))
+    was_training = model.training
+    try:
+        model.eval()
+        model(example[:1])  # with autograd, so need_dx says whether the input needs a gradient
+    finally:
+        model.train(was_training)
+        for h in hooks:
+            h.remove()
+    return records
+
+
+def _conv_spec(rec: dict, cin_factor: int, cout_factor: int) -> tuple:
+    """A hashable description of one convolution (or linear map) a layer needs, widened."""
+    m = rec["layer"]
+    cin, cout = rec["in_shape"][0] * cin_factor, (m.out_features if isinstance(m, nn.Linear) else m.out_channels) * cout_factor
+    if isinstance(m, nn.Linear):
+        return ("linear", rec["in_shape"][:-1] + (m.in_features * cin_factor,), cout, m.bias is not None, rec["need_dx"])
+    in_shape = (cin,) + rec["in_shape"][1:]
+    return ("conv", in_shape, cout, tuple(m.kernel_size), tuple(m.stride), tuple(m.padding), tuple(m.dilation),
+            m.groups, m.bias is not None, rec["need_dx"])
+
+
+def _conv_call(spec: tuple, batch_size: int, device, dtype=torch.float32) -> Callable[[], None]:
+    """One forward and backward (input gradient if needed, weight and bias gradients) of ``spec``."""
+    kw = dict(dtype=dtype)
+    if spec[0] == "linear":
+        _, in_shape, cout, bias, need_dx = spec
+        x = torch.randn((batch_size,) + in_shape, **kw)
+        w = torch.randn(cout, in_shape[-1], **kw)
+        b = torch.randn(cout, **kw) if bias else None
+        dy = torch.randn((batch_size,) + in_shape[:-1] + (cout,), **kw)
+        x, w, b, dy = (to_device(t, device) if t is not None else None for t in (x, w, b, dy))
+
+        def call():
+            F.linear(x, w, b)
+            dy2, x2 = dy.reshape(-1, cout), x.reshape(-1, x.shape[-1])
+            if need_dx:
+                dy @ w
+            dy2.T @ x2
+            if bias:
+                dy2.sum(0)
+        return call
+    _, in_shape, cout, k, stride, padding, dilation, groups, bias, need_dx = spec
+    x = torch.randn((batch_size,) + in_shape, **kw)
+    w = torch.randn((cout, in_shape[0] // groups) + k, **kw)
+    b = torch.randn(cout, **kw) if bias else None
+    x, w, b = (to_device(t, device) if t is not None else None for t in (x, w, b))
+    y = torch.ops.aten.convolution(x, w, b, stride, padding, dilation, False, [0] * len(k), groups)
+    dy = torch.randn_like(y)
+
+    def call():
+        torch.ops.aten.convolution(x, w, b, stride, padding, dilation, False, [0] * len(k), groups)
+        torch.ops.aten.convolution_backward(dy, x, w, [cout] if bias else None, stride, padding, dilation,
+                                            False, [0] * len(k), groups, [need_dx, True, bias])
+    return call
+
+
+class _Limit:
+    """What a model's limit is made of: the signed convolutions of its quadratic layers and its
+    minimal elementwise traffic in bytes (see the module docstring)."""
+
+    def __init__(self, model: nn.Module, baseline: nn.Module, example: torch.Tensor, batch_size: int):
+        self.convs: dict[tuple, int] = {}  # spec -> signed count
+        elements = 0
+        for rec in _layer_records(model, example):
+            for sign, fin, fout in unavoidable_convolutions(rec["neuron"]):
+                spec = _conv_spec(rec, fin, fout)
+                self.convs[spec] = self.convs.get(spec, 0) + sign
+            elements += batch_size * elementwise_elements(rec["neuron"], math.prod(rec["in_shape"]),
+                                                          math.prod(rec["out_shape"]))
+        extra_params = sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in baseline.parameters())
+        elements += SGD_ELEMENTS_PER_PARAMETER * max(extra_params, 0)
+        self.bytes = elements * next(model.parameters()).element_size()
+        self.convs = {s: n for s, n in self.convs.items() if n}
+
+    def extra(self, conv_s: dict, bandwidth: float) -> tuple[float, float]:
+        """(convolution seconds, elementwise seconds) added to the baseline's step in one round."""
+        return sum(n * conv_s[s] for s, n in self.convs.items()), self.bytes / bandwidth
+
+
+def _bandwidth_call(numel: int, device) -> tuple[Callable[[], None], int]:
+    """An elementwise product over tensors of ``numel`` elements and the bytes it moves."""
+    a, b, c = (to_device(torch.randn(numel), device) for _ in range(3))
+    return (lambda: torch.mul(a, b, out=c)), 3 * a.element_size() * numel
 
 
 def compare_implementations(model: nn.Module, x: torch.Tensor, y: torch.Tensor, implementation: str,
                             reference: str = "naive") -> float:
     """Largest relative difference of output and parameter gradients between two implementations."""
-    a = set_implementation(randomise_terms_(copy.deepcopy(model)), implementation).train()
-    b = set_implementation(copy.deepcopy(a), reference).train()
+    a = set_implementation(randomise_terms_(copy.deepcopy(model)), implementation, x).train()
+    b = set_implementation(copy.deepcopy(a), reference, x).train()
     outs = []
     for m in (a, b):
         out = m(x)
@@ -183,7 +390,18 @@ def compare_implementations(model: nn.Module, x: torch.Tensor, y: torch.Tensor, 
     return err
 
 
-# -- memory: one row per process ----------------------------------------------------------
+def randomise_terms_(model: nn.Module, scale: float = 0.05, seed: int = 0) -> nn.Module:
+    """Move the quadratic terms off their ReLinear reference so every term takes part."""
+    from .relinear import quadratic_terms
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p, _, _ in quadratic_terms(model):
+            p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype).to(p.device) * scale)
+    return model
+
+
+# -- memory --------------------------------------------------------------------------------------
 def _status_kb(field: str) -> int | None:
     try:
         with open("/proc/self/status") as f:
@@ -197,7 +415,7 @@ def _status_kb(field: str) -> int | None:
 
 def step_memory(name: str, implementation: str, batch_size: int, shape: tuple[int, ...],
                 threads: int | None = None) -> float:
-    """Peak extra resident memory (MB) of one training step, measured in this process.
+    """Peak extra resident memory (MB) of one training step on the CPU, measured in this process.
 
     One warm-up step first (gradients and optimiser state then exist, as in training), then
     the high-water mark is reset (``/proc/self/clear_refs``) and one more step is taken.
@@ -206,8 +424,8 @@ def step_memory(name: str, implementation: str, batch_size: int, shape: tuple[in
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = set_implementation(create(name, in_chans=shape[0]), implementation).train()
     x, y = batch(batch_size, shape)
+    model = set_implementation(create(name, in_chans=shape[0]), implementation, x).train()
     step = make_step(model, x, y)
     step()
     import gc
@@ -227,6 +445,18 @@ def step_memory(name: str, implementation: str, batch_size: int, shape: tuple[in
     return (peak - before) / 1024
 
 
+def cuda_step_memory(step: Callable[[], None], device) -> float:
+    """Peak memory (MB) the caching allocator hands out during one call of ``step`` above what is
+    allocated before it. The device is synchronised first, so no earlier work frees or allocates
+    inside the window, and again before the peak is read."""
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    step()
+    torch.cuda.synchronize(device)
+    return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+
+
 def _memory_in_subprocess(name, implementation, batch_size, shape, threads) -> float:
     cmd = [sys.executable, "-m", "quadnn.bench", "--_memory", name, implementation,
            "--batch-size", str(batch_size), "--input", "x".join(map(str, shape))]
@@ -241,7 +471,9 @@ def _memory_in_subprocess(name, implementation, batch_size, shape, threads) -> f
 
 
 # -- the benchmark ------------------------------------------------------------------------------
-def machine() -> str:
+def machine(device="cpu") -> str:
+    if torch.device(device).type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda}"
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -251,22 +483,25 @@ def machine() -> str:
     return f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
 
 
-def _compiled_row(name: str, shape, x, y, seed: int, quadratic: bool):
+def _compiled_row(name: str, shape, x, y, seed: int, quadratic: bool, device):
     """(compiled model, its step, compile seconds, max_rel_err against eager on the same weights)."""
     torch.manual_seed(seed)
-    model = create(name, in_chans=shape[0]).train()
+    model = to_device(create(name, in_chans=shape[0]), device).train()
     if quadratic:
         randomise_terms_(model)
     eager = copy.deepcopy(model)
     compiled = torch.compile(model)
     outs = []
-    t = time.perf_counter()
+    clock = Clock(device)
+    clock.start()
     for m in (compiled, eager):
-        out = m(x)
-        F.cross_entropy(out, y).backward()
-        outs.append([out.detach()] + [p.grad for p in (model if m is compiled else eager).parameters()])
+        def first(m=m):
+            out = m(x)
+            F.cross_entropy(out, y).backward()
+            outs.append([out.detach()] + [p.grad for p in (model if m is compiled else eager).parameters()])
+        t = clock.time(first)
         if m is compiled:
-            compile_s = time.perf_counter() - t
+            compile_s = t
     err = 0.0
     for u, v in zip(*outs):
         if u is None or v is None:
@@ -277,24 +512,39 @@ def _compiled_row(name: str, shape, x, y, seed: int, quadratic: bool):
     return model, make_step(compiled, x, y), compile_s, err
 
 
+def _summary(values, prefix: str, scale: float = 1.0) -> dict:
+    q1, q2, q3 = quartiles(values)
+    return {prefix: scale * q2, prefix + "_q1": scale * q1, prefix + "_q3": scale * q3}
+
+
 def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), steps: int = 10,
         warmup: int = 2, implementations=("default", "naive"), baseline: str | None = None,
-        memory: bool = True, threads: int | None = None, seed: int = 0, compile: bool = False) -> list[dict]:
+        memory: bool = True, threads: int | None = None, seed: int = 0, compile: bool = False,
+        device="cpu", limit: bool = True) -> list[dict]:
     """Measure every (model, implementation) against its baseline; return one dict per row.
 
-    ``compile=True`` adds the compiled rows described in the module docstring."""
+    ``steps`` is the number of timed rounds (each times every row once) after ``warmup`` rounds.
+    ``implementations`` is a tuple for every model or a dict ``{model: tuple}``.
+    ``compile=True`` adds the compiled rows, ``limit=False`` skips the limit's measurements;
+    see the module docstring."""
     if threads:
         torch.set_num_threads(threads)
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1 (timed rounds), got {steps!r}")
+    device = torch.device(device)
+    clock = Clock(device)
     shape = tuple(input_shape)
     x, y = batch(batch_size, shape)
+    x, y = to_device(x, device), to_device(y, device)
     # rows: (row name, timm name, implementation or None, baseline, compiled)
     rows = []
     for name in models:
         base = baseline or baseline_name(name)
         if not any(r[1] == base and r[2] is None for r in rows):
             rows.append((base, base, None, base, False))
-        for impl in implementations:
-            rows.append((name, name, impl, base, False))
+        impls = implementations[name] if isinstance(implementations, dict) else implementations
+        for impl in impls:
+            rows.append((name, name, check_implementation(impl), base, False))
     if compile:
         firsts = {}
         for r in rows:
@@ -304,7 +554,7 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
     for key in rows:
         row_name, name, impl, _, compiled = key
         if compiled:
-            model, steps_fn[key], compile_s, err = _compiled_row(name, shape, x, y, seed, impl is not None)
+            model, steps_fn[key], compile_s, err = _compiled_row(name, shape, x, y, seed, impl is not None, device)
             built[key], extra[key] = model, dict(compile_s=compile_s)
             if impl is not None:
                 extra[key].update(max_rel_err=err, equal=err <= EQUAL_RTOL)
@@ -315,66 +565,100 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
             if not is_quadratic(model):
                 raise ValueError(f"{name!r} has no quadratic layers: pass quadratic models to --models "
                                  "(each one's conventional baseline is added by itself)")
-            set_implementation(model, impl)
-        built[key] = model
+            set_implementation(model, impl, x.cpu())
+        built[key] = model = to_device(model, device)
         steps_fn[key] = make_step(model, x, y)
-    for _ in range(warmup):
+    # The limit's parts: each quadratic model's convolutions, timed in the same rounds as the steps.
+    limits, calls = {}, {}
+    if limit:
         for key in rows:
-            steps_fn[key]()
+            name, impl, base = key[1], key[2], key[3]
+            if impl is not None and name not in limits:
+                base_model = next(built[k] for k in rows if k[1] == base and k[2] is None and not k[4])
+                limits[name] = _Limit(built[key], base_model, x, batch_size)
+                for spec in limits[name].convs:
+                    if spec not in calls:
+                        calls[spec] = _conv_call(spec, batch_size, device)
+        if limits:
+            numel = max(x.numel(), *(math.prod(s[1]) * batch_size for s in calls))
+            calls["bandwidth"], moved = _bandwidth_call(numel, device)
     times = {key: [] for key in rows}
-    for _ in range(steps):  # interleaved, so load changes hit every row alike
+    call_s = {c: [] for c in calls}
+    clock.start()
+    for i in range(warmup + steps):  # rounds: every row once, interleaved, so load hits all alike
         for key in rows:
-            t = time.perf_counter()
-            steps_fn[key]()
-            times[key].append(time.perf_counter() - t)
+            t = clock.time(steps_fn[key])
+            if i >= warmup:
+                times[key].append(t)
+        for c, fn in calls.items():
+            t = clock.time(fn)
+            if i >= warmup:
+                call_s[c].append(t)
+    # per round: the limit of each model
+    limit_parts = {}
+    for name, lim in limits.items():
+        parts = [lim.extra({s: call_s[s][i] for s in lim.convs}, moved / call_s["bandwidth"][i])
+                 for i in range(steps)]
+        limit_parts[name] = parts
     ex, ey = x[: min(8, batch_size)], y[: min(8, batch_size)]
+    base_key = {(k[1], k[4]): k for k in rows if k[2] is None}
     results = []
     for key in rows:
         row_name, name, impl, base, compiled = key
         model = built[key]
-        med = statistics.median(times[key])
-        q = statistics.quantiles(times[key], n=4) if len(times[key]) >= 2 else (0.0, 0.0, 0.0)
+        bkey = base_key[(base, compiled)]
         row = dict(model=name, implementation=impl or "conventional", baseline=base, compiled=compiled,
-                   params=sum(p.numel() for p in model.parameters()),
-                   gflops=forward_gflops(model, x), step_ms=1000 * med, step_ms_iqr=1000 * (q[2] - q[0]),
-                   batch_size=batch_size, input="x".join(map(str, shape)), steps=steps)
+                   params=sum(p.numel() for p in model.parameters()), gflops=forward_gflops(model, x),
+                   batch_size=batch_size, input="x".join(map(str, shape)), steps=steps, device=str(device))
+        row.update(_summary(times[key], "step_ms", 1000))
+        row["step_ms_iqr"] = row["step_ms_q3"] - row["step_ms_q1"]
+        row.update(_summary([t / b for t, b in zip(times[key], times[bkey])], "time_ratio"))
+        if impl is not None and name in limit_parts:
+            lims = [b + c + e for b, (c, e) in zip(times[bkey], limit_parts[name])]
+            row.update(_summary([lim / b for lim, b in zip(lims, times[bkey])], "limit_ratio"))
+            row.update(_summary([t / lim for t, lim in zip(times[key], lims)], "vs_limit"))
+            row["limit_conv_ms"] = 1000 * statistics.median(c for c, _ in limit_parts[name])
+            row["limit_elem_ms"] = 1000 * statistics.median(e for _, e in limit_parts[name])
+        if "bandwidth" in call_s:
+            row["bandwidth_gbs"] = moved / statistics.median(call_s["bandwidth"]) / 1e9
         row.update(extra.get(key, {}))
         if impl is None or compiled:
-            row["conv_share"] = conv_share(steps_fn[key])
+            row["conv_share"] = conv_share(steps_fn[key], device=device)
         if impl is not None and not compiled:
             torch.manual_seed(seed)
-            row["max_rel_err"] = compare_implementations(create(name, in_chans=shape[0]), ex, ey, impl)
+            ref = to_device(create(name, in_chans=shape[0]), device)
+            row["max_rel_err"] = compare_implementations(ref, ex, ey, impl)
             row["equal"] = row["max_rel_err"] <= EQUAL_RTOL
         if memory and not compiled:
-            row["extra_mb"] = _memory_in_subprocess(name, impl or "default", batch_size, shape, threads)
+            if clock.cuda:
+                row["extra_mb"] = cuda_step_memory(steps_fn[key], device)
+            else:
+                row["extra_mb"] = _memory_in_subprocess(name, impl or "default", batch_size, shape, threads)
         results.append(row)
     base_rows = {(r["model"], r["compiled"]): r for r in results if r["implementation"] == "conventional"}
     eager_rows = {(r["model"], r["implementation"]): r for r in results if not r["compiled"]}
     for r in results:
         b = base_rows[(r["baseline"], r["compiled"])]
-        r["time_ratio"] = r["step_ms"] / b["step_ms"]
         r["flops_ratio"] = r["gflops"] / b["gflops"]
-        if r["implementation"] != "conventional":
-            r["arith_ratio"] = 1 + (r["flops_ratio"] - 1) * b["conv_share"]
-            if r["compiled"]:
-                r["vs_arith"] = r["time_ratio"] / r["arith_ratio"]
-                r["conv_ratio"] = r["time_ratio"] * r["conv_share"] / b["conv_share"]
-                r["other_ratio"] = r["time_ratio"] * (1 - r["conv_share"]) / (1 - b["conv_share"])
+        if r["compiled"] and r["implementation"] != "conventional":
+            r["conv_ratio"] = r["time_ratio"] * r["conv_share"] / b["conv_share"]
+            r["other_ratio"] = r["time_ratio"] * (1 - r["conv_share"]) / (1 - b["conv_share"])
         if r["compiled"]:
             r["eager_ratio"] = r["step_ms"] / eager_rows[(r["model"], r["implementation"])]["step_ms"]
         if memory and "extra_mb" in r:
             r["mem_ratio"] = r["extra_mb"] / b["extra_mb"] if b["extra_mb"] > 0 else float("nan")
-        r["machine"] = machine()
+        r["machine"] = machine(device)
     return results
 
 
 def format_table(rows: list[dict]) -> str:
     cols = [("model", "{}"), ("implementation", "{}"), ("compiled", "{}"), ("params", "{:,}"), ("gflops", "{:.3f}"),
-            ("step_ms", "{:.1f}"), ("time_ratio", "{:.2f}"), ("conv_share", "{:.2f}"), ("arith_ratio", "{:.2f}"),
-            ("vs_arith", "{:.2f}"), ("conv_ratio", "{:.2f}"), ("other_ratio", "{:.2f}"), ("eager_ratio", "{:.2f}"),
-            ("compile_s", "{:.0f}"),
-            ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"),
-            ("max_rel_err", "{:.1e}"), ("equal", "{}")]
+            ("step_ms", "{:.1f}"), ("time_ratio", "{:.3f}"), ("time_ratio_iqr", "{}"), ("limit_ratio", "{:.3f}"),
+            ("vs_limit", "{:.3f}"), ("vs_limit_iqr", "{}"), ("conv_share", "{:.2f}"), ("conv_ratio", "{:.2f}"),
+            ("other_ratio", "{:.2f}"), ("eager_ratio", "{:.2f}"), ("compile_s", "{:.0f}"),
+            ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"), ("max_rel_err", "{:.1e}"), ("equal", "{}")]
+    rows = [dict(r, **{k + "_iqr": f"{r[k + '_q1']:.3f}-{r[k + '_q3']:.3f}" for k in ("time_ratio", "vs_limit")
+                       if k + "_q1" in r}) for r in rows]
     cols = [(c, f) for c, f in cols if any(c in r for r in rows) and (c != "compiled" or any(r.get(c) for r in rows))]
     cells = [[c for c, _ in cols]] + [[f.format(r[c]) if c in r else "-" for c, f in cols] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
@@ -388,12 +672,14 @@ def main(argv=None) -> int:
     p.add_argument("--baseline", default=None, help="conventional model to compare with (default: same depth)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--input", default="3x32x32", help="CxHxW")
-    p.add_argument("--steps", type=int, default=10, help="timed steps per row (after warm-up)")
+    p.add_argument("--steps", type=int, default=10, help="timed rounds (each times every row once) after warm-up")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--implementations", nargs="+", default=["default", "naive"],
-                   choices=list(IMPLEMENTATIONS))
+                   help=f"any of {', '.join(IMPLEMENTATIONS)}, or budget=B (plan_recompute at budget B)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:index]")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    p.add_argument("--no-memory", action="store_true", help="skip the per-row memory processes")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    p.add_argument("--no-limit", action="store_true", help="skip the limit's convolution and bandwidth timings")
     p.add_argument("--compile", action="store_true",
                    help="also time the baseline and each model's first implementation under torch.compile")
     p.add_argument("--json", action="store_true", help="one JSON object per row")
@@ -401,21 +687,30 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         shape = parse_input(args.input)
-    except ValueError as e:
+        for impl in args.implementations:
+            check_implementation(impl)
+        device = torch.device(args.device)
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"--device must be cpu or cuda[:index], got {args.device!r}")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"--device {args.device}: CUDA is not available here (valid: cpu)")
+    except (ValueError, RuntimeError) as e:
         p.error(str(e))
     if args._memory:
         print(step_memory(args._memory[0], args._memory[1], args.batch_size, shape, args.threads))
         return 0
     try:
         rows = run(args.models, args.batch_size, shape, args.steps, args.warmup, tuple(args.implementations),
-                   args.baseline, not args.no_memory, args.threads, compile=args.compile)
+                   args.baseline, not args.no_memory, args.threads, compile=args.compile, device=device,
+                   limit=not args.no_limit)
     except ValueError as e:  # a bad model name or baseline: say it like argparse does
         p.error(str(e))
     if args.json:
         for r in rows:
             print(json.dumps(r))
     else:
-        print(f"# {machine()}; batch {args.batch_size}, input {args.input}, median of {args.steps} steps")
+        print(f"# {machine(device)}; batch {args.batch_size}, input {args.input}, median and quartiles over "
+              f"{args.steps} rounds")
         print(format_table(rows))
     return 0
 

@@ -219,10 +219,12 @@ class QuadraticLayer(nn.Module):
     # custom autograd Function: one convolution for [r, g] (one over [x, x*x] for the compact
     # neuron), x*x recomputed in backward rather than stored; they differ in what they keep
     # for backward besides x (which the preceding activation keeps anyway):
-    #   "fast"  (default) keeps r and recomputes the gate g (a convolution with half the
-    #           outputs): one output-sized tensor more than a conventional layer, about 1.5x
-    #           the activations of a conv-BN-ReLU network;
-    #   "speed" keeps r and g: no recomputation, about 2x the activation memory;
+    #   "fast"  keeps r and recomputes the gate g (a convolution with half the outputs): one
+    #           output-sized tensor more than a conventional layer, about 1.5x the activations
+    #           of a conv-BN-ReLU network;
+    #   "speed" (default) keeps r and g: no recomputation, about 2x the activation memory. It
+    #           dominates "naive": the same tensors less x*x, and one Cin->2C convolution where
+    #           naive runs two Cin->C ones (quadnn.bench measures both);
     #   "lean"  keeps nothing and recomputes [r, g]: the conventional layer's memory, one more
     #           r/g convolution per step;
     #   "fused" the single r/g convolution differentiated by autograd (keeps x*x too);
@@ -230,7 +232,7 @@ class QuadraticLayer(nn.Module):
     # Without autograd (inference, torch.no_grad) the first three run the same forward and
     # keep nothing. All give the same outputs and gradients up to float rounding (tests check it).
     IMPLEMENTATIONS = ("fast", "speed", "lean", "fused", "naive")
-    implementation = "fast"
+    implementation = "speed"
 
     def _fused_gate_params(self):
         """Weight and bias of the single operation computing [r, g] (per group, r then g)."""

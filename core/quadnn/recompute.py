@@ -12,10 +12,18 @@ ResNet, the 16-channel stage at full resolution).
     plan = quadnn.plan_recompute(model, torch.randn(1, 3, 32, 32), budget=1.0)
 
 ``budget`` is the average number of extra output-sized tensors a quadratic layer may keep.
-``budget=1.0`` keeps as much as ``"fast"`` (a lone layer's default) everywhere, but recomputes
-in the layers where recomputing is cheapest, so the same memory costs fewer recomputed
-convolutions.
-``budget=2.0`` is ``"speed"`` everywhere, ``0`` is ``"lean"`` everywhere.
+``budget=1.0`` keeps as much as ``"fast"`` everywhere, but recomputes in the layers where
+recomputing is cheapest, so the same memory costs fewer recomputed convolutions.
+``budget=2.0`` is ``"speed"`` (a lone layer's default) everywhere, ``0`` is ``"lean"`` everywhere.
+
+:data:`DEFAULT_BUDGET` is the budget the registered models are built with. It is chosen from the
+measured frontier (``quadnn.bench`` rows ``budget=B``; the efficiency notebook re-derives it on
+every run and reports whether it still agrees): the least memory among the budgets that beat
+the naive formulation in memory and, resolved over rounds, in time; the fastest when none does.
+On a CPU (batch 128, 32x32, ResNet20, budgets 1 to 2) budget 2 had the lowest median time, and
+no lower budget was resolved faster than naive: every recomputed gate costs a convolution. So the
+default keeps r and g everywhere, at about 0.8x naive's extra memory with no recomputation.
+Pass ``recompute_budget=1.0`` to a model for the memory of one tensor per layer, at some time.
 """
 from __future__ import annotations
 
@@ -26,7 +34,9 @@ from torch import nn
 
 from .layers import QuadraticLayer
 
-__all__ = ["plan_recompute"]
+__all__ = ["plan_recompute", "DEFAULT_BUDGET"]
+
+DEFAULT_BUDGET = 2.0  # see the module docstring: where the measured frontier puts the default
 
 
 def _cost_per_output(layer: QuadraticLayer) -> int:
@@ -35,7 +45,8 @@ def _cost_per_output(layer: QuadraticLayer) -> int:
 
 
 @torch.no_grad()
-def plan_recompute(model: nn.Module, *example_inputs, budget: float = 1.0, apply: bool = True) -> dict[str, str]:
+def plan_recompute(model: nn.Module, *example_inputs, budget: float = DEFAULT_BUDGET,
+                   apply: bool = True) -> dict[str, str]:
     """Set each quadratic layer's implementation so the layers keep at most ``budget`` extra
     output-sized tensors on average, recomputing where it costs the fewest FLOPs per byte.
 

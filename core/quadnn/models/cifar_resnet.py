@@ -29,7 +29,7 @@ Registered in timm: ``cifar_resnet{20,32,44,56,110,1202}``, ``cifar_qresnet{20,3
 paper's widened ResNets), ``rezero=``, ``zero_init_last=``, ``num_classes=``, ``in_chans=``,
 ``global_pool=`` (timm's; ``""`` returns the unpooled map), ``drop_rate=``, and
 ``recompute_budget=`` (what the quadratic layers keep for backward, see
-:func:`quadnn.plan_recompute`; default 1.0).
+:func:`quadnn.plan_recompute`; default ``quadnn.recompute.DEFAULT_BUDGET``).
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..layers import NEURONS, QuadraticConv2d
+from ..recompute import DEFAULT_BUDGET
 from .common import ConvClassifier, quadratic_conv_bias
 
 __all__ = ["CifarResNet", "BasicBlock", "KINDS", "conv3x3"]
@@ -106,8 +107,8 @@ class CifarResNet(ConvClassifier):
 
     def __init__(self, depth: int = 20, num_classes: int = 10, in_chans: int = 3, width: float = 1.0,
                  neuron: str = "conventional", rezero: bool = False, drop_rate: float = 0.0,
-                 global_pool: str = "avg", zero_init_last: bool = True, recompute_budget: float | None = 1.0,
-                 device=None, dtype=None):
+                 global_pool: str = "avg", zero_init_last: bool = True,
+                 recompute_budget: float | None = DEFAULT_BUDGET, device=None, dtype=None):
         super().__init__()
         if (depth - 2) % 6 or depth < 8:
             raise ValueError(f"depth must be 6n+2 with n >= 1 (20, 32, 44, 56, 110, 1202, ...), got {depth}")

@@ -19,7 +19,7 @@ The pools use ``ceil_mode=True``, so inputs smaller than 32x32 (the 8x8 digits s
 
 Registered in timm: ``cifar_vgg16``, ``cifar_vgg16_square``, ``cifar_qvgg16``; each takes
 ``width=``, ``num_classes=`` (default 100, CIFAR-100), ``in_chans=``, ``drop_rate=``,
-``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default 1.0).
+``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default ``quadnn.recompute.DEFAULT_BUDGET``).
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..layers import NEURONS, QuadraticConv2d, Square
+from ..recompute import DEFAULT_BUDGET
 from .common import ConvClassifier, quadratic_conv_bias
 
 __all__ = ["CifarVGG", "VGG16", "ACTIVATIONS", "KINDS"]
@@ -52,7 +53,7 @@ class CifarVGG(ConvClassifier):
 
     def __init__(self, layers=VGG16, num_classes: int = 100, in_chans: int = 3, width: float = 1.0,
                  activation: str = "relu", neuron: str = "conventional", drop_rate: float = 0.0,
-                 global_pool: str = "avg", recompute_budget: float | None = 1.0,
+                 global_pool: str = "avg", recompute_budget: float | None = DEFAULT_BUDGET,
                  device=None, dtype=None):
         super().__init__()
         if activation not in ACTIVATIONS:

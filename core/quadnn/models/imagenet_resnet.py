@@ -38,7 +38,8 @@ name                       paper's label                    neuron
 
 Every variant takes ``width=``, ``shortcut=``, ``zero_init_last=``, ``global_pool=``, ``num_classes=``,
 ``in_chans=``, ``drop_rate=``,
-``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default 1.0), and works with
+``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default
+``quadnn.recompute.DEFAULT_BUDGET``), and works with
 ``timm.create_model(name, features_only=True)`` (stem, then the four stages).
 """
 from __future__ import annotations
@@ -48,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
+from ..recompute import DEFAULT_BUDGET
 from .cifar_resnet import KINDS, ShortcutA, conv3x3
 from .common import ConvClassifier
 
@@ -95,8 +97,8 @@ class ImageNetResNet(ConvClassifier):
 
     def __init__(self, layers=(2, 2, 2, 2), num_classes: int = 1000, in_chans: int = 3, width: float = 1.0,
                  neuron: str = "conventional", shortcut: str = "B", drop_rate: float = 0.0,
-                 global_pool: str = "avg", zero_init_last: bool = True, recompute_budget: float | None = 1.0,
-                 device=None, dtype=None):
+                 global_pool: str = "avg", zero_init_last: bool = True,
+                 recompute_budget: float | None = DEFAULT_BUDGET, device=None, dtype=None):
         super().__init__()
         layers = tuple(int(n) for n in layers)
         if len(layers) != 4 or min(layers) < 1:
