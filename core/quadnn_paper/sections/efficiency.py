@@ -3,9 +3,10 @@ time per epoch beside it. The measurement itself is the library's (``python -m q
 from __future__ import annotations
 
 from quadnn_paper.common import published
-from quadnn_paper.common.profiles import select
+from quadnn_paper.common.profiles import protocol_of
 
-__all__ = ["PROTOCOLS", "PAPER_EPOCH_SECONDS", "protocol", "tiny_protocol", "frontier", "choose_budget", "find",
+__all__ = ["NAME", "PROTOCOLS", "PAPER_EPOCH_SECONDS", "protocol", "tiny_protocol", "runs", "summary", "ratio",
+           "model_facts", "inference_times", "frontier", "choose_budget", "find",
            "spread", "verdict"]
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
@@ -36,15 +37,82 @@ PROTOCOLS = {
 PAPER_EPOCH_SECONDS = published.CIFAR_EPOCH_SECONDS
 
 
-def protocol(profile: str) -> dict:
-    """A copy of the protocol of ``profile``."""
-    return dict(select(PROTOCOLS, profile))
+NAME = "efficiency"
+
+
+def protocol(profile: str, tiny: bool = False) -> dict:
+    """A copy of the protocol of ``profile``; TINY=1 keeps full's models, implementations and
+    input with two timed rounds and one compiled model (the code path, not a measurement)."""
+    P = protocol_of(PROTOCOLS, profile, tiny)
+    return tiny_protocol(P) if tiny else P
 
 
 def tiny_protocol(P: dict) -> dict:
-    """TINY=1: the full protocol's models, implementations and input, with two timed rounds and
-    one compiled model (the code path, not a measurement)."""
+    """TINY=1 caps of a full protocol (see :func:`protocol`)."""
     return dict(P, steps=2, warmup=1, compile_models=tuple(P["compile_models"])[:1])
+
+
+def runs(profile: str, tiny: bool = False) -> list:
+    """No engine runs: the section measures steps with :mod:`quadnn.bench` in the notebook's process."""
+    return []
+
+
+def model_facts(name: str) -> tuple[int, str]:
+    """(depth, neuron kind) of a CIFAR ResNet, from the model registry."""
+    from quadnn.models.cifar_resnet import VARIANTS
+
+    return VARIANTS[name]
+
+
+def ratio(v) -> str:
+    """A ratio with two decimals for the table and the text ("--" where not measured)."""
+    return "--" if v is None else f"{v:.2f}"
+
+
+def summary(results: dict, profile: str, tiny: bool = False) -> dict:
+    """The efficiency table's rows from ``results = dict(rows=..., compile_rows=...)`` (quadnn.bench's
+    rows; compiled rows are ratios to the compiled baseline), with the paper's time per epoch beside them."""
+    from quadnn_paper.common.cells import Cell
+
+    table = []
+    for r in results["rows"] + [r for r in results.get("compile_rows", []) if r["compiled"]]:
+        paper = PAPER_EPOCH_SECONDS.get(r["model"]) if not r.get("compiled") else None
+        paper_ratio = (paper / PAPER_EPOCH_SECONDS[r["baseline"]]
+                       if paper and r["baseline"] in PAPER_EPOCH_SECONDS else None)
+        depth, neuron = model_facts(r["model"])
+        table.append([f"ResNet{depth}", neuron, r["implementation"] + (", compiled" if r.get("compiled") else ""),
+                      r["params"], round(r["gflops"] / r["batch_size"] * 1e3), round(r["step_ms"]),
+                      spread(r, "time_ratio"), ratio(r.get("limit_ratio")), spread(r, "vs_limit"),
+                      ratio(r.get("mem_ratio")), Cell(paper, decimals=2, paper=True) if paper else None,
+                      Cell(paper_ratio, decimals=2, paper=True) if paper_ratio else None])
+    return dict(table=table)
+
+
+def inference_times(P: dict, model: str = "cifar_qresnet20", implementations=("default", "naive")) -> dict:
+    """Median forward time (ms) of ``model`` in eval mode under ``torch.no_grad()`` per implementation,
+    the implementations interleaved round by round (the same load for each)."""
+    import statistics
+    import time
+
+    import torch
+
+    from quadnn import bench
+
+    torch.manual_seed(0)
+    shape = tuple(P["input"])
+    xb = torch.randn(P["batch_size"], *shape)
+    models = {impl: bench.set_implementation(bench.create(model, in_chans=shape[0]), impl).eval()
+              for impl in implementations}
+    times = {impl: [] for impl in models}
+    with torch.no_grad():
+        for m in models.values():
+            m(xb)  # warm-up
+        for _ in range(max(2, P["steps"])):
+            for impl, m in models.items():
+                t0 = time.perf_counter()
+                m(xb)
+                times[impl].append(time.perf_counter() - t0)
+    return {impl: 1000 * statistics.median(t) for impl, t in times.items()}
 
 
 def frontier(rows: list[dict], model: str, default_budget: float) -> list[tuple[float, dict]]:
