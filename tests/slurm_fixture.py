@@ -6,6 +6,7 @@ it is up) and left running for the next session (tools/slurm/down.sh stops what 
 ``QUADNN_SLURM_DOWN=1`` makes this fixture call it at the end). When up.sh says it cannot (not
 root, no apt-get: exit code 3), every test using the fixture is skipped with up.sh's reason.
 """
+
 import json
 import os
 import subprocess
@@ -65,8 +66,13 @@ class Toy:
         start = time.time()
         if self.rank_file:
             with open(out / f"{self.key}.ranks", "a") as f:
-                f.write(" ".join(os.environ.get(k, "?") for k in
-                                 ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")) + "\n")
+                f.write(
+                    " ".join(
+                        os.environ.get(k, "?")
+                        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+                    )
+                    + "\n"
+                )
             if os.environ.get("RANK", "0") != "0":
                 return None
         ckpt = out / f"{self.key}.ckpt"
@@ -85,8 +91,7 @@ class Toy:
             state["value"] = (state["value"] * 31 + state["epoch"] + len(self.key)) % 1_000_003
             state["epoch"] += 1
             _write(ckpt, state)
-        _write(self.result_path(), {"value": state["value"], "epochs": state["epoch"],
-                                    "attempts": state["attempts"]})
+        _write(self.result_path(), {"value": state["value"], "epochs": state["epoch"], "attempts": state["attempts"]})
         with open(out / f"{self.key}.spans", "a") as f:
             f.write(f"{start} {time.time()} {os.environ.get('CUDA_VISIBLE_DEVICES', '-') or '-'}\n")
         return state["value"]
@@ -131,7 +136,9 @@ class AllReduce:
     def __call__(self):
         import torch
         import torch.distributed as dist
+
         from quadnn_paper.execution.runners import init_distributed
+
         assert init_distributed("gloo")
         total = torch.tensor([float(dist.get_rank() + 1)])
         dist.all_reduce(total)

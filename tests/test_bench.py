@@ -1,5 +1,6 @@
 """python -m quadnn.bench: rows, ratios and their spreads, the limit, the equality check, the CUDA
 path (against a strict fake of the torch.cuda calls it makes), and the JSON output (tiny sizes)."""
+
 import json
 import math
 import subprocess
@@ -14,12 +15,38 @@ from quadnn import bench
 
 def test_bench_json_rows_and_equality_check():
     out = subprocess.run(
-        [sys.executable, "-m", "quadnn.bench", "--models", "cifar_qresnet20", "--implementations", "default", "naive",
-         "--batch-size", "8", "--input", "3x16x16", "--steps", "3", "--warmup", "1", "--threads", "1", "--json"],
-        capture_output=True, text=True, check=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "quadnn.bench",
+            "--models",
+            "cifar_qresnet20",
+            "--implementations",
+            "default",
+            "naive",
+            "--batch-size",
+            "8",
+            "--input",
+            "3x16x16",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--threads",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(r["model"], r["implementation"]) for r in rows] == [
-        ("cifar_resnet20", "conventional"), ("cifar_qresnet20", "default"), ("cifar_qresnet20", "naive")]
+        ("cifar_resnet20", "conventional"),
+        ("cifar_qresnet20", "default"),
+        ("cifar_qresnet20", "naive"),
+    ]
     base, quad, naive = rows
     assert base["time_ratio"] == 1.0 and base["mem_ratio"] == 1.0 and "limit_ratio" not in base
     for r in (quad, naive):
@@ -46,9 +73,19 @@ def test_ratios_are_per_round_so_a_load_change_cancels(monkeypatch):
         calls.append(fn)
         load = 3.0 if (n // 2) % 3 == 0 else 1.0
         return load * (1.0 if n % 2 == 0 else 2.0)
+
     monkeypatch.setattr(bench.Clock, "time", loaded)
-    base, quad = bench.run(["cifar_qresnet20"], batch_size=2, input_shape=(3, 8, 8), steps=6, warmup=0,
-                           implementations=("default",), memory=False, threads=1, limit=False)
+    base, quad = bench.run(
+        ["cifar_qresnet20"],
+        batch_size=2,
+        input_shape=(3, 8, 8),
+        steps=6,
+        warmup=0,
+        implementations=("default",),
+        memory=False,
+        threads=1,
+        limit=False,
+    )
     assert len(calls) >= 12 and calls[0] is not calls[1]  # rounds alternate between the two rows
     assert quad["time_ratio"] == quad["time_ratio_q1"] == quad["time_ratio_q3"] == 2.0
     assert quad["step_ms_q3"] > quad["step_ms_q1"]  # the raw times do spread
@@ -75,10 +112,13 @@ def test_the_limit_counts_each_layers_unavoidable_convolutions_and_traffic():
     assert sum(n for s, n in compact.convs.items() if n < 0) == -18
     # elementwise bytes: the formula per layer, summed, plus SGD over the extra parameters
     from quadnn import QuadraticLayer
+
     records = bench._layer_records(bench.create("cifar_qresnet20"), x)
     assert len(records) == 18 and all(isinstance(r["layer"], QuadraticLayer) for r in records)
     elems = sum(4 * (6 * math.prod(r["in_shape"]) + 9 * math.prod(r["out_shape"])) for r in records)
-    extra = sum(p.numel() for p in bench.create("cifar_qresnet20").parameters()) - sum(p.numel() for p in base.parameters())
+    extra = sum(p.numel() for p in bench.create("cifar_qresnet20").parameters()) - sum(
+        p.numel() for p in base.parameters()
+    )
     assert full.bytes == 4 * (elems + bench.SGD_ELEMENTS_PER_PARAMETER * extra)
     conv_s = {s: 0.5 for s in full.convs}
     assert full.extra(conv_s, bandwidth=full.bytes) == (pytest.approx(9.0), pytest.approx(1.0))
@@ -86,10 +126,15 @@ def test_the_limit_counts_each_layers_unavoidable_convolutions_and_traffic():
 
 def test_the_limit_of_a_single_layer_is_its_measured_wider_convolution():
     from quadnn import QuadraticConv2d
+
     layer = QuadraticConv2d(8, 16, 3, padding=1)
-    lim = bench._Limit(torch.nn.Sequential(layer), torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1)),
-                       torch.randn(2, 8, 10, 10, requires_grad=True), batch_size=2)
-    (spec, n), = lim.convs.items()
+    lim = bench._Limit(
+        torch.nn.Sequential(layer),
+        torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1)),
+        torch.randn(2, 8, 10, 10, requires_grad=True),
+        batch_size=2,
+    )
+    ((spec, n),) = lim.convs.items()
     assert n == 1 and spec[1] == (8, 10, 10) and spec[2] == 32 and spec[-1] is True  # Cin->2C, input gradient
     bench._conv_call(spec, 2, "cpu")()  # forward and backward run at that spec
 
@@ -109,12 +154,14 @@ def test_compare_implementations_detects_a_difference(monkeypatch):
     assert bench.compare_implementations(model, x, y, "budget=1.5") < bench.EQUAL_RTOL
     # a wrong fast path (the gate ignored) must be caught
     from quadnn.layers import QuadraticLayer
+
     monkeypatch.setattr(QuadraticLayer, "_forward_fast", lambda self, x: self._linear_op(x, self.weight, self.bias))
     assert bench.compare_implementations(model, x, y, "fast") > 1e-2
 
 
 def test_forward_flops_of_a_single_layer():
     from quadnn import QuadraticConv2d
+
     layer = QuadraticConv2d(4, 8, 3, padding=1, bias=False)
     x = torch.randn(1, 4, 10, 10)
     conv = 2 * 8 * 4 * 9 * 100  # multiply-adds x 2 of one 3x3 convolution
@@ -145,8 +192,9 @@ def test_bad_arguments(capsys):
 
 
 def test_protocols_cover_every_profile_and_full_is_the_papers_setting():
-    from quadnn_paper.sections import efficiency
     from quadnn_paper.common.profiles import PROFILES, select
+    from quadnn_paper.sections import efficiency
+
     assert set(efficiency.PROTOCOLS) == set(PROFILES)
     full = select(efficiency.PROTOCOLS, "full")
     assert full["batch_size"] == 128 and tuple(full["input"]) == (3, 32, 32)  # the paper's CIFAR setting
@@ -164,17 +212,31 @@ def test_protocols_cover_every_profile_and_full_is_the_papers_setting():
 def test_compile_rows_against_the_compiled_baseline(monkeypatch):
     # the row plumbing with torch.compile replaced by the identity (compiling is what test_compile does)
     monkeypatch.setattr(torch, "compile", lambda model, **kw: model)
-    rows = bench.run(["cifar_qresnet20"], batch_size=4, input_shape=(3, 8, 8), steps=2, warmup=1,
-                     implementations=("default", "naive"), memory=False, threads=1, compile=True)
+    rows = bench.run(
+        ["cifar_qresnet20"],
+        batch_size=4,
+        input_shape=(3, 8, 8),
+        steps=2,
+        warmup=1,
+        implementations=("default", "naive"),
+        memory=False,
+        threads=1,
+        compile=True,
+    )
     assert [(r["model"], r["implementation"], r["compiled"]) for r in rows] == [
-        ("cifar_resnet20", "conventional", False), ("cifar_qresnet20", "default", False),
-        ("cifar_qresnet20", "naive", False), ("cifar_resnet20", "conventional", True),
-        ("cifar_qresnet20", "default", True)]
+        ("cifar_resnet20", "conventional", False),
+        ("cifar_qresnet20", "default", False),
+        ("cifar_qresnet20", "naive", False),
+        ("cifar_resnet20", "conventional", True),
+        ("cifar_qresnet20", "default", True),
+    ]
     eager_base, eager_quad, _, base, quad = rows
     assert base["time_ratio"] == 1.0 and quad["limit_ratio"] > 1 and quad["vs_limit"] > 0
     conv_ms = quad["step_ms"] * quad["conv_share"]  # the step split into convolutions and the rest
     assert quad["conv_ratio"] == pytest.approx(quad["time_ratio"] * quad["conv_share"] / base["conv_share"])
-    assert quad["other_ratio"] == pytest.approx(quad["time_ratio"] * (1 - quad["conv_share"]) / (1 - base["conv_share"]))
+    assert quad["other_ratio"] == pytest.approx(
+        quad["time_ratio"] * (1 - quad["conv_share"]) / (1 - base["conv_share"])
+    )
     assert conv_ms > 0
     assert quad["eager_ratio"] == pytest.approx(quad["step_ms"] / eager_quad["step_ms"])
     assert base["eager_ratio"] == pytest.approx(base["step_ms"] / eager_base["step_ms"])
@@ -205,9 +267,9 @@ class FakeCuda:
                 if self.t is None:
                     raise RuntimeError("event not recorded")
                 i = fake.pending.index(self)
-                for e in fake.pending[:i + 1]:
+                for e in fake.pending[: i + 1]:
                     e.done = True
-                del fake.pending[:i + 1]
+                del fake.pending[: i + 1]
 
             def elapsed_time(self, end):
                 if not (self.timing and end.timing):
@@ -288,13 +350,13 @@ def test_cuda_step_memory_reads_the_peak_of_that_step_alone(monkeypatch):
     def step():  # allocates 30 MiB at its peak and frees them
         assert fake.log[-2:] == ["reset", "allocated"]  # reset and baseline read before the step
         fake.peak = fake.allocated + 30 * 2**20
+
     assert bench.cuda_step_memory(step, torch.device("cuda")) == 30
     assert fake.log == ["sync", "reset", "allocated", "sync", "max"]  # synchronised before the peak is read
 
 
 def test_cuda_rows_are_the_cpu_rows(monkeypatch):
-    kw = dict(batch_size=2, input_shape=(3, 8, 8), steps=2, warmup=1, implementations=("default", "naive"),
-              threads=1)
+    kw = dict(batch_size=2, input_shape=(3, 8, 8), steps=2, warmup=1, implementations=("default", "naive"), threads=1)
     cpu = bench.run(["cifar_qresnet20"], memory=False, **kw)
     fake = FakeCuda()
     fake.install(monkeypatch)
@@ -307,10 +369,20 @@ def test_cuda_rows_are_the_cpu_rows(monkeypatch):
     assert fake.log.count("max") == 3  # one memory measurement per row
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (this machine has none; the CUDA "
-                    "path is checked above against a strict fake of torch.cuda)")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs a CUDA device (this machine has none; the CUDA "
+    "path is checked above against a strict fake of torch.cuda)",
+)
 def test_cuda_bench_on_a_gpu():
-    rows = bench.run(["cifar_qresnet20"], batch_size=8, input_shape=(3, 16, 16), steps=2, warmup=1,
-                     implementations=("default", "naive"), device="cuda")
+    rows = bench.run(
+        ["cifar_qresnet20"],
+        batch_size=8,
+        input_shape=(3, 16, 16),
+        steps=2,
+        warmup=1,
+        implementations=("default", "naive"),
+        device="cuda",
+    )
     assert all(r["step_ms"] > 0 and r["extra_mb"] > 0 for r in rows)
     assert all(r["equal"] for r in rows if r["implementation"] != "conventional")

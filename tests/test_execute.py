@@ -1,5 +1,6 @@
 """The engine's runs through the runners: local and a real SLURM give inline's results, a
 weight-transfer run waits for its source, a notebook at the full profile submits and collects."""
+
 import json
 import os
 import subprocess
@@ -7,26 +8,40 @@ import sys
 from pathlib import Path
 
 import pytest
+from slurm_fixture import slurm_cluster  # noqa: F401
 
 from quadnn_paper.engine import RunConfig, RunStore
 from quadnn_paper.execution.execute import TrainRun, execute, job_dir, with_dependencies
 from quadnn_paper.execution.runners import Job, make_runner
-from slurm_fixture import slurm_cluster  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def tiny(**kw):
-    base = dict(model="cifar_resnet20", width=0.25, dataset="digits", train_limit=96, epochs=2, batch_size=32,
-                optimizer="sgd", lr=0.05, relinear="none", threads=1, progress=False, device="cpu")
+    base = dict(
+        model="cifar_resnet20",
+        width=0.25,
+        dataset="digits",
+        train_limit=96,
+        epochs=2,
+        batch_size=32,
+        optimizer="sgd",
+        lr=0.05,
+        relinear="none",
+        threads=1,
+        progress=False,
+        device="cpu",
+    )
     base.update(kw)
     return RunConfig(**base)
 
 
 def sweep():
     source = tiny(epochs=4)
-    return [tiny(seed=1), tiny(model="cifar_qresnet20", relinear="sg", lr_g=1e-3, transfer_from=source,
-                               transfer_stage=1)]
+    return [
+        tiny(seed=1),
+        tiny(model="cifar_qresnet20", relinear="sg", lr_g=1e-3, transfer_from=source, transfer_stage=1),
+    ]
 
 
 def curves(results):
@@ -69,8 +84,9 @@ def test_slurm_runner_gives_inline_results_and_the_dependent_waits(slurm_cluster
     assert any(r is None for r in first.values()) and "pending (" in pending.read_text()
     records = {k: json.loads((job_dir(out) / f"{k}.json").read_text()) for k in first}
     dependent = sweep()[1]
-    assert records[dependent.run_id]["sources"] == {dependent.transfer_from.run_id:
-                                                    records[dependent.transfer_from.run_id]["job_id"]}
+    assert records[dependent.run_id]["sources"] == {
+        dependent.transfer_from.run_id: records[dependent.transfer_from.run_id]["job_id"]
+    }
     again = make_runner("slurm", job_dir(out))
     from quadnn_paper.execution.execute import is_done, jobs
 
@@ -99,13 +115,41 @@ def test_slurm_multi_task_run_is_ddp_from_submitits_environment(slurm_cluster, t
 def test_full_profile_notebook_through_slurm_on_tiny_data(slurm_cluster, tmp_path, notebook):
     """The full profile's code path (its protocol, CIFAR-100 pickles / a KITTI tree with 16-bit
     depth PNGs) through the SLURM runner: submitted, waited for, collected, nothing pending."""
-    env = dict(os.environ, QUADNN_WAIT="1", QUADNN_PENDING=str(tmp_path / "pending"),
-               QUADNN_GENERATED=str(tmp_path / "generated"), QUADNN_NOTEBOOK=notebook)
+    env = dict(
+        os.environ,
+        QUADNN_WAIT="1",
+        QUADNN_PENDING=str(tmp_path / "pending"),
+        QUADNN_GENERATED=str(tmp_path / "generated"),
+        QUADNN_NOTEBOOK=notebook,
+    )
     papermill = Path(sys.executable).with_name("papermill")
-    proc = subprocess.run([str(papermill), "--cwd", str(ROOT / "notebooks"), str(ROOT / f"notebooks/{notebook}.ipynb"),
-                           str(tmp_path / "out.ipynb"), "-p", "profile", "full", "-p", "tiny", "True",
-                           "-p", "runner", "slurm", "-p", "paper_dir", str(tmp_path / "paper"),
-                           "-p", "cache_dir", str(tmp_path / "cache")], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(papermill),
+            "--cwd",
+            str(ROOT / "notebooks"),
+            str(ROOT / f"notebooks/{notebook}.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            "-p",
+            "profile",
+            "full",
+            "-p",
+            "tiny",
+            "True",
+            "-p",
+            "runner",
+            "slurm",
+            "-p",
+            "paper_dir",
+            str(tmp_path / "paper"),
+            "-p",
+            "cache_dir",
+            str(tmp_path / "cache"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not (tmp_path / "pending").exists()
     records = list((tmp_path / "cache" / "runs" / ".jobs").glob("*.json"))
@@ -116,14 +160,14 @@ def test_full_profile_notebook_through_slurm_on_tiny_data(slurm_cluster, tmp_pat
 
 
 def test_resources_come_from_the_run_not_from_the_submitting_host(monkeypatch):
-    from quadnn_paper.sections import imagenet
     from quadnn_paper.execution.execute import resources
+    from quadnn_paper.sections import imagenet
 
     monkeypatch.delenv("QUADNN_GPUS_PER_RUN", raising=False)
     cfg = imagenet.runs("full")[0]
     assert resources(cfg) == dict(gpus=8, tasks_per_node=8, cpus_per_task=8, mem_gb=256)
     assert resources(cfg, max_gpus=4) == dict(gpus=4, tasks_per_node=4, cpus_per_task=8, mem_gb=128)
-    assert resources(cfg.replace(workers=11)) ["cpus_per_task"] == 12
+    assert resources(cfg.replace(workers=11))["cpus_per_task"] == 12
     assert resources(tiny(device="auto")) == dict(gpus=1, tasks_per_node=1, cpus_per_task=8, mem_gb=32)
     assert resources(tiny(device="cpu", threads=2)) == dict(gpus=0, tasks_per_node=1, cpus_per_task=2, mem_gb=4)
     monkeypatch.setenv("QUADNN_GPUS_PER_RUN", "0")
@@ -143,9 +187,9 @@ echo "Submitted batch job 4242"
 @pytest.mark.parametrize("gres, gpus", [("gpu:8(S:0-1)", 8), ("gpu:a100:4", 4)])
 def test_sbatch_script_from_a_cuda_less_host_asks_for_what_the_protocol_needs(tmp_path, monkeypatch, gres, gpus):
     # This machine has no CUDA, as a login node; the cluster's nodes (sinfo's GRES) have GPUs.
-    from quadnn_paper.sections import imagenet
-
     import torch
+
+    from quadnn_paper.sections import imagenet
 
     assert not torch.cuda.is_available()
     bin_dir = tmp_path / "bin"
@@ -163,26 +207,33 @@ def test_sbatch_script_from_a_cuda_less_host_asks_for_what_the_protocol_needs(tm
     results = execute([cfg], tmp_path / "runs", "slurm", wait=False, progress=False)
     assert results == {cfg.run_id: None}
     script = keep.read_text()
-    for line in (f"#SBATCH --gpus-per-node={gpus}", f"#SBATCH --ntasks-per-node={gpus}", "#SBATCH --nodes=1",
-                 "#SBATCH --cpus-per-task=8", f"#SBATCH --mem={32 * gpus * 1024}M"):
+    for line in (
+        f"#SBATCH --gpus-per-node={gpus}",
+        f"#SBATCH --ntasks-per-node={gpus}",
+        "#SBATCH --nodes=1",
+        "#SBATCH --cpus-per-task=8",
+        f"#SBATCH --mem={32 * gpus * 1024}M",
+    ):
         assert line in script.splitlines(), (line, script)
 
 
 @pytest.mark.slow
 def test_status_costs_runs_by_their_models_flops_and_the_gpus_they_request(tmp_path, monkeypatch):
-    from quadnn_paper.sections import imagenet
     from quadnn_paper.engine import RunConfig
     from quadnn_paper.execution.status import gpu_hours, relative_cost
+    from quadnn_paper.sections import imagenet
 
     monkeypatch.delenv("QUADNN_GPUS_PER_RUN", raising=False)
     cost = {m: relative_cost(RunConfig(model=m), tmp_path) for m in ("cifar_resnet20", "cifar_qresnet20")}
     assert cost["cifar_resnet20"] == pytest.approx(1.0)
-    assert 2.7 < cost["cifar_qresnet20"] < 3.3          # the full neuron: three convolutions per layer
-    net = {m: relative_cost(RunConfig(task="imagefolder", dataset="imagenet", model=m), tmp_path)
-           for m in ("imagenet_resnet34", "imagenet_parabolic_resnet34", "imagenet_qresnet34")}
+    assert 2.7 < cost["cifar_qresnet20"] < 3.3  # the full neuron: three convolutions per layer
+    net = {
+        m: relative_cost(RunConfig(task="imagefolder", dataset="imagenet", model=m), tmp_path)
+        for m in ("imagenet_resnet34", "imagenet_parabolic_resnet34", "imagenet_qresnet34")
+    }
     assert 1.8 < net["imagenet_parabolic_resnet34"] / net["imagenet_resnet34"] < 2.2
     assert 2.7 < net["imagenet_qresnet34"] / net["imagenet_resnet34"] < 3.3
-    assert (tmp_path / "model_gflops").is_dir()          # counted once, then read back
+    assert (tmp_path / "model_gflops").is_dir()  # counted once, then read back
     cfg = imagenet.runs("full")[0]
     eight = gpu_hours(cfg, 300.0, tmp_path)
     monkeypatch.setenv("QUADNN_GPUS_PER_RUN", "1")

@@ -1,4 +1,5 @@
 """Quadratic layers: each neuron kind against its formula, gradients, ReLinear init, errors."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -65,11 +66,20 @@ def randomise_(layer, seed=0):
 
 # (constructor, input shape) covering stride / padding / dilation / groups / no bias
 CASES = {
-    "conv1d-s2-p1-g2": (lambda k, **kw: QuadraticConv1d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k, **kw), (2, 4, 11)),
+    "conv1d-s2-p1-g2": (
+        lambda k, **kw: QuadraticConv1d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k, **kw),
+        (2, 4, 11),
+    ),
     "conv1d-d2-nobias": (lambda k, **kw: QuadraticConv1d(3, 5, 3, dilation=2, bias=False, neuron=k, **kw), (2, 3, 12)),
-    "conv2d-s2-p1-g2": (lambda k, **kw: QuadraticConv2d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k, **kw), (2, 4, 9, 9)),
+    "conv2d-s2-p1-g2": (
+        lambda k, **kw: QuadraticConv2d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k, **kw),
+        (2, 4, 9, 9),
+    ),
     "conv2d-p2-d2": (lambda k, **kw: QuadraticConv2d(3, 4, 3, padding=2, dilation=2, neuron=k, **kw), (2, 3, 7, 8)),
-    "conv2d-depthwise-nobias": (lambda k, **kw: QuadraticConv2d(4, 8, 3, padding=1, groups=4, bias=False, neuron=k, **kw), (1, 4, 6, 6)),
+    "conv2d-depthwise-nobias": (
+        lambda k, **kw: QuadraticConv2d(4, 8, 3, padding=1, groups=4, bias=False, neuron=k, **kw),
+        (1, 4, 6, 6),
+    ),
     "linear": (lambda k, **kw: QuadraticLinear(5, 7, neuron=k, **kw), (3, 5)),
     "linear-3d-nobias": (lambda k, **kw: QuadraticLinear(5, 4, bias=False, neuron=k, **kw), (2, 3, 5)),
 }
@@ -101,14 +111,25 @@ def test_terms_present_per_kind(kind):
     # parameter count: the linear branch plus one weight-sized tensor per extra weight term
     conv = nn.Conv2d(2, 3, 3)
     n_conv = sum(p.numel() for p in conv.parameters())
-    n_extra = {"full": 2 * 3 * 2 * 9 + 2 * 3, "compact": 3 * 2 * 9 + 3, "parabolic": 3 * 2 * 9 + 3, "poly": 3 * 2 * 9 + 3}
+    n_extra = {
+        "full": 2 * 3 * 2 * 9 + 2 * 3,
+        "compact": 3 * 2 * 9 + 3,
+        "parabolic": 3 * 2 * 9 + 3,
+        "poly": 3 * 2 * 9 + 3,
+    }
     assert sum(p.numel() for p in layer.parameters()) == n_conv + n_extra[kind]
 
 
 # gradcheck perturbs every input element, so these layers are tiny
 GRAD_CASES = {
-    "conv1d-s2-p1-g2": (lambda k: QuadraticConv1d(2, 2, 3, stride=2, padding=1, groups=2, neuron=k, dtype=torch.float64), (2, 2, 5)),
-    "conv2d-s2-p1-g2": (lambda k: QuadraticConv2d(2, 4, 2, stride=2, padding=1, groups=2, neuron=k, dtype=torch.float64), (1, 2, 3, 3)),
+    "conv1d-s2-p1-g2": (
+        lambda k: QuadraticConv1d(2, 2, 3, stride=2, padding=1, groups=2, neuron=k, dtype=torch.float64),
+        (2, 2, 5),
+    ),
+    "conv2d-s2-p1-g2": (
+        lambda k: QuadraticConv2d(2, 4, 2, stride=2, padding=1, groups=2, neuron=k, dtype=torch.float64),
+        (1, 2, 3, 3),
+    ),
     "conv2d-nobias": (lambda k: QuadraticConv2d(2, 2, 2, bias=False, neuron=k, dtype=torch.float64), (1, 2, 3, 3)),
     "linear": (lambda k: QuadraticLinear(3, 2, neuron=k, dtype=torch.float64), (2, 3)),
 }
@@ -157,11 +178,22 @@ def test_relinear_reference_values(kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("conventional,quadratic,shape", [
-    (lambda: nn.Conv2d(3, 4, 3, padding=1, groups=1), lambda k: QuadraticConv2d(3, 4, 3, padding=1, neuron=k), (2, 3, 5, 5)),
-    (lambda: nn.Conv1d(4, 4, 3, groups=2, bias=False), lambda k: QuadraticConv1d(4, 4, 3, groups=2, bias=False, neuron=k), (2, 4, 7)),
-    (lambda: nn.Linear(3, 2), lambda k: QuadraticLinear(3, 2, neuron=k), (4, 3)),
-])
+@pytest.mark.parametrize(
+    "conventional,quadratic,shape",
+    [
+        (
+            lambda: nn.Conv2d(3, 4, 3, padding=1, groups=1),
+            lambda k: QuadraticConv2d(3, 4, 3, padding=1, neuron=k),
+            (2, 3, 5, 5),
+        ),
+        (
+            lambda: nn.Conv1d(4, 4, 3, groups=2, bias=False),
+            lambda k: QuadraticConv1d(4, 4, 3, groups=2, bias=False, neuron=k),
+            (2, 4, 7),
+        ),
+        (lambda: nn.Linear(3, 2), lambda k: QuadraticLinear(3, 2, neuron=k), (4, 3)),
+    ],
+)
 def test_conventional_state_dict_loads(kind, conventional, quadratic, shape):
     torch.manual_seed(0)
     conv, q = conventional(), quadratic(kind)
@@ -185,21 +217,27 @@ def test_quadratic_state_dict_round_trip_and_partial_is_an_error():
 
 
 def test_unknown_neuron_is_a_value_error_naming_choices():
-    for make in (lambda: QuadraticConv2d(2, 2, 3, neuron="cubic"), lambda: QuadraticConv1d(2, 2, 3, neuron="cubic"),
-                 lambda: QuadraticLinear(2, 2, neuron="cubic")):
+    for make in (
+        lambda: QuadraticConv2d(2, 2, 3, neuron="cubic"),
+        lambda: QuadraticConv1d(2, 2, 3, neuron="cubic"),
+        lambda: QuadraticLinear(2, 2, neuron="cubic"),
+    ):
         with pytest.raises(ValueError, match=r"cubic.*|.*'full'") as err:
             make()
         assert "cubic" in str(err.value) and all(k in str(err.value) for k in NEURONS)
 
 
-@pytest.mark.parametrize("layer,bad", [
-    (QuadraticConv2d(3, 4, 3), torch.randn(2, 5, 8, 8)),   # wrong channels
-    (QuadraticConv2d(3, 4, 3), torch.randn(2, 3, 8)),      # too few dimensions
-    (QuadraticConv2d(3, 4, 3), torch.randn(1, 2, 3, 8, 8)),  # too many
-    (QuadraticConv1d(3, 4, 3), torch.randn(2, 4, 8)),
-    (QuadraticLinear(3, 4), torch.randn(2, 5)),
-    (QuadraticLinear(3, 4), torch.tensor(1.0)),
-])
+@pytest.mark.parametrize(
+    "layer,bad",
+    [
+        (QuadraticConv2d(3, 4, 3), torch.randn(2, 5, 8, 8)),  # wrong channels
+        (QuadraticConv2d(3, 4, 3), torch.randn(2, 3, 8)),  # too few dimensions
+        (QuadraticConv2d(3, 4, 3), torch.randn(1, 2, 3, 8, 8)),  # too many
+        (QuadraticConv1d(3, 4, 3), torch.randn(2, 4, 8)),
+        (QuadraticLinear(3, 4), torch.randn(2, 5)),
+        (QuadraticLinear(3, 4), torch.tensor(1.0)),
+    ],
+)
 def test_bad_shape_is_a_value_error(layer, bad):
     with pytest.raises(ValueError, match=r"expected input"):
         layer(bad)
@@ -221,7 +259,11 @@ def test_unbatched_input_like_torch():
 @pytest.mark.parametrize("make", [lambda: QuadraticConv2d(3, 4, 3), lambda: QuadraticLinear(3, 4)])
 def test_dtype_mismatch_is_a_value_error(make):
     layer = make()
-    x = torch.randn(2, 3, 6, 6, dtype=torch.float64) if isinstance(layer, nn.Conv2d) else torch.randn(2, 3, dtype=torch.float64)
+    x = (
+        torch.randn(2, 3, 6, 6, dtype=torch.float64)
+        if isinstance(layer, nn.Conv2d)
+        else torch.randn(2, 3, dtype=torch.float64)
+    )
     with pytest.raises(ValueError, match=r"float64.*float32|float32.*float64"):
         layer(x)
 
@@ -265,7 +307,10 @@ IMPL_CASES = {
     "conv2d-g2-s2": (lambda k: QuadraticConv2d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k), (2, 4, 9, 9)),
     "conv2d-nobias": (lambda k: QuadraticConv2d(3, 5, 3, padding=1, bias=False, neuron=k), (2, 3, 8, 8)),
     "conv1d-reflect": (lambda k: QuadraticConv1d(3, 4, 3, padding=2, padding_mode="reflect", neuron=k), (2, 3, 10)),
-    "conv2d-circular-g3": (lambda k: QuadraticConv2d(3, 6, 3, padding=1, groups=3, padding_mode="circular", neuron=k), (2, 3, 6, 6)),
+    "conv2d-circular-g3": (
+        lambda k: QuadraticConv2d(3, 6, 3, padding=1, groups=3, padding_mode="circular", neuron=k),
+        (2, 3, 6, 6),
+    ),
     "linear-3d": (lambda k: QuadraticLinear(5, 4, neuron=k), (2, 3, 5)),
 }
 
@@ -419,9 +464,11 @@ def test_conv3d_matches_naive_and_torch(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_fx_symbolic_trace_records_the_same_function(kind):
     # torch.fx.symbolic_trace follows the plain formulation (no value-dependent checks)
-    for layer, shape in ((QuadraticConv2d(4, 6, 3, padding=1, groups=2, neuron=kind), (2, 4, 7, 7)),
-                         (QuadraticConv1d(3, 4, 3, padding=1, padding_mode="reflect", neuron=kind), (2, 3, 9)),
-                         (QuadraticLinear(5, 3, neuron=kind), (4, 5))):
+    for layer, shape in (
+        (QuadraticConv2d(4, 6, 3, padding=1, groups=2, neuron=kind), (2, 4, 7, 7)),
+        (QuadraticConv1d(3, 4, 3, padding=1, padding_mode="reflect", neuron=kind), (2, 3, 9)),
+        (QuadraticLinear(5, 3, neuron=kind), (4, 5)),
+    ):
         randomise_(layer)
         gm = torch.fx.symbolic_trace(layer)
         x = torch.randn(shape)

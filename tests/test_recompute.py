@@ -1,4 +1,5 @@
 """plan_recompute: what each quadratic layer keeps for backward under a memory budget."""
+
 import inspect
 
 import pytest
@@ -12,7 +13,7 @@ from quadnn import QuadraticConv2d, QuadraticLinear, plan_recompute
 def two_stage_net():
     # a cheap layer per output (4 input channels) at high resolution, an expensive one (32) at low
     return nn.Sequential(
-        QuadraticConv2d(4, 32, 3, padding=1),           # cost 36 per output, 32*16*16 outputs
+        QuadraticConv2d(4, 32, 3, padding=1),  # cost 36 per output, 32*16*16 outputs
         nn.ReLU(),
         QuadraticConv2d(32, 32, 3, stride=2, padding=1),  # cost 288, 32*8*8 outputs
         nn.ReLU(),
@@ -81,21 +82,26 @@ def test_bad_budget_and_unreached_layers():
 def test_a_lone_layers_default_keeps_r_and_g():
     # "speed": the tensors naive keeps less x*x, no recomputation (the efficiency section measures it)
     assert QuadraticConv2d(4, 4, 3).implementation == "speed" and QuadraticLinear(3, 3).implementation == "speed"
-    assert quadnn.recompute.DEFAULT_BUDGET == 2.0 and inspect.signature(plan_recompute).parameters["budget"].default == 2.0
+    assert (
+        quadnn.recompute.DEFAULT_BUDGET == 2.0 and inspect.signature(plan_recompute).parameters["budget"].default == 2.0
+    )
 
 
 @pytest.mark.parametrize("name", ["cifar_qresnet20", "cifar_parabolic_resnet20", "cifar_qvgg16", "imagenet_qresnet18"])
 def test_registered_models_are_built_with_a_plan_at_the_default_budget(name):
     import timm
+
     model = timm.create_model(name)
     probe = 64 if name.startswith("imagenet") else 32
     built = {n: m.implementation for n, m in model.named_modules() if isinstance(m, quadnn.QuadraticLayer)}
-    assert built == plan_recompute(model, torch.zeros(1, 3, probe, probe), budget=quadnn.recompute.DEFAULT_BUDGET,
-                                   apply=False)
+    assert built == plan_recompute(
+        model, torch.zeros(1, 3, probe, probe), budget=quadnn.recompute.DEFAULT_BUDGET, apply=False
+    )
     lower = timm.create_model(name, recompute_budget=1.0)
     impls = {m.implementation for m in lower.modules() if isinstance(m, quadnn.QuadraticLayer)}
     assert impls <= {"speed", "fast", "lean"} and len(impls) > 1  # a mix, not one everywhere
     # the plan depends on relative sizes only: the probe's resolution does not matter
-    again = plan_recompute(timm.create_model(name, recompute_budget=2.0), torch.zeros(1, 3, 2 * probe, 2 * probe),
-                           budget=1.0, apply=False)
+    again = plan_recompute(
+        timm.create_model(name, recompute_budget=2.0), torch.zeros(1, 3, 2 * probe, 2 * probe), budget=1.0, apply=False
+    )
     assert again == {n: m.implementation for n, m in lower.named_modules() if isinstance(m, quadnn.QuadraticLayer)}

@@ -5,6 +5,7 @@ checkpointing a deterministic value, so that what is checked is the runner: resu
 inline's, resumption after preemption/timeout/cancellation ending on the same value as an
 uninterrupted run, dependencies, queueing, and nothing submitted twice.
 """
+
 import contextlib
 import json
 import os
@@ -18,9 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+from slurm_fixture import UP, AllReduce, Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
 
 from quadnn_paper.execution.runners import Job, make_runner
-from slurm_fixture import UP, AllReduce, Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
 
 TESTS = Path(__file__).resolve().parent
 
@@ -44,6 +45,7 @@ def wait_until(predicate, timeout, what):
 
 # --- API ------------------------------------------------------------------------------------------
 
+
 def test_make_runner_names_the_valid_choices(tmp_path):
     with pytest.raises(ValueError, match="inline, local, slurm"):
         make_runner("ray", tmp_path)
@@ -66,11 +68,14 @@ def test_dependency_cycle_is_an_error(tmp_path):
 
 # --- inline ---------------------------------------------------------------------------------------
 
+
 def test_inline_runs_sources_first_and_skips_what_is_done(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    jobs = [Job("b", Toy(out, "b", epochs=2, sleep_s=0, source="a"), deps=("a",)),
-            Job("a", Toy(out, "a", epochs=3, sleep_s=0))]
+    jobs = [
+        Job("b", Toy(out, "b", epochs=2, sleep_s=0, source="a"), deps=("a",)),
+        Job("a", Toy(out, "a", epochs=3, sleep_s=0)),
+    ]
     runner = make_runner("inline", tmp_path / "runs")
     assert runner.submit(jobs, is_done_in(out)) == {"a": "done", "b": "done"}
     assert runner.last_submitted == ["a", "b"]
@@ -82,9 +87,11 @@ def test_inline_runs_sources_first_and_skips_what_is_done(tmp_path):
 def test_inline_failure_is_recorded_with_its_traceback(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    jobs = [Job("bad", Toy(out, "bad", epochs=3, sleep_s=0, fail=1)),
-            Job("after", Toy(out, "after", sleep_s=0, source="bad"), deps=("bad",)),
-            Job("good", Toy(out, "good", epochs=1, sleep_s=0))]
+    jobs = [
+        Job("bad", Toy(out, "bad", epochs=3, sleep_s=0, fail=1)),
+        Job("after", Toy(out, "after", sleep_s=0, source="bad"), deps=("bad",)),
+        Job("good", Toy(out, "good", epochs=1, sleep_s=0)),
+    ]
     runner = make_runner("inline", tmp_path / "runs")
     with pytest.raises(RuntimeError, match="fails at epoch 1"):
         runner.submit(jobs, is_done_in(out))
@@ -94,10 +101,11 @@ def test_inline_failure_is_recorded_with_its_traceback(tmp_path):
     runner = make_runner("inline", tmp_path / "runs", raise_errors=False)
     states = runner.submit(jobs, is_done_in(out))
     assert states == {"bad": "failed", "after": "missing", "good": "done"}
-    assert runner.last_submitted == ["bad", "good"]   # a failed record is replaced, i.e. retried
+    assert runner.last_submitted == ["bad", "good"]  # a failed record is replaced, i.e. retried
 
 
 # --- local ----------------------------------------------------------------------------------------
+
 
 def test_local_queues_more_jobs_than_workers_and_never_runs_more(tmp_path):
     out = tmp_path / "out"
@@ -123,9 +131,11 @@ def test_local_gives_each_job_its_own_gpus(tmp_path):
     # Three (pretend) GPUs: a 2-GPU run and two 1-GPU runs never share a device.
     out = tmp_path / "out"
     out.mkdir()
-    jobs = [Job("big", Toy(out, "big", epochs=2, sleep_s=0.4), gpus=2),
-            Job("s1", Toy(out, "s1", epochs=2, sleep_s=0.4), gpus=1),
-            Job("s2", Toy(out, "s2", epochs=2, sleep_s=0.4), gpus=1)]
+    jobs = [
+        Job("big", Toy(out, "big", epochs=2, sleep_s=0.4), gpus=2),
+        Job("s1", Toy(out, "s1", epochs=2, sleep_s=0.4), gpus=1),
+        Job("s2", Toy(out, "s2", epochs=2, sleep_s=0.4), gpus=1),
+    ]
     runner = make_runner("local", tmp_path / "runs", gpus=["0", "1", "2"])
     runner.submit(jobs, is_done_in(out))
     assert runner.wait([j.key for j in jobs], timeout=60) == {"big": "done", "s1": "done", "s2": "done"}
@@ -143,10 +153,12 @@ def test_local_gives_each_job_its_own_gpus(tmp_path):
 def test_local_dependent_waits_and_a_crash_fails_only_its_job(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    jobs = [Job("dep", Toy(out, "dep", epochs=1, sleep_s=0.1, source="src"), deps=("src",)),
-            Job("src", Toy(out, "src", epochs=3, sleep_s=0.3)),
-            Job("crash", Toy(out, "crash", epochs=3, sleep_s=0.1, fail=1)),
-            Job("orphan", Toy(out, "orphan", sleep_s=0.1, source="crash"), deps=("crash",))]
+    jobs = [
+        Job("dep", Toy(out, "dep", epochs=1, sleep_s=0.1, source="src"), deps=("src",)),
+        Job("src", Toy(out, "src", epochs=3, sleep_s=0.3)),
+        Job("crash", Toy(out, "crash", epochs=3, sleep_s=0.1, fail=1)),
+        Job("orphan", Toy(out, "orphan", sleep_s=0.1, source="crash"), deps=("crash",)),
+    ]
     runner = make_runner("local", tmp_path / "runs", workers=3, gpus=[])
     runner.submit(jobs, is_done_in(out))
     states = runner.wait([j.key for j in jobs], timeout=60)
@@ -163,14 +175,18 @@ def test_local_multi_task_job_gets_ranks_and_a_process_group(tmp_path):
     # No is_done: rank 0 writes the result before the other task may have started; "done" must
     # mean that every task has ended, which the job's exit status says.
     runner = make_runner("local", tmp_path / "runs", workers=1, gpus=[])
-    runner.submit([Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2),
-                   Job("gloo", AllReduce(out, "gloo"), tasks_per_node=2)])
+    runner.submit(
+        [
+            Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2),
+            Job("gloo", AllReduce(out, "gloo"), tasks_per_node=2),
+        ]
+    )
     states = runner.wait(["ddp", "gloo"], timeout=90)
     assert states == {"ddp": "done", "gloo": "done"}, (runner.log_tail("ddp"), runner.log_tail("gloo"))
     assert result(out, "gloo") == {"sum": 3.0, "world": 2}
     ranks = sorted(line.split() for line in (out / "ddp.ranks").read_text().splitlines())
     assert [r[:4] for r in ranks] == [["0", "2", "0", "127.0.0.1"], ["1", "2", "1", "127.0.0.1"]]
-    assert ranks[0][4] == ranks[1][4]   # one MASTER_PORT
+    assert ranks[0][4] == ranks[1][4]  # one MASTER_PORT
 
 
 # --- racing submitters ----------------------------------------------------------------------------
@@ -194,10 +210,9 @@ RACER = textwrap.dedent("""
 def race(tmp_path, name):
     out, state = tmp_path / "out", tmp_path / "runs"
     out.mkdir()
-    go = time.time() + 2.0   # both start submitting at the same instant, after their imports
+    go = time.time() + 2.0  # both start submitting at the same instant, after their imports
     code = RACER.format(tests=str(TESTS), out=str(out), state=str(state), name=name, go=go)
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     submitted = [json.loads(p.communicate(timeout=90)[0].splitlines()[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     return out, submitted
@@ -208,11 +223,13 @@ def test_two_racing_local_submitters_train_each_key_once(tmp_path):
     # the lock finds the key done and does not run it again.
     out, submitted = race(tmp_path, "local")
     assert set(submitted[0] + submitted[1]) == {"r1", "r2", "r3"}, submitted
-    assert all(result(out, k) == {"value": expected_value(k, 2), "epochs": 2, "attempts": 1}
-               for k in ("r1", "r2", "r3"))
+    assert all(
+        result(out, k) == {"value": expected_value(k, 2), "epochs": 2, "attempts": 1} for k in ("r1", "r2", "r3")
+    )
 
 
 # --- slurm ----------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def slurm(slurm_cluster, tmp_path):
@@ -236,10 +253,10 @@ def test_slurm_sweep_gives_inline_results_and_dependent_waits_for_source(slurm, 
     # The dependent was queued at once, behind its source (afterok), not on a later pass.
     assert runner.record("transfer")["sources"] == {"lr2": runner.record("lr2")["job_id"]}
     first_ids = {k: runner.record(k)["job_id"] for k in keys}
-    runner.submit(jobs)                      # while queued or running: nothing is submitted again
+    runner.submit(jobs)  # while queued or running: nothing is submitted again
     assert runner.last_submitted == []
     assert runner.wait(keys, timeout=90) == dict.fromkeys(keys, "done")
-    runner.submit(jobs)                      # and nothing once done
+    runner.submit(jobs)  # and nothing once done
     assert runner.last_submitted == [] and {k: runner.record(k)["job_id"] for k in keys} == first_ids
     assert spans(out, "transfer")[0][0] >= spans(out, "lr2")[0][1]
 
@@ -253,7 +270,7 @@ def test_slurm_preempted_job_requeues_and_resumes(slurm):
     runner, out = slurm
     runner.submit([Job("pre", Toy(out, "pre", epochs=6, sleep_s=0.5))])
     wait_until(lambda: (checkpoint(out, "pre") or {}).get("epoch", 0) >= 2, 60, "epoch 2")
-    runner.job("pre")._interrupt()           # SIGTERM then USR2, as a preemption: submitit requeues
+    runner.job("pre")._interrupt()  # SIGTERM then USR2, as a preemption: submitit requeues
     assert runner.wait(["pre"], timeout=90) == {"pre": "done"}
     assert result(out, "pre") == {"value": expected_value("pre", 6), "epochs": 6, "attempts": 2}
     assert "this job is preempted" in runner.log_tail("pre", 50)
@@ -267,7 +284,7 @@ def test_slurm_cancelled_job_is_resubmitted_and_resumes(slurm):
     runner.submit([job])
     wait_until(lambda: (checkpoint(out, "cut") or {}).get("epoch", 0) >= 2, 60, "epoch 2")
     first = runner.record("cut")["job_id"]
-    subprocess.run(["scancel", first], check=True)   # killed outright: no checkpoint() call
+    subprocess.run(["scancel", first], check=True)  # killed outright: no checkpoint() call
     wait_until(lambda: runner.states(["cut"]) == {"cut": "failed"}, 30, "the cancelled state")
     assert f"SLURM job {first} is CANCELLED" == runner.state("cut")[1]
     assert runner.submit([job]) == {"cut": "pending"} and runner.last_submitted == ["cut"]
@@ -291,8 +308,10 @@ def timed_out_run(slurm_cluster, tmp_path_factory):
 
 def test_slurm_failure_shows_its_log_and_cancels_its_dependents(slurm):
     runner, out = slurm
-    jobs = [Job("boom", Toy(out, "boom", epochs=2, sleep_s=0.1, fail=0)),
-            Job("needs-boom", Toy(out, "needs-boom", sleep_s=0.1, source="boom"), deps=("boom",))]
+    jobs = [
+        Job("boom", Toy(out, "boom", epochs=2, sleep_s=0.1, fail=0)),
+        Job("needs-boom", Toy(out, "needs-boom", sleep_s=0.1, source="boom"), deps=("boom",)),
+    ]
     runner.submit(jobs)
     assert runner.wait(["boom", "needs-boom"], timeout=60) == {"boom": "failed", "needs-boom": "failed"}
     assert "RuntimeError: toy run boom fails at epoch 0" in runner.log_tail("boom")
@@ -301,12 +320,12 @@ def test_slurm_failure_shows_its_log_and_cancels_its_dependents(slurm):
 def test_slurm_multi_task_job_sets_ranks_from_submitit(slurm_cluster, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    runner = make_runner("slurm", tmp_path / "runs")   # done: every task ended (not is_done)
+    runner = make_runner("slurm", tmp_path / "runs")  # done: every task ended (not is_done)
     runner.submit([Job("ddp", Toy(out, "ddp", epochs=1, sleep_s=0, rank_file=True), tasks_per_node=2)])
     assert runner.wait(["ddp"], timeout=60) == {"ddp": "done"}
     ranks = sorted(line.split() for line in (out / "ddp.ranks").read_text().splitlines())
     assert [r[:3] for r in ranks] == [["0", "2", "0"], ["1", "2", "1"]]
-    assert ranks[0][3:] == ranks[1][3:]   # one MASTER_ADDR and MASTER_PORT
+    assert ranks[0][3:] == ranks[1][3:]  # one MASTER_ADDR and MASTER_PORT
 
 
 def test_slurm_two_tasks_form_a_torch_process_group(slurm):
@@ -347,6 +366,7 @@ def test_up_sh_says_why_it_cannot_bring_slurm_up():
 
 # --- a controller or an accounting database that does not answer ------------------------------------
 
+
 @contextlib.contextmanager
 def paused(state_dir, daemon, seconds):
     """SIGSTOP ``daemon`` (slurmctld, slurmdbd) of the test cluster; SIGCONT after ``seconds``."""
@@ -364,8 +384,10 @@ def paused(state_dir, daemon, seconds):
 def jobs_named(name):
     """Ids of the jobs called ``name`` that the controller holds or accounting has recorded."""
     ids = set()
-    for cmd in (["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"],
-                ["sacct", "-X", "-n", "-P", "--name", name, "-S", "now-1hour", "-o", "JobIDRaw"]):
+    for cmd in (
+        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"],
+        ["sacct", "-X", "-n", "-P", "--name", name, "-S", "now-1hour", "-o", "JobIDRaw"],
+    ):
         ids |= set(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split())
     return sorted(ids)
 
@@ -373,15 +395,17 @@ def jobs_named(name):
 def test_slurm_sbatch_timing_out_while_slurm_takes_the_job_submits_it_once(slurm_cluster, slurm, capsys):
     runner, out = slurm
     job = Job("stall", Toy(out, "stall", epochs=2, sleep_s=0.2))
-    with paused(slurm_cluster, "slurmctld", 14):   # sbatch gives up after MessageTimeout (10 s)
+    with paused(slurm_cluster, "slurmctld", 14):  # sbatch gives up after MessageTimeout (10 s)
         runner.submit([job])
-    assert "sbatch for stall failed (sbatch: error: Batch job submission failed: Socket timed out" \
+    assert (
+        "sbatch for stall failed (sbatch: error: Batch job submission failed: Socket timed out"
         in capsys.readouterr().out
+    )
     assert runner.wait(["stall"], timeout=120) == {"stall": "done"}, runner.log_tail("stall")
     runner.submit([job])
     assert runner.last_submitted == []
     record = runner.record("stall")
-    assert jobs_named(record["job_name"]) == [record["job_id"]]   # SLURM has one job for this key
+    assert jobs_named(record["job_name"]) == [record["job_id"]]  # SLURM has one job for this key
     assert result(out, "stall") == {"value": expected_value("stall", 2), "epochs": 2, "attempts": 1}
 
 
@@ -392,24 +416,28 @@ def test_slurm_states_unknown_while_slurmdbd_is_stopped_stay_pending(slurm_clust
     monkeypatch.setattr(slurm_runner, "SACCT_RETRIES", 1)
     out = tmp_path / "out"
     out.mkdir()
-    runner = make_runner("slurm", tmp_path / "runs")   # done: SLURM says COMPLETED (not is_done)
+    runner = make_runner("slurm", tmp_path / "runs")  # done: SLURM says COMPLETED (not is_done)
     runner.submit([Job("dark", Toy(out, "dark", epochs=2, sleep_s=0.5))])
     job_id = runner.record("dark")["job_id"]
     seen = []
     with paused(slurm_cluster, "slurmdbd", 40):
         # squeue answers while the controller holds the job; once it forgets it (MinJobAge=10 s),
         # nobody can say, and the run stays pending: not failed, not resubmitted.
-        wait_until(lambda: seen.append(runner.state("dark")) or seen[-1][1].startswith("state unknown"),
-                   35, "the controller to forget the job")
+        wait_until(
+            lambda: seen.append(runner.state("dark")) or seen[-1][1].startswith("state unknown"),
+            35,
+            "the controller to forget the job",
+        )
         assert runner.submit([Job("dark", Toy(out, "dark"))]) == {"dark": "pending"}
         assert runner.last_submitted == []
-        assert runner.wait(["dark"], timeout=120) == {"dark": "done"}   # waits through the outage
+        assert runner.wait(["dark"], timeout=120) == {"dark": "done"}  # waits through the outage
     assert all(state in ("pending", "running", "done") for state, _ in seen), seen
     assert runner.record("dark")["job_id"] == job_id
     assert result(out, "dark")["attempts"] == 1
 
 
 # --- job pickles -------------------------------------------------------------------------------------
+
 
 def test_a_job_pickle_in_a_folder_others_can_write_is_refused(tmp_path):
     from quadnn_paper.execution.runners import load_job
@@ -435,7 +463,7 @@ def test_local_runner_refuses_jobs_from_a_folder_of_another_user(tmp_path):
     out.mkdir()
     state = tmp_path / "runs"
     state.mkdir()
-    os.chown(state, 65534, 65534)   # nobody's, and writable by nobody's group
+    os.chown(state, 65534, 65534)  # nobody's, and writable by nobody's group
     state.chmod(0o775)
     runner = make_runner("local", state, workers=1, gpus=[])
     runner.submit([Job("theirs", Toy(out, "theirs", epochs=1, sleep_s=0))], is_done_in(out))

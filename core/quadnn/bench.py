@@ -57,6 +57,7 @@ step with the eager model's on the same weights. Memory is not measured for comp
 
 ``--json`` prints one JSON object per row; otherwise a table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,7 +70,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -77,8 +78,18 @@ from torch import nn
 
 from .layers import QuadraticLayer
 
-__all__ = ["main", "run", "set_implementation", "compare_implementations", "compare", "step_memory", "machine",
-           "Clock", "elementwise_elements", "unavoidable_convolutions"]
+__all__ = [
+    "main",
+    "run",
+    "set_implementation",
+    "compare_implementations",
+    "compare",
+    "step_memory",
+    "machine",
+    "Clock",
+    "elementwise_elements",
+    "unavoidable_convolutions",
+]
 
 DEFAULT_MODELS = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
 EQUAL_RTOL = 1e-3  # float32 tolerance, relative to each tensor's largest entry, for a whole network:
@@ -90,6 +101,7 @@ def create(name: str, num_classes: int = 10, in_chans: int = 3) -> nn.Module:
     import timm
 
     from . import models  # noqa: F401  (registers the CIFAR models in timm)
+
     return timm.create_model(name, pretrained=False, num_classes=num_classes, in_chans=in_chans)
 
 
@@ -112,13 +124,14 @@ def check_implementation(implementation: str) -> str:
         return implementation
     if implementation.startswith("budget="):
         try:
-            budget = float(implementation[len("budget="):])
+            budget = float(implementation[len("budget=") :])
         except ValueError:
             budget = float("nan")
         if 0 <= budget <= 2:
             return implementation
-    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS} or 'budget=B' with B in [0, 2], "
-                     f"got {implementation!r}")
+    raise ValueError(
+        f"implementation must be one of {IMPLEMENTATIONS} or 'budget=B' with B in [0, 2], got {implementation!r}"
+    )
 
 
 def set_implementation(model: nn.Module, implementation: str, example: torch.Tensor | None = None) -> nn.Module:
@@ -132,7 +145,7 @@ def set_implementation(model: nn.Module, implementation: str, example: torch.Ten
         from .recompute import plan_recompute
 
         example = torch.zeros(1, 3, 32, 32) if example is None else example[:1]
-        plan_recompute(model, example, budget=float(implementation[len("budget="):]))
+        plan_recompute(model, example, budget=float(implementation[len("budget=") :]))
         return model
     for m in model.modules():
         if isinstance(m, QuadraticLayer):
@@ -240,7 +253,7 @@ def quartiles(values) -> tuple[float, float, float]:
 
 
 def compare(a: dict, b: dict, key: str = "time_ratio") -> str:
-    """"lower", "higher" or "unresolved": ``a[key]`` against ``b[key]``, resolved only when the
+    """ "lower", "higher" or "unresolved": ``a[key]`` against ``b[key]``, resolved only when the
     quartile intervals ``[key_q1, key_q3]`` of the two rows do not overlap."""
     if a[key + "_q3"] < b[key + "_q1"]:
         return "lower"
@@ -255,8 +268,12 @@ def unavoidable_convolutions(neuron: str) -> tuple[tuple[int, int, int], ...]:
     ``(sign, input-width factor, output-width factor)``: full adds one Cin->2C convolution ([r, g];
     its Cin->C convolution of x*x takes the conventional one's place), parabolic and poly replace
     Cin->C by Cin->2C, compact replaces it by 2Cin->C (over [x, x*x])."""
-    return {"full": ((1, 1, 2),), "parabolic": ((1, 1, 2), (-1, 1, 1)), "poly": ((1, 1, 2), (-1, 1, 1)),
-            "compact": ((1, 2, 1), (-1, 1, 1))}[neuron]
+    return {
+        "full": ((1, 1, 2),),
+        "parabolic": ((1, 1, 2), (-1, 1, 1)),
+        "poly": ((1, 1, 2), (-1, 1, 1)),
+        "compact": ((1, 2, 1), (-1, 1, 1)),
+    }[neuron]
 
 
 def elementwise_elements(neuron: str, n_in: int, n_out: int) -> int:
@@ -279,8 +296,15 @@ def _layer_records(model: nn.Module, example: torch.Tensor) -> list[dict]:
     records, hooks = [], []
 
     def hook(mod, inp, out):
-        records.append(dict(layer=mod, neuron=mod.neuron, in_shape=tuple(inp[0].shape[1:]),
-                            out_shape=tuple(out.shape[1:]), need_dx=inp[0].requires_grad))
+        records.append(
+            dict(
+                layer=mod,
+                neuron=mod.neuron,
+                in_shape=tuple(inp[0].shape[1:]),
+                out_shape=tuple(out.shape[1:]),
+                need_dx=inp[0].requires_grad,
+            )
+        )
 
     for m in model.modules():
         if isinstance(m, QuadraticLayer):
@@ -299,12 +323,31 @@ def _layer_records(model: nn.Module, example: torch.Tensor) -> list[dict]:
 def _conv_spec(rec: dict, cin_factor: int, cout_factor: int) -> tuple:
     """A hashable description of one convolution (or linear map) a layer needs, widened."""
     m = rec["layer"]
-    cin, cout = rec["in_shape"][0] * cin_factor, (m.out_features if isinstance(m, nn.Linear) else m.out_channels) * cout_factor
+    cin, cout = (
+        rec["in_shape"][0] * cin_factor,
+        (m.out_features if isinstance(m, nn.Linear) else m.out_channels) * cout_factor,
+    )
     if isinstance(m, nn.Linear):
-        return ("linear", rec["in_shape"][:-1] + (m.in_features * cin_factor,), cout, m.bias is not None, rec["need_dx"])
+        return (
+            "linear",
+            rec["in_shape"][:-1] + (m.in_features * cin_factor,),
+            cout,
+            m.bias is not None,
+            rec["need_dx"],
+        )
     in_shape = (cin,) + rec["in_shape"][1:]
-    return ("conv", in_shape, cout, tuple(m.kernel_size), tuple(m.stride), tuple(m.padding), tuple(m.dilation),
-            m.groups, m.bias is not None, rec["need_dx"])
+    return (
+        "conv",
+        in_shape,
+        cout,
+        tuple(m.kernel_size),
+        tuple(m.stride),
+        tuple(m.padding),
+        tuple(m.dilation),
+        m.groups,
+        m.bias is not None,
+        rec["need_dx"],
+    )
 
 
 def _conv_call(spec: tuple, batch_size: int, device, dtype=torch.float32) -> Callable[[], None]:
@@ -326,6 +369,7 @@ def _conv_call(spec: tuple, batch_size: int, device, dtype=torch.float32) -> Cal
             dy2.T @ x2
             if bias:
                 dy2.sum(0)
+
         return call
     _, in_shape, cout, k, stride, padding, dilation, groups, bias, need_dx = spec
     x = torch.randn((batch_size,) + in_shape, **kw)
@@ -337,8 +381,20 @@ def _conv_call(spec: tuple, batch_size: int, device, dtype=torch.float32) -> Cal
 
     def call():
         torch.ops.aten.convolution(x, w, b, stride, padding, dilation, False, [0] * len(k), groups)
-        torch.ops.aten.convolution_backward(dy, x, w, [cout] if bias else None, stride, padding, dilation,
-                                            False, [0] * len(k), groups, [need_dx, True, bias])
+        torch.ops.aten.convolution_backward(
+            dy,
+            x,
+            w,
+            [cout] if bias else None,
+            stride,
+            padding,
+            dilation,
+            False,
+            [0] * len(k),
+            groups,
+            [need_dx, True, bias],
+        )
+
     return call
 
 
@@ -353,8 +409,9 @@ class _Limit:
             for sign, fin, fout in unavoidable_convolutions(rec["neuron"]):
                 spec = _conv_spec(rec, fin, fout)
                 self.convs[spec] = self.convs.get(spec, 0) + sign
-            elements += batch_size * elementwise_elements(rec["neuron"], math.prod(rec["in_shape"]),
-                                                          math.prod(rec["out_shape"]))
+            elements += batch_size * elementwise_elements(
+                rec["neuron"], math.prod(rec["in_shape"]), math.prod(rec["out_shape"])
+            )
         extra_params = sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in baseline.parameters())
         elements += SGD_ELEMENTS_PER_PARAMETER * max(extra_params, 0)
         self.bytes = elements * next(model.parameters()).element_size()
@@ -371,8 +428,9 @@ def _bandwidth_call(numel: int, device) -> tuple[Callable[[], None], int]:
     return (lambda: torch.mul(a, b, out=c)), 3 * a.element_size() * numel
 
 
-def compare_implementations(model: nn.Module, x: torch.Tensor, y: torch.Tensor, implementation: str,
-                            reference: str = "naive") -> float:
+def compare_implementations(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, implementation: str, reference: str = "naive"
+) -> float:
     """Largest relative difference of output and parameter gradients between two implementations."""
     a = set_implementation(randomise_terms_(copy.deepcopy(model)), implementation, x).train()
     b = set_implementation(copy.deepcopy(a), reference, x).train()
@@ -413,8 +471,9 @@ def _status_kb(field: str) -> int | None:
     return None
 
 
-def step_memory(name: str, implementation: str, batch_size: int, shape: tuple[int, ...],
-                threads: int | None = None) -> float:
+def step_memory(
+    name: str, implementation: str, batch_size: int, shape: tuple[int, ...], threads: int | None = None
+) -> float:
     """Peak extra resident memory (MB) of one training step on the CPU, measured in this process.
 
     One warm-up step first (gradients and optimiser state then exist, as in training), then
@@ -429,6 +488,7 @@ def step_memory(name: str, implementation: str, batch_size: int, shape: tuple[in
     step = make_step(model, x, y)
     step()
     import gc
+
     gc.collect()
     before = _status_kb("VmRSS")
     try:
@@ -441,6 +501,7 @@ def step_memory(name: str, implementation: str, batch_size: int, shape: tuple[in
     peak = _status_kb("VmHWM") if reset else None
     if before is None or peak is None:
         import resource
+
         return float("nan") if before is None else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     return (peak - before) / 1024
 
@@ -458,8 +519,18 @@ def cuda_step_memory(step: Callable[[], None], device) -> float:
 
 
 def _memory_in_subprocess(name, implementation, batch_size, shape, threads) -> float:
-    cmd = [sys.executable, "-m", "quadnn.bench", "--_memory", name, implementation,
-           "--batch-size", str(batch_size), "--input", "x".join(map(str, shape))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "quadnn.bench",
+        "--_memory",
+        name,
+        implementation,
+        "--batch-size",
+        str(batch_size),
+        "--input",
+        "x".join(map(str, shape)),
+    ]
     if threads:
         cmd += ["--threads", str(threads)]
     # A fixed mmap threshold makes glibc hand every large block back to the system when it is
@@ -495,10 +566,12 @@ def _compiled_row(name: str, shape, x, y, seed: int, quadratic: bool, device):
     clock = Clock(device)
     clock.start()
     for m in (compiled, eager):
+
         def first(m=m):
             out = m(x)
             F.cross_entropy(out, y).backward()
             outs.append([out.detach()] + [p.grad for p in (model if m is compiled else eager).parameters()])
+
         t = clock.time(first)
         if m is compiled:
             compile_s = t
@@ -517,10 +590,21 @@ def _summary(values, prefix: str, scale: float = 1.0) -> dict:
     return {prefix: scale * q2, prefix + "_q1": scale * q1, prefix + "_q3": scale * q3}
 
 
-def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), steps: int = 10,
-        warmup: int = 2, implementations=("default", "naive"), baseline: str | None = None,
-        memory: bool = True, threads: int | None = None, seed: int = 0, compile: bool = False,
-        device="cpu", limit: bool = True) -> list[dict]:
+def run(
+    models=DEFAULT_MODELS,
+    batch_size: int = 128,
+    input_shape=(3, 32, 32),
+    steps: int = 10,
+    warmup: int = 2,
+    implementations=("default", "naive"),
+    baseline: str | None = None,
+    memory: bool = True,
+    threads: int | None = None,
+    seed: int = 0,
+    compile: bool = False,
+    device="cpu",
+    limit: bool = True,
+) -> list[dict]:
     """Measure every (model, implementation) against its baseline; return one dict per row.
 
     ``steps`` is the number of timed rounds (each times every row once) after ``warmup`` rounds.
@@ -563,8 +647,10 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
         model = create(name, in_chans=shape[0]).train()
         if impl is not None:
             if not is_quadratic(model):
-                raise ValueError(f"{name!r} has no quadratic layers: pass quadratic models to --models "
-                                 "(each one's conventional baseline is added by itself)")
+                raise ValueError(
+                    f"{name!r} has no quadratic layers: pass quadratic models to --models "
+                    "(each one's conventional baseline is added by itself)"
+                )
             set_implementation(model, impl, x.cpu())
         built[key] = model = to_device(model, device)
         steps_fn[key] = make_step(model, x, y)
@@ -597,8 +683,7 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
     # per round: the limit of each model
     limit_parts = {}
     for name, lim in limits.items():
-        parts = [lim.extra({s: call_s[s][i] for s in lim.convs}, moved / call_s["bandwidth"][i])
-                 for i in range(steps)]
+        parts = [lim.extra({s: call_s[s][i] for s in lim.convs}, moved / call_s["bandwidth"][i]) for i in range(steps)]
         limit_parts[name] = parts
     ex, ey = x[: min(8, batch_size)], y[: min(8, batch_size)]
     base_key = {(k[1], k[4]): k for k in rows if k[2] is None}
@@ -607,9 +692,18 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
         row_name, name, impl, base, compiled = key
         model = built[key]
         bkey = base_key[(base, compiled)]
-        row = dict(model=name, implementation=impl or "conventional", baseline=base, compiled=compiled,
-                   params=sum(p.numel() for p in model.parameters()), gflops=forward_gflops(model, x),
-                   batch_size=batch_size, input="x".join(map(str, shape)), steps=steps, device=str(device))
+        row = dict(
+            model=name,
+            implementation=impl or "conventional",
+            baseline=base,
+            compiled=compiled,
+            params=sum(p.numel() for p in model.parameters()),
+            gflops=forward_gflops(model, x),
+            batch_size=batch_size,
+            input="x".join(map(str, shape)),
+            steps=steps,
+            device=str(device),
+        )
         row.update(_summary(times[key], "step_ms", 1000))
         row["step_ms_iqr"] = row["step_ms_q3"] - row["step_ms_q1"]
         row.update(_summary([t / b for t, b in zip(times[key], times[bkey])], "time_ratio"))
@@ -652,13 +746,39 @@ def run(models=DEFAULT_MODELS, batch_size: int = 128, input_shape=(3, 32, 32), s
 
 
 def format_table(rows: list[dict]) -> str:
-    cols = [("model", "{}"), ("implementation", "{}"), ("compiled", "{}"), ("params", "{:,}"), ("gflops", "{:.3f}"),
-            ("step_ms", "{:.1f}"), ("time_ratio", "{:.3f}"), ("time_ratio_iqr", "{}"), ("limit_ratio", "{:.3f}"),
-            ("vs_limit", "{:.3f}"), ("vs_limit_iqr", "{}"), ("conv_share", "{:.2f}"), ("conv_ratio", "{:.2f}"),
-            ("other_ratio", "{:.2f}"), ("eager_ratio", "{:.2f}"), ("compile_s", "{:.0f}"),
-            ("extra_mb", "{:.0f}"), ("mem_ratio", "{:.2f}"), ("max_rel_err", "{:.1e}"), ("equal", "{}")]
-    rows = [dict(r, **{k + "_iqr": f"{r[k + '_q1']:.3f}-{r[k + '_q3']:.3f}" for k in ("time_ratio", "vs_limit")
-                       if k + "_q1" in r}) for r in rows]
+    cols = [
+        ("model", "{}"),
+        ("implementation", "{}"),
+        ("compiled", "{}"),
+        ("params", "{:,}"),
+        ("gflops", "{:.3f}"),
+        ("step_ms", "{:.1f}"),
+        ("time_ratio", "{:.3f}"),
+        ("time_ratio_iqr", "{}"),
+        ("limit_ratio", "{:.3f}"),
+        ("vs_limit", "{:.3f}"),
+        ("vs_limit_iqr", "{}"),
+        ("conv_share", "{:.2f}"),
+        ("conv_ratio", "{:.2f}"),
+        ("other_ratio", "{:.2f}"),
+        ("eager_ratio", "{:.2f}"),
+        ("compile_s", "{:.0f}"),
+        ("extra_mb", "{:.0f}"),
+        ("mem_ratio", "{:.2f}"),
+        ("max_rel_err", "{:.1e}"),
+        ("equal", "{}"),
+    ]
+    rows = [
+        dict(
+            r,
+            **{
+                k + "_iqr": f"{r[k + '_q1']:.3f}-{r[k + '_q3']:.3f}"
+                for k in ("time_ratio", "vs_limit")
+                if k + "_q1" in r
+            },
+        )
+        for r in rows
+    ]
     cols = [(c, f) for c, f in cols if any(c in r for r in rows) and (c != "compiled" or any(r.get(c) for r in rows))]
     cells = [[c for c, _ in cols]] + [[f.format(r[c]) if c in r else "-" for c, f in cols] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
@@ -674,14 +794,21 @@ def main(argv=None) -> int:
     p.add_argument("--input", default="3x32x32", help="CxHxW")
     p.add_argument("--steps", type=int, default=10, help="timed rounds (each times every row once) after warm-up")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--implementations", nargs="+", default=["default", "naive"],
-                   help=f"any of {', '.join(IMPLEMENTATIONS)}, or budget=B (plan_recompute at budget B)")
+    p.add_argument(
+        "--implementations",
+        nargs="+",
+        default=["default", "naive"],
+        help=f"any of {', '.join(IMPLEMENTATIONS)}, or budget=B (plan_recompute at budget B)",
+    )
     p.add_argument("--device", default="cpu", help="cpu or cuda[:index]")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     p.add_argument("--no-limit", action="store_true", help="skip the limit's convolution and bandwidth timings")
-    p.add_argument("--compile", action="store_true",
-                   help="also time the baseline and each model's first implementation under torch.compile")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time the baseline and each model's first implementation under torch.compile",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per row")
     p.add_argument("--_memory", nargs=2, metavar=("MODEL", "IMPL"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -700,17 +827,30 @@ def main(argv=None) -> int:
         print(step_memory(args._memory[0], args._memory[1], args.batch_size, shape, args.threads))
         return 0
     try:
-        rows = run(args.models, args.batch_size, shape, args.steps, args.warmup, tuple(args.implementations),
-                   args.baseline, not args.no_memory, args.threads, compile=args.compile, device=device,
-                   limit=not args.no_limit)
+        rows = run(
+            args.models,
+            args.batch_size,
+            shape,
+            args.steps,
+            args.warmup,
+            tuple(args.implementations),
+            args.baseline,
+            not args.no_memory,
+            args.threads,
+            compile=args.compile,
+            device=device,
+            limit=not args.no_limit,
+        )
     except ValueError as e:  # a bad model name or baseline: say it like argparse does
         p.error(str(e))
     if args.json:
         for r in rows:
             print(json.dumps(r))
     else:
-        print(f"# {machine(device)}; batch {args.batch_size}, input {args.input}, median and quartiles over "
-              f"{args.steps} rounds")
+        print(
+            f"# {machine(device)}; batch {args.batch_size}, input {args.input}, median and quartiles over "
+            f"{args.steps} rounds"
+        )
         print(format_table(rows))
     return 0
 

@@ -45,9 +45,9 @@ would quantize the linear branch alone: the layer keeps it in float and warns;
 ``quadnn.convert.quantize_`` quantizes all three weights. ``torch.ao.quantization`` has no
 quantized quadratic layer: one given a ``qconfig`` stays in float, with a warning.
 """
+
 from __future__ import annotations
 
-import math
 import warnings
 
 import torch
@@ -119,20 +119,27 @@ class QuadraticLayer(nn.Module):
     def register_parameter(self, name: str, param) -> None:
         # The legacy torch.nn.utils.weight_norm(layer, "weight") deletes `weight` and registers
         # its magnitude as `weight_g`, this layer's gate W_g: refuse rather than lose the gate.
-        if name == "weight_g" and "weight_g" in self._parameters and "weight" not in self._parameters \
-                and not parametrize.is_parametrized(self, "weight"):
+        if (
+            name == "weight_g"
+            and "weight_g" in self._parameters
+            and "weight" not in self._parameters
+            and not parametrize.is_parametrized(self, "weight")
+        ):
             raise RuntimeError(
                 f"{type(self).__name__}: torch.nn.utils.weight_norm(layer, 'weight') would register the "
                 "weight's magnitude as 'weight_g', which is this layer's gate W_g (the quadratic "
                 "term); use torch.nn.utils.parametrizations.weight_norm instead, which keeps every "
-                "parameter. weight_norm has already removed 'weight' from this layer: rebuild it")
+                "parameter. weight_norm has already removed 'weight' from this layer: rebuild it"
+            )
         if name in _WEIGHTS and _quantized(param) and not self._whole_once_quantized(name):
             # torchao's quantize_ selects layers by isinstance(m, nn.Linear) and quantizes
             # `weight` only: the linear branch alone, a neuron neither float nor quantized
             warnings.warn(
                 f"{self!r} left in float: quantizing 'weight' alone would quantize only its linear "
                 "branch W_r, not the quadratic terms; quadnn.convert.quantize_(model, config) "
-                "quantizes its three weights", stacklevel=2)
+                "quantizes its three weights",
+                stacklevel=2,
+            )
             return
         super().register_parameter(name, param)
         if name == "weight" and _quantized(param):
@@ -157,8 +164,11 @@ class QuadraticLayer(nn.Module):
     @qconfig.setter
     def qconfig(self, value):
         if value is not None:
-            warnings.warn(f"{self!r} left in float: torch.ao.quantization has no quantized quadratic "
-                          "layer; quadnn.convert.quantize_ quantizes it with torchao", stacklevel=2)
+            warnings.warn(
+                f"{self!r} left in float: torch.ao.quantization has no quantized quadratic "
+                "layer; quadnn.convert.quantize_ quantizes it with torchao",
+                stacklevel=2,
+            )
         self.__dict__["_qconfig"] = value
 
     @qconfig.deleter
@@ -187,8 +197,9 @@ class QuadraticLayer(nn.Module):
         if hasattr(self, "weight_g"):  # torch's __init__ calls us before the terms exist
             self.relinear_init_()
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs):
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
         # A conventional checkpoint (no quadratic term at all) loads, strictly, as the linear
         # branch with the quadratic terms at their ReLinear reference (and b_r = 0 when the
         # conventional layer had no bias); a checkpoint holding only some of the terms is still
@@ -197,8 +208,9 @@ class QuadraticLayer(nn.Module):
         conventional = not any(n in state_dict for n in names)
         no_bias = conventional and self.bias is not None and prefix + "bias" not in state_dict
         before = len(missing_keys)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
         if conventional and names:
             if no_bias:
                 names.append(prefix + "bias")
@@ -254,7 +266,7 @@ class QuadraticLayer(nn.Module):
         w = torch.stack([self.weight.unflatten(0, (groups, -1)), self.weight_b.unflatten(0, (groups, -1))], 2)
         return w.flatten(0, 1).flatten(1, 2)  # (out, 2 * in/groups, *k): per group [x, x*x]
 
-    def _op(self) -> "_Op":
+    def _op(self) -> _Op:
         return _Op(self, keep=_KEEP.get(self.implementation, "rg"))
 
     def _forward_naive(self, x):
@@ -373,12 +385,26 @@ class _QuadraticConvNd(QuadraticLayer):
 class QuadraticConv1d(_QuadraticConvNd, nn.Conv1d):
     """``nn.Conv1d`` whose neurons are quadratic; see the module docstring for ``neuron``."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", neuron="full", device=None, dtype=None):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        neuron="full",
+        device=None,
+        dtype=None,
+    ):
         self.neuron = check_neuron(neuron)
         dd = dict(device=device, dtype=dtype)
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, **dd)
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode, **dd
+        )
         self._init_quadratic(neuron, bias, dd)
         self.reset_parameters()
 
@@ -386,12 +412,26 @@ class QuadraticConv1d(_QuadraticConvNd, nn.Conv1d):
 class QuadraticConv2d(_QuadraticConvNd, nn.Conv2d):
     """``nn.Conv2d`` whose neurons are quadratic; see the module docstring for ``neuron``."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", neuron="full", device=None, dtype=None):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        neuron="full",
+        device=None,
+        dtype=None,
+    ):
         self.neuron = check_neuron(neuron)
         dd = dict(device=device, dtype=dtype)
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, **dd)
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode, **dd
+        )
         self._init_quadratic(neuron, bias, dd)
         self.reset_parameters()
 
@@ -399,12 +439,26 @@ class QuadraticConv2d(_QuadraticConvNd, nn.Conv2d):
 class QuadraticConv3d(_QuadraticConvNd, nn.Conv3d):
     """``nn.Conv3d`` whose neurons are quadratic; see the module docstring for ``neuron``."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", neuron="full", device=None, dtype=None):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        neuron="full",
+        device=None,
+        dtype=None,
+    ):
         self.neuron = check_neuron(neuron)
         dd = dict(device=device, dtype=dtype)
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, **dd)
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode, **dd
+        )
         self._init_quadratic(neuron, bias, dd)
         self.reset_parameters()
 
@@ -469,8 +523,18 @@ class _Op:
     def backward(self, dy, x, w, mask):
         if self.conv:
             return torch.ops.aten.convolution_backward(
-                dy, x, w, [w.shape[0]] if mask[2] else None, self.stride, self.padding, self.dilation,
-                False, [0] * len(self.stride), self.groups, mask)
+                dy,
+                x,
+                w,
+                [w.shape[0]] if mask[2] else None,
+                self.stride,
+                self.padding,
+                self.dilation,
+                False,
+                [0] * len(self.stride),
+                self.groups,
+                mask,
+            )
         dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
         dx = (dy @ w) if mask[0] else None
         dw = (dy2.T @ x2) if mask[1] else None
@@ -482,16 +546,19 @@ class _Op:
         """The gate's weight and bias (W_g, b_g) out of the fused [r, g] parameters."""
         if self.groups == 1:
             return w.narrow(0, self.n, self.n), b.narrow(0, self.n, self.n)
-        return (w.unflatten(0, (self.groups, 2, -1)).select(1, 1).flatten(0, 1),
-                b.unflatten(0, (self.groups, 2, -1)).select(1, 1).flatten())
+        return (
+            w.unflatten(0, (self.groups, 2, -1)).select(1, 1).flatten(0, 1),
+            b.unflatten(0, (self.groups, 2, -1)).select(1, 1).flatten(),
+        )
 
     def new_fused(self, y):
         """An empty tensor shaped like [r, g] for an output like ``y`` (same memory format)."""
         dim = 1 if self.conv else y.dim() - 1
         shape = list(y.shape)
         shape[dim] *= 2
-        channels_last = self.conv and y.dim() == 4 and not y.is_contiguous() and y.is_contiguous(
-            memory_format=torch.channels_last)
+        channels_last = (
+            self.conv and y.dim() == 4 and not y.is_contiguous() and y.is_contiguous(memory_format=torch.channels_last)
+        )
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         return torch.empty(shape, dtype=y.dtype, device=y.device, memory_format=fmt)
 

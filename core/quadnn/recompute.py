@@ -25,6 +25,7 @@ no lower budget was resolved faster than naive: every recomputed gate costs a co
 default keeps r and g everywhere, at about 0.8x naive's extra memory with no recomputation.
 Pass ``recompute_budget=1.0`` to a model for the memory of one tensor per layer, at some time.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,9 @@ def _cost_per_output(layer: QuadraticLayer) -> int:
 
 
 @torch.no_grad()
-def plan_recompute(model: nn.Module, *example_inputs, budget: float = DEFAULT_BUDGET,
-                   apply: bool = True) -> dict[str, str]:
+def plan_recompute(
+    model: nn.Module, *example_inputs, budget: float = DEFAULT_BUDGET, apply: bool = True
+) -> dict[str, str]:
     """Set each quadratic layer's implementation so the layers keep at most ``budget`` extra
     output-sized tensors on average, recomputing where it costs the fewest FLOPs per byte.
 
@@ -57,8 +59,7 @@ def plan_recompute(model: nn.Module, *example_inputs, budget: float = DEFAULT_BU
     """
     if not (isinstance(budget, (int, float)) and 0 <= budget <= 2 and not math.isnan(budget)):
         raise ValueError(f"budget must be a number of kept tensors per layer in [0, 2], got {budget!r}")
-    layers = {name: m for name, m in model.named_modules()
-              if isinstance(m, QuadraticLayer) and m.neuron != "compact"}
+    layers = {name: m for name, m in model.named_modules() if isinstance(m, QuadraticLayer) and m.neuron != "compact"}
     if not layers:
         return {}
     sizes, hooks = {}, []

@@ -2,9 +2,8 @@
 
 Add one import line per model file.
 """
-from . import cifar_resnet
-from . import cifar_vgg
-from . import imagenet_resnet
+
+from . import cifar_resnet, cifar_vgg, imagenet_resnet
 
 # Bumped whenever a registered model computes something else for the same arguments (other
 # parameters, another initialisation). Result caches keyed by a model's name and arguments (the

@@ -31,12 +31,13 @@ paper's widened ResNets), ``rezero=``, ``zero_init_last=``, ``num_classes=``, ``
 ``recompute_budget=`` (what the quadratic layers keep for backward, see
 :func:`quadnn.plan_recompute`; default ``quadnn.recompute.DEFAULT_BUDGET``).
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from torch import nn
 
 from ..layers import NEURONS, QuadraticConv2d
 from ..recompute import DEFAULT_BUDGET
@@ -76,8 +77,16 @@ class ShortcutA(nn.Module):
 
 
 class BasicBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int = 1, neuron: str = "conventional",
-                 rezero: bool = False, device=None, dtype=None):
+    def __init__(
+        self,
+        cin: int,
+        cout: int,
+        stride: int = 1,
+        neuron: str = "conventional",
+        rezero: bool = False,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = dict(device=device, dtype=dtype)
         self.conv1 = conv3x3(cin, cout, stride, neuron, **dd)
@@ -105,10 +114,21 @@ class BasicBlock(nn.Module):
 class CifarResNet(ConvClassifier):
     """CIFAR ResNet of depth ``6n+2``; see the module docstring."""
 
-    def __init__(self, depth: int = 20, num_classes: int = 10, in_chans: int = 3, width: float = 1.0,
-                 neuron: str = "conventional", rezero: bool = False, drop_rate: float = 0.0,
-                 global_pool: str = "avg", zero_init_last: bool = True,
-                 recompute_budget: float | None = DEFAULT_BUDGET, device=None, dtype=None):
+    def __init__(
+        self,
+        depth: int = 20,
+        num_classes: int = 10,
+        in_chans: int = 3,
+        width: float = 1.0,
+        neuron: str = "conventional",
+        rezero: bool = False,
+        drop_rate: float = 0.0,
+        global_pool: str = "avg",
+        zero_init_last: bool = True,
+        recompute_budget: float | None = DEFAULT_BUDGET,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if (depth - 2) % 6 or depth < 8:
             raise ValueError(f"depth must be 6n+2 with n >= 1 (20, 32, 44, 56, 110, 1202, ...), got {depth}")
@@ -132,7 +152,7 @@ class CifarResNet(ConvClassifier):
                 blocks.append(BasicBlock(cin, cout, stride, neuron, rezero, **dd))
                 cin = cout
             stages.append(nn.Sequential(*blocks))
-            self.feature_info.append(dict(num_chs=cout, reduction=2 ** i, module=f"layer{i + 1}"))
+            self.feature_info.append(dict(num_chs=cout, reduction=2**i, module=f"layer{i + 1}"))
         self.layer1, self.layer2, self.layer3 = stages
         self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
         self.reset_parameters()
@@ -150,9 +170,20 @@ class CifarResNet(ConvClassifier):
 
 
 def _cfg(**kwargs) -> dict:
-    return dict(url="", num_classes=10, input_size=(3, 32, 32), pool_size=(8, 8), crop_pct=1.0,
-                interpolation="bilinear", mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
-                first_conv="conv1", classifier="fc", license="mit", **kwargs)
+    return dict(
+        url="",
+        num_classes=10,
+        input_size=(3, 32, 32),
+        pool_size=(8, 8),
+        crop_pct=1.0,
+        interpolation="bilinear",
+        mean=(0.4914, 0.4822, 0.4465),
+        std=(0.2470, 0.2435, 0.2616),
+        first_conv="conv1",
+        classifier="fc",
+        license="mit",
+        **kwargs,
+    )
 
 
 # Variant name -> (depth, neuron). The registered functions below are generated from this table
@@ -171,8 +202,9 @@ default_cfgs = generate_default_cfgs({f"{name}.untrained": _cfg() for name in VA
 def _create(variant: str, pretrained: bool = False, **kwargs) -> CifarResNet:
     depth, neuron = VARIANTS[variant]
     kwargs.setdefault("neuron", neuron)
-    return build_model_with_cfg(CifarResNet, variant, pretrained, depth=depth,
-                                feature_cfg=dict(out_indices=(0, 1, 2)), **kwargs)
+    return build_model_with_cfg(
+        CifarResNet, variant, pretrained, depth=depth, feature_cfg=dict(out_indices=(0, 1, 2)), **kwargs
+    )
 
 
 @register_model

@@ -21,11 +21,12 @@ Registered in timm: ``cifar_vgg16``, ``cifar_vgg16_square``, ``cifar_qvgg16``; e
 ``width=``, ``num_classes=`` (default 100, CIFAR-100), ``in_chans=``, ``drop_rate=``,
 ``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default ``quadnn.recompute.DEFAULT_BUDGET``).
 """
+
 from __future__ import annotations
 
 import torch
-from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from torch import nn
 
 from ..layers import NEURONS, QuadraticConv2d, Square
 from ..recompute import DEFAULT_BUDGET
@@ -51,10 +52,20 @@ def conv3x3(cin: int, cout: int, neuron: str = "conventional", **dd) -> nn.Modul
 class CifarVGG(ConvClassifier):
     """VGG with batch norm for 32x32 inputs; see the module docstring."""
 
-    def __init__(self, layers=VGG16, num_classes: int = 100, in_chans: int = 3, width: float = 1.0,
-                 activation: str = "relu", neuron: str = "conventional", drop_rate: float = 0.0,
-                 global_pool: str = "avg", recompute_budget: float | None = DEFAULT_BUDGET,
-                 device=None, dtype=None):
+    def __init__(
+        self,
+        layers=VGG16,
+        num_classes: int = 100,
+        in_chans: int = 3,
+        width: float = 1.0,
+        activation: str = "relu",
+        neuron: str = "conventional",
+        drop_rate: float = 0.0,
+        global_pool: str = "avg",
+        recompute_budget: float | None = DEFAULT_BUDGET,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
@@ -91,9 +102,20 @@ class CifarVGG(ConvClassifier):
 
 
 def _cfg(**kwargs) -> dict:
-    return dict(url="", num_classes=100, input_size=(3, 32, 32), pool_size=(1, 1), crop_pct=1.0,
-                interpolation="bilinear", mean=(0.5071, 0.4865, 0.4409), std=(0.2673, 0.2564, 0.2762),
-                first_conv="features.0", classifier="fc", license="mit", **kwargs)
+    return dict(
+        url="",
+        num_classes=100,
+        input_size=(3, 32, 32),
+        pool_size=(1, 1),
+        crop_pct=1.0,
+        interpolation="bilinear",
+        mean=(0.5071, 0.4865, 0.4409),
+        std=(0.2673, 0.2564, 0.2762),
+        first_conv="features.0",
+        classifier="fc",
+        license="mit",
+        **kwargs,
+    )
 
 
 # Variant name -> (activation, neuron).
@@ -110,8 +132,14 @@ def _create(variant: str, pretrained: bool = False, **kwargs) -> CifarVGG:
     activation, neuron = VARIANTS[variant]
     kwargs.setdefault("activation", activation)
     kwargs.setdefault("neuron", neuron)
-    return build_model_with_cfg(CifarVGG, variant, pretrained, layers=VGG16,
-                                feature_cfg=dict(out_indices=(0, 1, 2, 3, 4), flatten_sequential=True), **kwargs)
+    return build_model_with_cfg(
+        CifarVGG,
+        variant,
+        pretrained,
+        layers=VGG16,
+        feature_cfg=dict(out_indices=(0, 1, 2, 3, 4), flatten_sequential=True),
+        **kwargs,
+    )
 
 
 @register_model

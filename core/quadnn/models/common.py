@@ -1,8 +1,9 @@
 """What the model families share: the official code's initialisation, the backward-memory plan of
 their quadratic layers, and timm's classifier and feature interface."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -45,14 +46,16 @@ class ConvClassifier(nn.Module):
     drop_rate: float
     zero_init_last: bool = False
 
-    def _init_head(self, num_features: int, num_classes: int, global_pool: str, drop_rate: float,
-                   device=None, dtype=None) -> None:
+    def _init_head(
+        self, num_features: int, num_classes: int, global_pool: str, drop_rate: float, device=None, dtype=None
+    ) -> None:
         if global_pool not in POOLS:
             raise ValueError(f"global_pool must be one of {POOLS}, got {global_pool!r}")
         self.num_classes, self.drop_rate = num_classes, drop_rate
         self.num_features = self.head_hidden_size = num_features
-        self.global_pool, self.fc = create_classifier(num_features, num_classes, pool_type=global_pool,
-                                                      device=device, dtype=dtype)
+        self.global_pool, self.fc = create_classifier(
+            num_features, num_classes, pool_type=global_pool, device=device, dtype=dtype
+        )
 
     def plan_recompute_(self, budget: float | None, in_chans: int, size: int, device=None, dtype=None) -> None:
         """Choose what each quadratic layer keeps for backward (:func:`quadnn.plan_recompute`).
@@ -115,9 +118,15 @@ class ConvClassifier(nn.Module):
             x = stage(x)
         return x
 
-    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
-                              stop_early: bool = False, output_fmt: str = "NCHW",
-                              intermediates_only: bool = False):
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: int | list[int] | None = None,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ):
         """timm's ``forward_intermediates``: the feature maps at ``indices`` of ``feature_info``
         (None: all; an int n: the last n), and unless ``intermediates_only`` the final features.
         ``norm`` has no effect (no final norm layer); ``stop_early`` stops at the last index taken."""
@@ -127,7 +136,7 @@ class ConvClassifier(nn.Module):
         take, last = feature_take_indices(len(stages), indices)
         intermediates = []
         if stop_early or intermediates_only:
-            stages = stages[:last + 1]
+            stages = stages[: last + 1]
         for i, stage in enumerate(stages):
             x = stage(x)
             if i in take:

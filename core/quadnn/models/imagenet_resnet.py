@@ -42,12 +42,13 @@ Every variant takes ``width=``, ``shortcut=``, ``zero_init_last=``, ``global_poo
 ``quadnn.recompute.DEFAULT_BUDGET``), and works with
 ``timm.create_model(name, features_only=True)`` (stem, then the four stages).
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from torch import nn
 
 from ..recompute import DEFAULT_BUDGET
 from .cifar_resnet import KINDS, ShortcutA, conv3x3
@@ -62,8 +63,16 @@ DEPTHS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
 class ImageNetBasicBlock(nn.Module):
     """Two 3x3 convolutions with batch norm; ``relu(shortcut(x) + F(x))``, or ``relu(F(x))`` when plain."""
 
-    def __init__(self, cin: int, cout: int, stride: int = 1, neuron: str = "conventional",
-                 shortcut: str = "B", device=None, dtype=None):
+    def __init__(
+        self,
+        cin: int,
+        cout: int,
+        stride: int = 1,
+        neuron: str = "conventional",
+        shortcut: str = "B",
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = dict(device=device, dtype=dtype)
         self.conv1 = conv3x3(cin, cout, stride, neuron, **dd)
@@ -75,8 +84,9 @@ class ImageNetBasicBlock(nn.Module):
         if self.plain or not reshapes:
             self.downsample = None
         elif shortcut == "B":
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False, **dd),
-                                            nn.BatchNorm2d(cout, **dd))
+            self.downsample = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False, **dd), nn.BatchNorm2d(cout, **dd)
+            )
         else:
             self.downsample = ShortcutA(cin, cout, stride)
 
@@ -95,10 +105,21 @@ class ImageNetBasicBlock(nn.Module):
 class ImageNetResNet(ConvClassifier):
     """ImageNet ResNet / plain net with ``layers`` basic blocks per stage; see the module docstring."""
 
-    def __init__(self, layers=(2, 2, 2, 2), num_classes: int = 1000, in_chans: int = 3, width: float = 1.0,
-                 neuron: str = "conventional", shortcut: str = "B", drop_rate: float = 0.0,
-                 global_pool: str = "avg", zero_init_last: bool = True,
-                 recompute_budget: float | None = DEFAULT_BUDGET, device=None, dtype=None):
+    def __init__(
+        self,
+        layers=(2, 2, 2, 2),
+        num_classes: int = 1000,
+        in_chans: int = 3,
+        width: float = 1.0,
+        neuron: str = "conventional",
+        shortcut: str = "B",
+        drop_rate: float = 0.0,
+        global_pool: str = "avg",
+        zero_init_last: bool = True,
+        recompute_budget: float | None = DEFAULT_BUDGET,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         layers = tuple(int(n) for n in layers)
         if len(layers) != 4 or min(layers) < 1:
@@ -127,7 +148,7 @@ class ImageNetResNet(ConvClassifier):
                 blocks.append(ImageNetBasicBlock(cin, cout, stride, neuron, shortcut, **dd))
                 cin = cout
             self.add_module(f"layer{i + 1}", nn.Sequential(*blocks))
-            self.feature_info.append(dict(num_chs=cout, reduction=4 * 2 ** i, module=f"layer{i + 1}"))
+            self.feature_info.append(dict(num_chs=cout, reduction=4 * 2**i, module=f"layer{i + 1}"))
         self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
         self.reset_parameters()
         self.plan_recompute_(recompute_budget, in_chans, 64, **dd)
@@ -147,9 +168,20 @@ class ImageNetResNet(ConvClassifier):
 
 
 def _cfg(**kwargs) -> dict:
-    return dict(url="", num_classes=1000, input_size=(3, 224, 224), pool_size=(7, 7), crop_pct=0.875,
-                interpolation="bilinear", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
-                first_conv="conv1", classifier="fc", license="mit", **kwargs)
+    return dict(
+        url="",
+        num_classes=1000,
+        input_size=(3, 224, 224),
+        pool_size=(7, 7),
+        crop_pct=0.875,
+        interpolation="bilinear",
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
+        first_conv="conv1",
+        classifier="fc",
+        license="mit",
+        **kwargs,
+    )
 
 
 # Variant name -> (depth, neuron, shortcut); the paper's "20"/"32" labels are these 18/34-layer models.
@@ -169,8 +201,14 @@ def _create(variant: str, pretrained: bool = False, **kwargs) -> ImageNetResNet:
     kwargs.setdefault("shortcut", shortcut)
     if shortcut == "none" and kwargs["shortcut"] != "none":
         raise ValueError(f"{variant} is a plain network; use the resnet variant for shortcut={kwargs['shortcut']!r}")
-    return build_model_with_cfg(ImageNetResNet, variant, pretrained, layers=DEPTHS[depth],
-                                feature_cfg=dict(out_indices=(0, 1, 2, 3, 4)), **kwargs)
+    return build_model_with_cfg(
+        ImageNetResNet,
+        variant,
+        pretrained,
+        layers=DEPTHS[depth],
+        feature_cfg=dict(out_indices=(0, 1, 2, 3, 4)),
+        **kwargs,
+    )
 
 
 @register_model

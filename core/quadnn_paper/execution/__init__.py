@@ -5,6 +5,7 @@ submits keyed jobs; ``python -m quadnn_paper.execution.status`` prints the plan 
 This layer imports the engine and the sections, never the reverse. Importing it does not import
 torch (the engine is imported where it is used), so a job process starts quickly.
 """
+
 from .execute import execute, pending_note
 from .runners import RUNNERS, Job, init_distributed, make_runner
 

@@ -13,6 +13,7 @@ has more workers) and ``MEM_GB_PER_GPU`` memory. ``QUADNN_GPUS_PER_RUN`` overrid
 (0: CPU jobs). Where the runner's machines have fewer GPUs (``runner.max_gpus``: this machine's
 for ``local``, a node of the partition for ``slurm``), a run gets what there is.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,13 +22,23 @@ from typing import TYPE_CHECKING
 
 from .runners import RUNNERS, Job, init_distributed, make_runner
 
-if TYPE_CHECKING:   # the engine (torch) is imported where it is used: job processes start without it
+if TYPE_CHECKING:  # the engine (torch) is imported where it is used: job processes start without it
     from ..engine import RunConfig
 
-__all__ = ["RUNNERS", "with_dependencies", "execute", "pending_note", "resources", "jobs", "make", "job_dir",
-           "is_done", "TrainRun"]
+__all__ = [
+    "RUNNERS",
+    "with_dependencies",
+    "execute",
+    "pending_note",
+    "resources",
+    "jobs",
+    "make",
+    "job_dir",
+    "is_done",
+    "TrainRun",
+]
 
-PROTOCOL_GPUS = {("imagefolder", "imagenet"): 8}   # (task, dataset) -> GPUs; others: 1
+PROTOCOL_GPUS = {("imagefolder", "imagenet"): 8}  # (task, dataset) -> GPUs; others: 1
 CPUS_PER_GPU = 8
 MEM_GB_PER_GPU = 32
 MEM_GB_CPU = 4
@@ -47,8 +58,14 @@ def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
     return list(order.values())
 
 
-def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline", wait: bool | None = None,
-            progress: bool = True, **runner_options) -> dict[str, dict | None]:
+def execute(
+    runs: list[RunConfig],
+    out: str | os.PathLike,
+    runner: str = "inline",
+    wait: bool | None = None,
+    progress: bool = True,
+    **runner_options,
+) -> dict[str, dict | None]:
     """Results of ``runs`` by run id (None: not done yet); see the module doc.
 
     ``wait``: block until every submitted run has ended (default ``QUADNN_WAIT``, else yes for
@@ -65,6 +82,7 @@ def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline
     todo = with_dependencies(runs)
     if runner == "inline":
         from tqdm.auto import tqdm
+
         for cfg in tqdm(todo, desc="runs", unit="run", disable=not progress):
             run(cfg, out)
     else:
@@ -72,8 +90,11 @@ def execute(runs: list[RunConfig], out: str | os.PathLike, runner: str = "inline
         states = r.submit(jobs(todo, out, r.max_gpus), is_done=is_done(out))
         if progress:
             counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
-            print(f"{runner}: {len(r.last_submitted)} run(s) submitted; "
-                  + ", ".join(f"{n} {s}" for s, n in counts.items()), flush=True)
+            print(
+                f"{runner}: {len(r.last_submitted)} run(s) submitted; "
+                + ", ".join(f"{n} {s}" for s, n in counts.items()),
+                flush=True,
+            )
         if wait:
             states = r.wait([cfg.run_id for cfg in todo], is_done=is_done(out))
             for key in (k for k, s in states.items() if s == "failed"):
@@ -126,6 +147,7 @@ class TrainRun:
         finally:
             if ddp:
                 import torch.distributed as dist
+
                 dist.destroy_process_group()
 
     def __repr__(self) -> str:
@@ -142,18 +164,30 @@ def resources(cfg: RunConfig, max_gpus: int | None = None) -> dict:
         gpus = min(gpus, max_gpus)
     if gpus == 0:
         return dict(gpus=0, tasks_per_node=1, cpus_per_task=cfg.threads or None, mem_gb=MEM_GB_CPU)
-    tasks = gpus if (cfg.task, cfg.dataset) in PROTOCOL_GPUS else 1   # DDP: one task per GPU
-    return dict(gpus=gpus, tasks_per_node=tasks, cpus_per_task=max(CPUS_PER_GPU * gpus // tasks, cfg.workers + 1),
-                mem_gb=MEM_GB_PER_GPU * gpus)
+    tasks = gpus if (cfg.task, cfg.dataset) in PROTOCOL_GPUS else 1  # DDP: one task per GPU
+    return dict(
+        gpus=gpus,
+        tasks_per_node=tasks,
+        cpus_per_task=max(CPUS_PER_GPU * gpus // tasks, cfg.workers + 1),
+        mem_gb=MEM_GB_PER_GPU * gpus,
+    )
 
 
 def jobs(runs: list[RunConfig], out: str | os.PathLike, max_gpus: int | None = None) -> list[Job]:
     """The runners' jobs for ``runs`` (keys: run ids; deps: weight-transfer sources)."""
-    return [Job(key=c.run_id, fn=TrainRun(c, out), deps=tuple(d.run_id for d in c.dependencies()),
-                name=c.describe().replace(" ", "_"), **resources(c, max_gpus)) for c in runs]
+    return [
+        Job(
+            key=c.run_id,
+            fn=TrainRun(c, out),
+            deps=tuple(d.run_id for d in c.dependencies()),
+            name=c.describe().replace(" ", "_"),
+            **resources(c, max_gpus),
+        )
+        for c in runs
+    ]
 
 
 def pending_note(results: dict[str, dict | None], runs: list[RunConfig]) -> str | None:
-    """"pending (k of n runs)" when some of ``runs`` have no result yet, else None."""
+    """ "pending (k of n runs)" when some of ``runs`` have no result yet, else None."""
     missing = sum(results.get(c.run_id) is None for c in runs)
     return f"pending ({missing} of {len(runs)} runs)" if missing else None

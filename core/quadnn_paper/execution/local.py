@@ -12,6 +12,7 @@ submitting process, which waits for it at exit (``concurrent.futures`` joins its
 that process is killed, queued jobs are lost (``missing``: the next submit queues them again)
 and a started job runs to its end and records its exit status itself.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,7 @@ from pathlib import Path
 from .runners import Job, Runner, load_job, private_dir, read_json
 
 __all__ = ["LocalRunner", "visible_gpus"]
-_MODULE = "quadnn_paper.execution.local"   # what job processes run (not __name__: "__main__" there)
+_MODULE = "quadnn_paper.execution.local"  # what job processes run (not __name__: "__main__" there)
 
 
 def visible_gpus() -> list[str]:
@@ -46,6 +47,7 @@ def visible_gpus() -> list[str]:
 
 class LocalRunner(Runner):
     """A queue over this machine's GPUs (one token each) or ``workers`` CPU slots."""
+
     name = "local"
 
     def __init__(self, state_dir, is_done=None, workers: int | None = None, gpus: list[str] | None = None):
@@ -57,7 +59,7 @@ class LocalRunner(Runner):
         self._cond = threading.Condition()
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="quadnn-local")
         self._futures: dict[str, Future] = {}
-        self._phase: dict[str, str] = {}   # key -> pending | running, while this process has it
+        self._phase: dict[str, str] = {}  # key -> pending | running, while this process has it
 
     def __repr__(self):
         what = f"gpus={self.gpus}" if self.gpus else f"workers={len(self.slots)}"
@@ -90,6 +92,7 @@ class LocalRunner(Runner):
 
     def _launch(self, job, sources, record):
         import cloudpickle
+
         spec = private_dir(self.state_dir / "jobs") / f"{job.key}.pkl"
         fd = os.open(spec.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
@@ -122,7 +125,7 @@ class LocalRunner(Runner):
                 with self._cond:
                     self._free = sorted(self._free + slots, key=self.slots.index)
                     self._cond.notify_all()
-            if "exit" not in (read_json(self.record_path(job.key)) or {}):   # killed before it could say
+            if "exit" not in (read_json(self.record_path(job.key)) or {}):  # killed before it could say
                 self.write_record({**record, "exit": code, "error": f"the job process ended with exit {code}"})
         finally:
             self._phase.pop(job.key, None)
@@ -135,8 +138,13 @@ class LocalRunner(Runner):
         with open(record["logs"][0], "a") as log:
             log.write(f"--- local attempt on {','.join(slots)}\n")
             log.flush()
-            return subprocess.call([sys.executable, "-u", "-m", _MODULE, record["spec"], str(self.state_dir)],
-                                   env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            return subprocess.call(
+                [sys.executable, "-u", "-m", _MODULE, record["spec"], str(self.state_dir)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
 
 def _free_port() -> int:
@@ -170,9 +178,22 @@ def main(spec: str, state_dir: str, task: bool = False) -> int:
             if job["is_done"] is not None and job["is_done"](job["key"]):
                 pass
             elif job["tasks"] > 1:
-                code = subprocess.call([sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
-                                        f"--nproc-per-node={job['tasks']}", "--master-addr=127.0.0.1",
-                                        f"--master-port={_free_port()}", "-m", _MODULE, "--task", spec, state_dir])
+                code = subprocess.call(
+                    [
+                        sys.executable,
+                        "-m",
+                        "torch.distributed.run",
+                        "--nnodes=1",
+                        f"--nproc-per-node={job['tasks']}",
+                        "--master-addr=127.0.0.1",
+                        f"--master-port={_free_port()}",
+                        "-m",
+                        _MODULE,
+                        "--task",
+                        spec,
+                        state_dir,
+                    ]
+                )
                 error = f"a task failed (torchrun exit {code})" if code else ""
             else:
                 job["fn"]()

@@ -22,6 +22,7 @@ two racing submitters submit a key once. ``inline`` runs a job in this process; 
 is "its lock is held" and "trained once" is that lock; ``slurm`` (:mod:`.slurm`) submits through
 submitit and reads states from SLURM.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,9 @@ import re
 import stat
 import time
 import traceback
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..common.files import atomic_write_text, file_lock, lock_held
 
@@ -49,6 +51,7 @@ _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}")
 class Job:
     """One unit of work. ``gpus`` are per node; ``deps`` are keys whose success this job needs
     first; ``cpus_per_task`` and ``mem_gb`` (per node) are what it asks for (None: the runner's)."""
+
     key: str
     fn: Callable[[], Any]
     deps: tuple[str, ...] = ()
@@ -61,8 +64,9 @@ class Job:
 
     def __post_init__(self):
         if not isinstance(self.key, str) or not _KEY.fullmatch(self.key):
-            raise ValueError(f"job key {self.key!r}: expected 1-200 characters of [A-Za-z0-9._=+-], "
-                             "starting with a letter or digit")
+            raise ValueError(
+                f"job key {self.key!r}: expected 1-200 characters of [A-Za-z0-9._=+-], starting with a letter or digit"
+            )
         if not callable(self.fn):
             raise ValueError(f"job {self.key}: fn must be callable, got {type(self.fn).__name__}")
         object.__setattr__(self, "deps", tuple(self.deps))
@@ -74,15 +78,17 @@ class Job:
             raise ValueError(f"job {self.key} depends on itself")
 
 
-def make_runner(name: str, state_dir: str | os.PathLike, **options) -> "Runner":
+def make_runner(name: str, state_dir: str | os.PathLike, **options) -> Runner:
     """The runner called ``name`` (one of :data:`RUNNERS`), keeping its records in ``state_dir``."""
     if name == "inline":
         return InlineRunner(state_dir, **options)
     if name == "local":
         from .local import LocalRunner
+
         return LocalRunner(state_dir, **options)
     if name == "slurm":
         from .slurm import SlurmRunner
+
         return SlurmRunner(state_dir, **options)
     raise ValueError(f"unknown runner {name!r}; choose one of: {', '.join(RUNNERS)}")
 
@@ -94,6 +100,7 @@ def init_distributed(backend: str | None = None) -> bool:
         return False
     import torch
     import torch.distributed as dist
+
     if not dist.is_initialized():
         backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if backend == "nccl":
@@ -103,6 +110,7 @@ def init_distributed(backend: str | None = None) -> bool:
 
 
 # --- files ------------------------------------------------------------------------------------------
+
 
 def private_dir(path: Path) -> Path:
     """``path`` created if missing and made writable by its owner only (whatever the umask), since
@@ -121,18 +129,23 @@ def check_private(path: Path, top: Path) -> None:
     for p in (path, *[q for q in path.parents if q == top or top in q.parents]):
         st = p.stat()
         if st.st_uid not in (os.getuid(), 0):
-            raise PermissionError(f"refusing to load the job {path}: {p} belongs to uid {st.st_uid}, not to us "
-                                  f"(uid {os.getuid()}), so another user could have put code there")
+            raise PermissionError(
+                f"refusing to load the job {path}: {p} belongs to uid {st.st_uid}, not to us "
+                f"(uid {os.getuid()}), so another user could have put code there"
+            )
         if st.st_mode & 0o022:
-            raise PermissionError(f"refusing to load the job {path}: {p} is writable by "
-                                  f"{'group and others' if st.st_mode & 0o002 else 'its group'} "
-                                  f"(mode {stat.filemode(st.st_mode)}), so others could have put code there; "
-                                  f"`chmod go-w {p}` if that is wanted")
+            raise PermissionError(
+                f"refusing to load the job {path}: {p} is writable by "
+                f"{'group and others' if st.st_mode & 0o002 else 'its group'} "
+                f"(mode {stat.filemode(st.st_mode)}), so others could have put code there; "
+                f"`chmod go-w {p}` if that is wanted"
+            )
 
 
 def load_job(path: Path, top: Path):
     """The pickled job at ``path``, after :func:`check_private` up to ``top``."""
     import pickle
+
     check_private(path, top)
     with open(path, "rb") as f:
         return pickle.load(f)
@@ -172,12 +185,14 @@ def order(jobs: list[Job]) -> list[Job]:
 
 # --- the shared part ---------------------------------------------------------------------------------
 
+
 class Runner:
     """Records, locks, states, waiting and the submission decision. A subclass implements
     ``_launch(job, sources) -> record`` (``sources``: records of queued jobs it must wait for) and
     ``_record_state(record) -> (state, reason)``, and may override ``_can_follow`` and ``_discard``."""
+
     name = ""
-    max_gpus: int | None = None   # the most GPUs one job can get (None: unknown)
+    max_gpus: int | None = None  # the most GPUs one job can get (None: unknown)
 
     def __init__(self, state_dir: str | os.PathLike, is_done: Callable[[str], bool] | None = None):
         self.state_dir = private_dir(Path(state_dir).resolve())
@@ -234,6 +249,7 @@ class Runner:
         """State of a record this process did not queue: its exit status, else its lock."""
         if record.get("runner") == "slurm":
             from .slurm import record_state
+
             return record_state(self, record)
         if "exit" in record:
             return ("done", "") if record["exit"] == 0 else ("failed", record.get("error") or f"exit {record['exit']}")
@@ -241,9 +257,14 @@ class Runner:
             return "running", ""
         return "missing", "its process ended before it started or finished (killed?)"
 
-    def wait(self, keys: Iterable[str], timeout: float | None = None,
-             is_done: Callable[[str], bool] | None = None, poll_s: float = 1.0,
-             max_poll_s: float = 30.0) -> dict[str, str]:
+    def wait(
+        self,
+        keys: Iterable[str],
+        timeout: float | None = None,
+        is_done: Callable[[str], bool] | None = None,
+        poll_s: float = 1.0,
+        max_poll_s: float = 30.0,
+    ) -> dict[str, str]:
         """Block until no job of ``keys`` is pending or running; returns the final states. Polls
         every ``poll_s``, backing off to ``max_poll_s`` while nothing changes. Raises TimeoutError
         after ``timeout`` seconds."""
@@ -269,7 +290,7 @@ class Runner:
         jobs = order(list(jobs))
         in_batch = {job.key for job in jobs}
         self.last_submitted = []
-        decided: dict[str, tuple[str, dict | None]] = {}   # key -> (state, record)
+        decided: dict[str, tuple[str, dict | None]] = {}  # key -> (state, record)
         for job in jobs:
             self._check(job)
             with self.lock(f"{job.key}.submit"):
@@ -297,12 +318,13 @@ class Runner:
             if dep_state == "done":
                 continue
             if dep_state not in ACTIVE or not self._can_follow(dep_record):
-                return "missing", None    # its source is not queued: a later pass submits it
+                return "missing", None  # its source is not queued: a later pass submits it
             sources[dep] = dep_record
         if old is not None:
             self._discard(old)
-        record = dict(key=job.key, runner=self.name, deps=list(job.deps), submitted_at=time.time(),
-                      submitted_by=os.getpid())
+        record = dict(
+            key=job.key, runner=self.name, deps=list(job.deps), submitted_at=time.time(), submitted_by=os.getpid()
+        )
         record.update(self._launch(job, sources, record))
         self.write_record(record)
         self.last_submitted.append(job.key)
@@ -329,6 +351,7 @@ class InlineRunner(Runner):
     """Runs each job in the calling process, in dependency order, holding its key's lock. A job's
     exception is recorded (``log_tail`` shows its traceback) and re-raised (``raise_errors=False``
     continues with the jobs that do not depend on it)."""
+
     name = "inline"
 
     def __init__(self, state_dir, is_done=None, raise_errors: bool = True):

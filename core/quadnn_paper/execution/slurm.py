@@ -24,6 +24,7 @@ States come from ``sacct`` (retried with backoff), then from ``squeue`` (what th
 holds); a job neither can tell about stays ``pending``, never failed or resubmitted. The record's
 job name is compared, so a job id reused after SLURM's state was wiped is not taken for ours.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,14 +42,32 @@ from .runners import Job, Runner, private_dir
 
 __all__ = ["SlurmRunner", "SlurmCall", "GRACE_S"]
 
-ACTIVE = {"PENDING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "REQUEUE_FED": "pending",
-          "RESIZING": "pending", "SUSPENDED": "pending", "CONFIGURING": "pending", "RUNNING": "running",
-          "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running", "STOPPED": "running"}
-GRACE_S = 300             # how long SLURM may not know a job it was asked to take
-SACCT_TIMEOUT_S = 20      # a sacct whose database does not answer hangs: give up after this ...
-SACCT_RETRIES = 2         # ... this many more times (1 s, 2 s, ... apart), then ask squeue
-_TRANSIENT = ("timed out", "Unable to contact", "Zero Bytes", "Connection refused", "temporarily unavailable",
-              "Socket", "TimeoutExpired")
+ACTIVE = {
+    "PENDING": "pending",
+    "REQUEUED": "pending",
+    "REQUEUE_HOLD": "pending",
+    "REQUEUE_FED": "pending",
+    "RESIZING": "pending",
+    "SUSPENDED": "pending",
+    "CONFIGURING": "pending",
+    "RUNNING": "running",
+    "COMPLETING": "running",
+    "STAGE_OUT": "running",
+    "SIGNALING": "running",
+    "STOPPED": "running",
+}
+GRACE_S = 300  # how long SLURM may not know a job it was asked to take
+SACCT_TIMEOUT_S = 20  # a sacct whose database does not answer hangs: give up after this ...
+SACCT_RETRIES = 2  # ... this many more times (1 s, 2 s, ... apart), then ask squeue
+_TRANSIENT = (
+    "timed out",
+    "Unable to contact",
+    "Zero Bytes",
+    "Connection refused",
+    "temporarily unavailable",
+    "Socket",
+    "TimeoutExpired",
+)
 
 
 def _call(cmd: list[str], timeout: float = 60) -> str | None:
@@ -72,11 +91,13 @@ def query(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], bool]:
         return {}, True
     text = None
     for attempt in range(SACCT_RETRIES + 1):
-        text = _call(["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,State,JobName", "-j", ",".join(job_ids)],
-                     timeout=SACCT_TIMEOUT_S)
+        text = _call(
+            ["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,State,JobName", "-j", ",".join(job_ids)],
+            timeout=SACCT_TIMEOUT_S,
+        )
         if text is not None or attempt == SACCT_RETRIES:
             break
-        time.sleep(2 ** attempt)
+        time.sleep(2**attempt)
     known = _rows(text)
     if len(known) < len(job_ids):
         queued = _call(["squeue", "-h", "-t", "all", "-o", "%i|%T|%j"])
@@ -89,8 +110,9 @@ def find(name: str, since: float) -> tuple[list[str], bool]:
     """Job ids named ``name`` (submitted since ``since``), and whether the controller answered."""
     queued = _call(["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], timeout=30)
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 60))
-    accounted = _call(["sacct", "-X", "-n", "-P", "--name", name, "-S", start, "-o", "JobIDRaw"],
-                      timeout=SACCT_TIMEOUT_S)
+    accounted = _call(
+        ["sacct", "-X", "-n", "-P", "--name", name, "-S", start, "-o", "JobIDRaw"], timeout=SACCT_TIMEOUT_S
+    )
     ids = {i.strip() for text in (queued, accounted) for i in (text or "").split() if i.strip()}
     return sorted(ids, key=int), queued is not None
 
@@ -105,6 +127,7 @@ class SlurmCall(Checkpointable):
 
     def __call__(self):
         from submitit.helpers import TorchDistributedEnvironment
+
         # The engine picks cuda:LOCAL_RANK itself, so every task keeps the node's GPUs visible.
         TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
         os.environ["QUADNN_JOB_KEY"] = self.key
@@ -125,26 +148,43 @@ def _parse_sbatch(extra: str | dict | None) -> dict:
 
 class SlurmRunner(Runner):
     """Submits through submitit's SlurmExecutor; see the module doc."""
-    name = "slurm"
-    _ENV = {"partition": "QUADNN_SLURM_PARTITION", "account": "QUADNN_SLURM_ACCOUNT", "qos": "QUADNN_SLURM_QOS",
-            "time_min": "QUADNN_SLURM_TIME", "constraint": "QUADNN_SLURM_CONSTRAINT",
-            "cpus_per_task": "QUADNN_SLURM_CPUS_PER_TASK", "mem_gb": "QUADNN_SLURM_MEM_GB",
-            "sbatch": "QUADNN_SLURM_SBATCH"}
 
-    def __init__(self, state_dir, is_done=None, max_requeues: int = 10, setup: list[str] | None = None,
-                 signal_delay_s: int = 120, **options):
+    name = "slurm"
+    _ENV = {
+        "partition": "QUADNN_SLURM_PARTITION",
+        "account": "QUADNN_SLURM_ACCOUNT",
+        "qos": "QUADNN_SLURM_QOS",
+        "time_min": "QUADNN_SLURM_TIME",
+        "constraint": "QUADNN_SLURM_CONSTRAINT",
+        "cpus_per_task": "QUADNN_SLURM_CPUS_PER_TASK",
+        "mem_gb": "QUADNN_SLURM_MEM_GB",
+        "sbatch": "QUADNN_SLURM_SBATCH",
+    }
+
+    def __init__(
+        self,
+        state_dir,
+        is_done=None,
+        max_requeues: int = 10,
+        setup: list[str] | None = None,
+        signal_delay_s: int = 120,
+        **options,
+    ):
         super().__init__(state_dir, is_done)
         unknown = sorted(set(options) - set(self._ENV))
         if unknown:
             raise ValueError(f"unknown slurm option(s) {unknown}; valid: {', '.join(self._ENV)}")
-        self.options = {k: options.get(k) if options.get(k) is not None else os.environ.get(v) or None
-                        for k, v in self._ENV.items()}
+        self.options = {
+            k: options.get(k) if options.get(k) is not None else os.environ.get(v) or None for k, v in self._ENV.items()
+        }
         self.max_requeues, self.setup, self.signal_delay_s = max_requeues, list(setup or []), signal_delay_s
         if shutil.which("sbatch") is None:
-            raise RuntimeError("the slurm runner needs sbatch on PATH (is this a SLURM login node? "
-                               "tools/slurm/up.sh starts a local one)")
+            raise RuntimeError(
+                "the slurm runner needs sbatch on PATH (is this a SLURM login node? "
+                "tools/slurm/up.sh starts a local one)"
+            )
         self.folder = private_dir(self.state_dir / "slurm")
-        self._known: dict | None = None   # one query's answers while a submit/states call lasts
+        self._known: dict | None = None  # one query's answers while a submit/states call lasts
 
     @property
     def max_gpus(self) -> int | None:
@@ -180,8 +220,13 @@ class SlurmRunner(Runner):
     # submission
     def _parameters(self, job: Job, name: str, intent: Path) -> dict:
         o = self.options
-        params = dict(job_name=name, time=int(o["time_min"] or 1440), nodes=job.nodes,
-                      ntasks_per_node=job.tasks_per_node, signal_delay_s=self.signal_delay_s)
+        params = dict(
+            job_name=name,
+            time=int(o["time_min"] or 1440),
+            nodes=job.nodes,
+            ntasks_per_node=job.tasks_per_node,
+            signal_delay_s=self.signal_delay_s,
+        )
         if job.gpus:
             params["gpus_per_node"] = job.gpus
         for key in ("partition", "account", "qos", "constraint"):
@@ -195,8 +240,10 @@ class SlurmRunner(Runner):
             params["mem"] = f"{int(float(mem) * 1024)}M"
         # If sbatch's answer was lost, nobody moved the pickle into place: the job does it.
         q = shlex.quote
-        params["setup"] = self.setup + [f'p={q(str(self.folder))}/"$SLURM_JOB_ID/${{SLURM_JOB_ID}}_submitted.pkl"; '
-                                        f'[ -e "$p" ] || {{ mkdir -p "${{p%/*}}" && cp {q(str(intent))} "$p"; }} || true']
+        params["setup"] = self.setup + [
+            f'p={q(str(self.folder))}/"$SLURM_JOB_ID/${{SLURM_JOB_ID}}_submitted.pkl"; '
+            f'[ -e "$p" ] || {{ mkdir -p "${{p%/*}}" && cp {q(str(intent))} "$p"; }} || true'
+        ]
         params["additional_parameters"] = _parse_sbatch(o["sbatch"])
         return params
 
@@ -211,28 +258,34 @@ class SlurmRunner(Runner):
 
         name = self._job_name(job)
         intent = private_dir(self.folder / "intents") / f"{name}.pkl"
-        record = {**record, "job_name": name, "intent": str(intent), "job_id": None,
-                  "sources": {k: r["job_id"] for k, r in sources.items()}}
+        record = {
+            **record,
+            "job_name": name,
+            "intent": str(intent),
+            "job_id": None,
+            "sources": {k: r["job_id"] for k, r in sources.items()},
+        }
         executor = submitit.SlurmExecutor(folder=self.folder / "%j", max_num_timeout=self.max_requeues)
         params = self._parameters(job, name, intent)
         if sources:
-            params["additional_parameters"].update(dependency="afterok:" + ":".join(record["sources"].values()),
-                                                   **{"kill-on-invalid-dep": "yes"})
+            params["additional_parameters"].update(
+                dependency="afterok:" + ":".join(record["sources"].values()), **{"kill-on-invalid-dep": "yes"}
+            )
         executor.update_parameters(**params)
         delayed = DelayedSubmission(SlurmCall(job.fn, job.key))
         delayed.set_timeout(params["time"], self.max_requeues)
         delayed.dump(intent)
-        self.write_record(record)            # the intent, before sbatch
+        self.write_record(record)  # the intent, before sbatch
         try:
             sub = executor._submit_command(executor._submitit_command_str)
-        except Exception as error:           # noqa: BLE001  (submitit raises several kinds)
+        except Exception as error:  # noqa: BLE001  (submitit raises several kinds)
             return self._after_error(job, record, sources, error)
         return adopt(self, record, [sub.job_id])
 
     def _after_error(self, job, record, sources, error) -> dict:
         message = " ".join(str(error).split())[-300:]
         ids, answered = [], False
-        for delay in (1, 2, 4, 8):           # the controller may take the job while we ask
+        for delay in (1, 2, 4, 8):  # the controller may take the job while we ask
             ids, answered = find(record["job_name"], record["submitted_at"])
             if ids or answered:
                 break
@@ -246,12 +299,18 @@ class SlurmRunner(Runner):
             if sources and all(known.get(i, ("",))[0] == "COMPLETED" for i in record["sources"].values()):
                 # SLURM refuses a dependency on a job it has forgotten; every source completed.
                 return self._launch(job, {}, {k: v for k, v in record.items() if k in _BASE})
-            hint = (f" (the job asks for {job.gpus} GPU(s); on a cluster without GPUs set QUADNN_GPUS_PER_RUN=0)"
-                    if job.gpus and "configuration is not available" in message else "")
+            hint = (
+                f" (the job asks for {job.gpus} GPU(s); on a cluster without GPUs set QUADNN_GPUS_PER_RUN=0)"
+                if job.gpus and "configuration is not available" in message
+                else ""
+            )
             raise RuntimeError(f"sbatch refused job {job.key}: {message}{hint}") from None
-        print(f"slurm: sbatch for {job.key} failed ({message}); the controller "
-              f"{'answers but does not list it yet' if answered else 'does not answer'}: kept as submitted, "
-              "unconfirmed, and looked up again on the next pass", flush=True)
+        print(
+            f"slurm: sbatch for {job.key} failed ({message}); the controller "
+            f"{'answers but does not list it yet' if answered else 'does not answer'}: kept as submitted, "
+            "unconfirmed, and looked up again on the next pass",
+            flush=True,
+        )
         return {**record, "error": message}
 
     def _can_follow(self, dep_record):
@@ -259,16 +318,18 @@ class SlurmRunner(Runner):
 
     def _discard(self, old):
         if old.get("runner") == "slurm" and old.get("job_id"):
-            _call(["scancel", old["job_id"]])   # e.g. still queued behind a source that failed
+            _call(["scancel", old["job_id"]])  # e.g. still queued behind a source that failed
 
     def log_tail(self, key, lines=20):
         from .runners import tail
+
         record = self.record(key) or {}
         return tail([Path(p.replace("%j", record.get("job_id") or "%j")) for p in record.get("logs", [])], lines)
 
     def job(self, key: str):
         """The :class:`submitit.SlurmJob` of ``key``'s latest submission (or None)."""
         import submitit
+
         record = self.record(key)
         if not record or not record.get("job_id"):
             return None
@@ -311,6 +372,7 @@ def _unconfirmed(runner: Runner, record: dict) -> tuple[str, str]:
 def adopt(runner: Runner, record: dict, ids: list[str]) -> dict:
     """Record SLURM's job for this attempt with its pickle in place; extra ones are cancelled."""
     import submitit
+
     for extra in ids[1:]:
         _call(["scancel", extra])
     intent = Path(record["intent"])
@@ -318,8 +380,12 @@ def adopt(runner: Runner, record: dict, ids: list[str]) -> dict:
     if intent.exists():
         job.paths.move_temporary_file(intent, "submitted_pickle")
     private_dir(job.paths.folder)
-    record = {**record, "job_id": ids[0], "folder": str(job.paths.folder),
-              "logs": [str(job.paths.stderr).replace("%t", "0"), str(job.paths.stdout).replace("%t", "0")]}
+    record = {
+        **record,
+        "job_id": ids[0],
+        "folder": str(job.paths.folder),
+        "logs": [str(job.paths.stderr).replace("%t", "0"), str(job.paths.stdout).replace("%t", "0")],
+    }
     record.pop("error", None)
     runner.write_record(record)
     return record

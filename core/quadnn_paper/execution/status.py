@@ -12,18 +12,27 @@ reference model, and scaled to each run by its model's forward FLOPs (counted by
 arithmetic costs: about 3x a conventional layer, parabolic and poly about 2x). Failed runs follow
 with the last lines of their log and the command that resubmits them.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from ..engine import RunConfig, RunStore, cached
 from ..common.profiles import PROFILES
+from ..engine import RunConfig, RunStore, cached
 from .execute import RUNNERS, is_done, make, resources, with_dependencies
 
-__all__ = ["SECTIONS", "section_runs", "model_gflops", "relative_cost", "gpu_hours", "plan_table", "main",
-           "DEFAULT_SECONDS_PER_EPOCH"]
+__all__ = [
+    "SECTIONS",
+    "section_runs",
+    "model_gflops",
+    "relative_cost",
+    "gpu_hours",
+    "plan_table",
+    "main",
+    "DEFAULT_SECONDS_PER_EPOCH",
+]
 
 
 def section_module(name: str):
@@ -40,9 +49,11 @@ SECTIONS = ("cifar_tuning", "vgg_stability", "cifar_comparison", "imagenet", "ki
 # batch 128 on one GPU (about the paper's 10 s/epoch). ImageNet: ResNet-18 on 8 GPUs (~5 min).
 # KITTI: LapDepth with a ResNeXt-101 encoder over 23,488 images on one GPU.
 DEFAULT_SECONDS_PER_EPOCH = {"classification": 10.0, "imagefolder": 300.0, "depth": 900.0}
-REFERENCE = {"classification": dict(model="cifar_resnet20", width=1.0, model_kwargs={}),
-             "imagefolder": dict(model="imagenet_resnet18", width=1.0, model_kwargs={}),
-             "depth": dict(model="lapdepth", model_kwargs=dict(encoder="resnext101_32x8d"))}
+REFERENCE = {
+    "classification": dict(model="cifar_resnet20", width=1.0, model_kwargs={}),
+    "imagefolder": dict(model="imagenet_resnet18", width=1.0, model_kwargs={}),
+    "depth": dict(model="lapdepth", model_kwargs=dict(encoder="resnext101_32x8d")),
+}
 _INPUT = {"classification": (3, 32, 32), "imagefolder": (3, 64, 64), "depth": (3, 64, 64)}
 
 
@@ -68,8 +79,9 @@ def model_gflops(cfg: RunConfig, cache: str | Path | None = None) -> float:
         stand_in = types.SimpleNamespace(cfg=cfg, num_classes=10, in_chans=3)
         if cfg.task == "depth":
             from ..engine import lapdepth
+
             stand_in.depth = lapdepth
-        with torch.device("meta"), torch.no_grad():   # shapes only: no memory, no initialisation cost
+        with torch.device("meta"), torch.no_grad():  # shapes only: no memory, no initialisation cost
             model = TASK_CLASSES[cfg.task].build_model(stand_in, cfg).eval()
             return forward_gflops(model, torch.zeros(1, *_INPUT[cfg.task]))
 
@@ -96,8 +108,10 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str
     runner = make("inline", cache)
     done_fn = is_done(cache)
     flops_cache = Path(cache).parent
-    lines = [f"{'section':<18} {'runs':>5} {'done':>5} {'running':>8} {'pending':>8} {'failed':>7} "
-             f"{'not sub.':>8} {'GPU-h left':>11}  estimate from"]
+    lines = [
+        f"{'section':<18} {'runs':>5} {'done':>5} {'running':>8} {'pending':>8} {'failed':>7} "
+        f"{'not sub.':>8} {'GPU-h left':>11}  estimate from"
+    ]
     failed, total = [], 0.0
     for section in SECTIONS:
         runs = section_runs(section, profile, tiny)
@@ -124,8 +138,10 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str
                 left += gpu_hours(cfg, unit, flops_cache)
         total += left
         source = f"{len(measured)} finished run(s)" if measured else "stated default"
-        lines.append(f"{section:<18} {len(runs):>5} {counts['done']:>5} {counts['running']:>8} {counts['pending']:>8} "
-                     f"{counts['failed']:>7} {counts['missing']:>8} {left:>11.1f}  {source}")
+        lines.append(
+            f"{section:<18} {len(runs):>5} {counts['done']:>5} {counts['running']:>8} {counts['pending']:>8} "
+            f"{counts['failed']:>7} {counts['missing']:>8} {left:>11.1f}  {source}"
+        )
     lines.append(f"{'total':<18} {'':>5} {'':>5} {'':>8} {'':>8} {'':>7} {'':>8} {total:>11.1f}")
     return "\n".join(lines), failed
 
@@ -144,8 +160,10 @@ def main(argv=None) -> int:
     for section, cfg, tail in failed:
         print(f"\nFAILED {section}: {cfg.describe()} (run {cfg.run_id})\n{tail}")
     if failed:
-        print(f"\nResubmit the failed runs (finished ones are kept, failed ones resume from their "
-              f"last checkpoint): make paper PROFILE={ns.profile}{tiny} RUNNER={ns.runner}")
+        print(
+            f"\nResubmit the failed runs (finished ones are kept, failed ones resume from their "
+            f"last checkpoint): make paper PROFILE={ns.profile}{tiny} RUNNER={ns.runner}"
+        )
     print(f"\nSee this again: make status PROFILE={ns.profile}{tiny}")
     return 0
 

@@ -1,13 +1,28 @@
 """The efficiency section: what :mod:`quadnn.bench` measures at each profile, and the paper's
 time per epoch beside it. The measurement itself is the library's (``python -m quadnn.bench``)."""
+
 from __future__ import annotations
 
 from quadnn_paper.common import published
 from quadnn_paper.common.profiles import protocol_of
 
-__all__ = ["NAME", "PROTOCOLS", "PAPER_EPOCH_SECONDS", "protocol", "tiny_protocol", "runs", "summary", "ratio",
-           "model_facts", "inference_times", "frontier", "choose_budget", "find",
-           "spread", "verdict"]
+__all__ = [
+    "NAME",
+    "PROTOCOLS",
+    "PAPER_EPOCH_SECONDS",
+    "protocol",
+    "tiny_protocol",
+    "runs",
+    "summary",
+    "ratio",
+    "model_facts",
+    "inference_times",
+    "frontier",
+    "choose_budget",
+    "find",
+    "spread",
+    "verdict",
+]
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
 _FAMILY56 = ("cifar_qresnet56", "cifar_qresnet56_compact", "cifar_parabolic_resnet56", "cifar_poly_resnet56")
@@ -22,16 +37,44 @@ _PAIR = ("default", "naive")
 # compile_models: the models also timed under torch.compile (none at smoke: compiling a ResNet's
 # forward and backward takes about a minute on a CPU).
 PROTOCOLS = {
-    "smoke": dict(models=("cifar_qresnet20",), batch_size=8, input=(3, 16, 16), steps=3, warmup=1,
-                  implementations={"cifar_qresnet20": _PAIR}, threads=1, compile_models=()),
-    "cpu": dict(models=_FAMILY20 + ("cifar_qresnet56",), batch_size=128, input=(3, 32, 32), steps=11, warmup=2,
-                implementations=dict({m: _PAIR for m in _FAMILY20[1:]}, cifar_qresnet20=_FRONTIER,
-                                     cifar_qresnet56=("default", "budget=1.0", "naive")),
-                threads=2, compile_models=("cifar_qresnet20",)),
-    "full": dict(models=_FAMILY20 + _FAMILY56, batch_size=128, input=(3, 32, 32), steps=31, warmup=3,
-                 implementations=dict({m: _PAIR for m in _FAMILY20[1:] + _FAMILY56[1:]},
-                                      cifar_qresnet20=_FRONTIER + ("fused",), cifar_qresnet56=_FRONTIER),
-                 threads=None, compile_models=_FAMILY20),
+    "smoke": dict(
+        models=("cifar_qresnet20",),
+        batch_size=8,
+        input=(3, 16, 16),
+        steps=3,
+        warmup=1,
+        implementations={"cifar_qresnet20": _PAIR},
+        threads=1,
+        compile_models=(),
+    ),
+    "cpu": dict(
+        models=_FAMILY20 + ("cifar_qresnet56",),
+        batch_size=128,
+        input=(3, 32, 32),
+        steps=11,
+        warmup=2,
+        implementations=dict(
+            {m: _PAIR for m in _FAMILY20[1:]},
+            cifar_qresnet20=_FRONTIER,
+            cifar_qresnet56=("default", "budget=1.0", "naive"),
+        ),
+        threads=2,
+        compile_models=("cifar_qresnet20",),
+    ),
+    "full": dict(
+        models=_FAMILY20 + _FAMILY56,
+        batch_size=128,
+        input=(3, 32, 32),
+        steps=31,
+        warmup=3,
+        implementations=dict(
+            {m: _PAIR for m in _FAMILY20[1:] + _FAMILY56[1:]},
+            cifar_qresnet20=_FRONTIER + ("fused",),
+            cifar_qresnet56=_FRONTIER,
+        ),
+        threads=None,
+        compile_models=_FAMILY20,
+    ),
 }
 # The paper's Table (CIFAR-10 comparison), "Time" column: training time per epoch in seconds.
 PAPER_EPOCH_SECONDS = published.CIFAR_EPOCH_SECONDS
@@ -77,14 +120,26 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     table = []
     for r in results["rows"] + [r for r in results.get("compile_rows", []) if r["compiled"]]:
         paper = PAPER_EPOCH_SECONDS.get(r["model"]) if not r.get("compiled") else None
-        paper_ratio = (paper / PAPER_EPOCH_SECONDS[r["baseline"]]
-                       if paper and r["baseline"] in PAPER_EPOCH_SECONDS else None)
+        paper_ratio = (
+            paper / PAPER_EPOCH_SECONDS[r["baseline"]] if paper and r["baseline"] in PAPER_EPOCH_SECONDS else None
+        )
         depth, neuron = model_facts(r["model"])
-        table.append([f"ResNet{depth}", neuron, r["implementation"] + (", compiled" if r.get("compiled") else ""),
-                      r["params"], round(r["gflops"] / r["batch_size"] * 1e3), round(r["step_ms"]),
-                      spread(r, "time_ratio"), ratio(r.get("limit_ratio")), spread(r, "vs_limit"),
-                      ratio(r.get("mem_ratio")), Cell(paper, decimals=2, paper=True) if paper else None,
-                      Cell(paper_ratio, decimals=2, paper=True) if paper_ratio else None])
+        table.append(
+            [
+                f"ResNet{depth}",
+                neuron,
+                r["implementation"] + (", compiled" if r.get("compiled") else ""),
+                r["params"],
+                round(r["gflops"] / r["batch_size"] * 1e3),
+                round(r["step_ms"]),
+                spread(r, "time_ratio"),
+                ratio(r.get("limit_ratio")),
+                spread(r, "vs_limit"),
+                ratio(r.get("mem_ratio")),
+                Cell(paper, decimals=2, paper=True) if paper else None,
+                Cell(paper_ratio, decimals=2, paper=True) if paper_ratio else None,
+            ]
+        )
     return dict(table=table)
 
 
@@ -101,8 +156,9 @@ def inference_times(P: dict, model: str = "cifar_qresnet20", implementations=("d
     torch.manual_seed(0)
     shape = tuple(P["input"])
     xb = torch.randn(P["batch_size"], *shape)
-    models = {impl: bench.set_implementation(bench.create(model, in_chans=shape[0]), impl).eval()
-              for impl in implementations}
+    models = {
+        impl: bench.set_implementation(bench.create(model, in_chans=shape[0]), impl).eval() for impl in implementations
+    }
     times = {impl: [] for impl in models}
     with torch.no_grad():
         for m in models.values():
@@ -123,7 +179,7 @@ def frontier(rows: list[dict], model: str, default_budget: float) -> list[tuple[
         if r["model"] != model or r.get("compiled"):
             continue
         if r["implementation"].startswith("budget="):
-            out[float(r["implementation"][len("budget="):])] = r
+            out[float(r["implementation"][len("budget=") :])] = r
         elif r["implementation"] == "default":
             out[float(default_budget)] = r
     return sorted(out.items(), key=lambda item: item[0])
@@ -134,6 +190,7 @@ def choose_budget(points: list[tuple[float, dict]], naive: dict) -> tuple[float,
     memory among those that beat ``naive`` in memory and, resolved, in time; when none does, the
     fastest. Returns ``(budget, dominates)``, ``dominates`` saying whether it beats naive in both."""
     from quadnn.bench import compare
+
     beating = [(b, r) for b, r in points if r["mem_ratio"] < naive["mem_ratio"] and compare(r, naive) == "lower"]
     if beating:
         return min(beating, key=lambda item: (item[1]["mem_ratio"], -item[0]))[0], True
@@ -142,8 +199,14 @@ def choose_budget(points: list[tuple[float, dict]], naive: dict) -> tuple[float,
 
 def find(rows: list[dict], model: str, implementation: str, compiled: bool = False) -> dict | None:
     """The row of ``model`` and ``implementation`` (None when the profile does not measure it)."""
-    return next((r for r in rows if r["model"] == model and r["implementation"] == implementation
-                 and bool(r.get("compiled")) == compiled), None)
+    return next(
+        (
+            r
+            for r in rows
+            if r["model"] == model and r["implementation"] == implementation and bool(r.get("compiled")) == compiled
+        ),
+        None,
+    )
 
 
 def spread(row: dict | None, key: str) -> str:
@@ -156,6 +219,7 @@ def spread(row: dict | None, key: str) -> str:
 def verdict(a: dict | None, b: dict | None, key: str = "time_ratio") -> str:
     """Words for :func:`quadnn.bench.compare` of two rows: "faster", "slower" or "unresolved"."""
     from quadnn.bench import compare
+
     if a is None or b is None:
         return "--"
     return {"lower": "faster", "higher": "slower", "unresolved": "unresolved"}[compare(a, b, key)]
