@@ -108,7 +108,7 @@ def eval_transform(resize: int = 256, crop: int = 224):
     return T.Compose([T.Resize(resize), T.TenCrop(crop), StackCrops()])
 
 
-def load_rgb(path: str) -> "PIL.Image.Image":  # noqa: F821
+def load_rgb(path: str):
     """An image file as RGB, decoded now: a truncated or undecodable file is one line naming it."""
     from PIL import Image
 

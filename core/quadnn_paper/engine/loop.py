@@ -28,7 +28,8 @@ from .distributed import all_reduce, sync_batchnorm, world
 from .store import CorruptFile, RunStore, atomic_write_text
 from .tasks import _autocast, data_fingerprint, generated_data, make_task
 
-__all__ = ["run", "result", "state", "DependencyNotReady", "SourceDidNotConverge", "stage_ends", "lr_factor"]
+__all__ = ["run", "result", "state", "requested_data", "DependencyNotReady", "SourceDidNotConverge", "stage_ends",
+           "lr_factor"]
 
 
 class DependencyNotReady(RuntimeError):
@@ -99,7 +100,7 @@ def _build_optimizer(cfg: RunConfig, task, model: nn.Module):
     return opt, relinear.ReferenceWeightDecay(opt), shrink
 
 
-def _requested_data(cfg: RunConfig) -> str | None:
+def requested_data(cfg: RunConfig) -> str | None:
     """The fingerprint a stored result of ``cfg`` is checked against: that of the data at
     ``cfg.data_dir`` now; None (not checked) for data the task generates from the run's own
     settings (it is rewritten when they differ) and for data that is not there."""
@@ -109,7 +110,7 @@ def _requested_data(cfg: RunConfig) -> str | None:
 def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_dependencies: bool) -> None:
     """Start ``model`` from the transfer source's stage checkpoint (resolved by hash under ``store``)."""
     src = cfg.transfer_from
-    res = store.result(src, _requested_data(src))
+    res = store.result(src, requested_data(src))
     if res is None:
         if not run_dependencies:
             raise DependencyNotReady(f"weight-transfer source {src.run_id} ({src.describe()}) has not finished")
@@ -146,7 +147,7 @@ def run(config: RunConfig | dict | None = None, out: str | os.PathLike = "runs",
     """
     cfg = _as_config(config, overrides)
     store = RunStore(out)
-    data = _requested_data(cfg)
+    data = requested_data(cfg)
     done = store.result(cfg, data)
     if done is not None:
         return done

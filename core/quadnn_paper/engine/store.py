@@ -31,7 +31,8 @@ from typing import Any, Iterator
 from ..common.files import (atomic_write_bytes, atomic_write_text, file_lock, remove_stale_temps,
                             sha256_file as _sha256, write_temp)
 
-__all__ = ["RunStore", "CorruptFile", "ForeignFile", "DataMismatch", "cached", "atomic_write_text", "atomic_write_bytes", "STATES"]
+__all__ = ["RunStore", "CorruptFile", "ForeignFile", "DataMismatch", "cached",
+           "atomic_write_text", "atomic_write_bytes", "STATES"]
 
 # done: result.json says finished; diverged: result.json says it did not converge;
 # partial: started (a checkpoint or curve exists), not finished; missing: nothing yet.
