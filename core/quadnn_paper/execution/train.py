@@ -20,6 +20,7 @@ import sys
 
 from ..engine import RunConfig, run
 from ..engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
+from ..common.files import CacheWriteError
 from ..common.profiles import PROFILES
 
 __all__ = ["main", "config_from_args", "PROFILE_DEFAULTS", "ddp_session", "print_result"]
@@ -59,7 +60,7 @@ def _device(text: str) -> str:
     """An argparse type: one of DEVICES, or cuda:N with N a non-negative integer (what torch accepts)."""
     name, colon, index = text.partition(":")
     if name not in DEVICES or (colon and (name in ("auto", "cpu") or not index.isdigit())):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a device: use one of {', '.join(DEVICES)} or cuda:N "
+        raise argparse.ArgumentTypeError(f"{text!r}: device must be one of {', '.join(DEVICES)} or cuda:N "
                                          "(N the GPU's index, e.g. cuda:0)")
     return text
 
@@ -181,6 +182,9 @@ def main(argv=None) -> int:
         except (ValueError, FileNotFoundError) as e:
             print(f"quadnn-train: error: {e}", file=sys.stderr)
             return 2
+        except CacheWriteError as e:  # disk full, quota, read-only: the path and the cause, one line
+            print(f"quadnn-train: error: {e.strerror}", file=sys.stderr)
+            return 1
         print_result(res)
     return 0
 
