@@ -125,7 +125,9 @@ def test_imagefolder_fingerprint_is_names_and_sizes(tmp_path):
     fp = imagefolder.fingerprint(tmp_path / "t")
     shutil.copytree(tmp_path / "t", tmp_path / "moved")
     assert imagefolder.fingerprint(tmp_path / "moved") == fp
-    Image.new("RGB", (9, 9)).save(tmp_path / "moved" / "val" / "b" / "0.png")  # other content, other size
+    new = tmp_path / "moved" / "val" / "b" / ".0.png.part"
+    Image.new("RGB", (9, 9)).save(new, format="png")
+    new.replace(new.with_name("0.png"))  # other content and size under the same name, as a re-download puts it
     assert imagefolder.fingerprint(tmp_path / "moved") != fp
     (tmp_path / "t" / "train" / "a" / "1.png").write_bytes(b"x")  # one more file
     assert imagefolder.fingerprint(tmp_path / "t") != fp

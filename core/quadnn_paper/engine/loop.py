@@ -155,9 +155,9 @@ def run(config: RunConfig | dict | None = None, out: str | os.PathLike = "runs",
     if rank == 0:
         with store.lock(cfg.run_id):  # one configuration, one training: others wait here, then reuse it
             done = store.result(cfg, data)
-            res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies)
+            res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies, data)
     else:
-        res = _train(cfg, store, rank, nranks, run_dependencies)
+        res = _train(cfg, store, rank, nranks, run_dependencies, data)
     return res
 
 
@@ -210,13 +210,15 @@ class EpochTotals:
         return self.tot.cpu().tolist()
 
 
-def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool) -> dict:
+def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool,
+           data: str | None = None) -> dict:
     out = store.dir(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = _device(cfg, nranks)
     task = make_task(cfg, rank, nranks, device)
-    data = data_fingerprint(cfg)  # after the task, which writes generated data
+    if data is None:  # generated data (written by the task just now), or data absent when asked
+        data = data_fingerprint(cfg)
 
     torch.manual_seed(cfg.seed)
     model = task.build_model()
