@@ -381,18 +381,22 @@ def test_make_runs_a_notebook_in_a_path_with_spaces_and_non_ascii(tmp_path):
 
 @needs_make
 def test_two_make_paper_in_one_checkout_run_one_after_the_other(tmp_path):
+    import fcntl
+
     root = fake_checkout(tmp_path / "co")
     env = make_env(root)
-    first = subprocess.Popen(["make", "paper", "PROFILE=smoke"], cwd=root, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.3)
-    second = subprocess.run(["make", "paper", "PROFILE=smoke"], cwd=root, env=env, capture_output=True, text=True,
-                            timeout=60)
-    out_first = first.communicate(timeout=60)[0]
-    assert first.returncode == 0 and second.returncode == 0, (out_first, second.stdout, second.stderr)
+    with open(root / "build" / ".paper.lock", "w") as held:  # as a first `make paper` holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        makes = [subprocess.Popen(["make", "paper", "PROFILE=smoke"], cwd=root, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+        for m in makes:
+            assert "waiting for it" in m.stdout.readline()  # says why it waits ...
+        time.sleep(0.5)
+        assert not (root / "calls.log").exists()  # ... and runs nothing meanwhile
+    outs = [m.communicate(timeout=60)[0] for m in makes]
+    assert [m.returncode for m in makes] == [0, 0], outs  # never an error
     events = [ln.split()[0] for ln in (root / "calls.log").read_text().splitlines()]
-    assert events == ["start", "end", "start", "end"]  # never interleaved
-    assert "waiting for it" in second.stdout
+    assert events == ["start", "end", "start", "end"]  # one after the other, never interleaved
 
 
 # -- 7. the CLI -----------------------------------------------------------------------------------------
