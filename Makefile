@@ -47,6 +47,17 @@ EXECUTED  := $(patsubst notebooks/%.ipynb,build/$(RUN_TAG)/%.ipynb,$(NOTEBOOKS))
 SOURCES   := $(shell find core -name '*.py' -not -path '*/__pycache__/*')
 PAPER_SRC := paper/main.tex $(wildcard paper/sections/*.tex)
 
+# Two `make paper` in one checkout at once would share build/ and paper/: the second waits for the
+# first (flock on build/.paper.lock), then finds what the first built. Everything below runs locked.
+PAPER_GOALS := $(filter paper paper/main.pdf,$(MAKECMDGOALS))
+ifneq ($(and $(PAPER_GOALS),$(if $(QUADNN_PAPER_LOCKED),,1)),)
+.PHONY: $(MAKECMDGOALS)
+$(firstword $(MAKECMDGOALS)):
+	@mkdir -p build; export QUADNN_PAPER_LOCKED=1; if ! command -v flock >/dev/null; then $(MAKE) $(MAKECMDGOALS); \
+	elif ! flock -n build/.paper.lock true; then echo "another 'make paper' runs in this checkout: waiting for it"; \
+	  flock build/.paper.lock $(MAKE) $(MAKECMDGOALS); else flock build/.paper.lock $(MAKE) $(MAKECMDGOALS); fi
+$(wordlist 2,$(words $(MAKECMDGOALS)),$(MAKECMDGOALS)): $(firstword $(MAKECMDGOALS)) ; @:
+else
 # paper/ holds the outputs of one profile at a time, stamped per section: each notebook stages its
 # outputs and moves them into paper/ together at its end (quadnn_paper.report.Report.commit), with
 # paper/.stamps/<section>.json naming the profile, the notebook and a hash of every file. Before
@@ -104,9 +115,9 @@ tex: build/.tex-ok
 build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	@mkdir -p $(@D)
 	@rm -f $(basename $@).pending
-	QUADNN_NOTEBOOK=$* QUADNN_PENDING=$(CURDIR)/$(basename $@).pending \
+	QUADNN_NOTEBOOK=$* QUADNN_PENDING="$(CURDIR)/$(basename $@).pending" \
 	  $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
-	  -p profile $(PROFILE) -p paper_dir $(CURDIR)/paper -p cache_dir $(CURDIR)/build/cache \
+	  -p profile $(PROFILE) -p paper_dir "$(CURDIR)/paper" -p cache_dir "$(CURDIR)/build/cache" \
 	  -p runner $(RUNNER) $(if $(TINY),-p tiny True)
 	@if [ -s $(basename $@).pending ]; then \
 	  echo "$*: $$(cat $(basename $@).pending); run the same 'make paper' again to collect them"; \
@@ -167,3 +178,4 @@ test-e2e: $(INSTALLED)
 clean:
 	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile paper/.stamps paper/.staging
 	cd paper && latexmk -C main.tex >/dev/null 2>&1 || true
+endif  # the paper lock

@@ -1,6 +1,12 @@
 """Files written all or nothing (a temporary file unique to the writer, then a rename), their
 checksums, and file locks. Free of torch, so the report tools (``tools/paper_check.py``) and the
 runners' job processes can use it too.
+
+A cache a team shares: every file is created with the mode the writer's umask gives (``mkstemp``
+alone would make it 0600, unreadable to teammates), so with ``umask 002`` and a setgid group
+directory (``chgrp team cache && chmod g+s cache``) results, checkpoints and locks are group-readable
+and group-writable, and new folders inherit the group. A write that fails for want of space or
+permission raises one line naming the file and the cause; what was there before is untouched.
 """
 from __future__ import annotations
 
@@ -14,27 +20,85 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "sha256_file", "file_lock", "lock_held"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "write_temp", "sha256_file", "sha256_file_cached",
+           "file_lock", "lock_held", "umask", "CacheWriteError", "remove_stale_temps"]
+
+# Errors of the file system, not of the program: reported as one line naming the file.
+_STORAGE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                   errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                   errno.EPERM: "operation not permitted"}
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``path`` through a temporary file in its folder, flushed to disk, and a rename."""
+class CacheWriteError(OSError):
+    """A file could not be written (disk full, quota, read-only, permissions): one line naming it."""
+
+
+def umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc; elsewhere set and reset)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _storage_error(path: Path, e: OSError) -> OSError:
+    if e.errno in _STORAGE_ERRORS:
+        return CacheWriteError(e.errno, f"cannot write {path}: {_STORAGE_ERRORS[e.errno]} "
+                                        f"({os.strerror(e.errno)}); the previous file, if any, is unchanged")
+    return e
+
+
+def write_temp(path: str | os.PathLike, data: bytes) -> Path:
+    """``data`` in a new temporary file next to ``path`` (flushed to disk, mode from the umask);
+    the caller renames it into place. Named ``.<name>.<random>.tmp``: :func:`remove_stale_temps`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise _storage_error(path, e) from None
+    try:
+        os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600 would hide results from the team
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise _storage_error(path, e) from None
         raise
+    return Path(tmp)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``path`` through a temporary file in its folder, flushed to disk, and a rename."""
+    tmp = write_temp(path, data)
+    try:
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise _storage_error(Path(path), e) from None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode())
+
+
+def remove_stale_temps(folder: str | os.PathLike, names: str = "*") -> list[Path]:
+    """Remove the temporary files (``.<name>.*.tmp``, ``name`` matching ``names``) in ``folder``.
+
+    Only to be called by the holder of the lock every writer of those files holds: then no writer
+    of them is alive, so each one is left by a writer that died (SIGTERM, OOM, node failure)."""
+    gone = []
+    for tmp in Path(folder).glob(f".{names}.*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            gone.append(tmp)
+    return gone
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -46,6 +110,19 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+_DIGESTS: dict[tuple, str] = {}
+
+
+def sha256_file_cached(path: str | os.PathLike) -> str:
+    """:func:`sha256_file`, remembered in this process while the file's device, inode, size and
+    modification time stay the same (a rewrite changes them), so asking again costs one stat."""
+    st = os.stat(path)
+    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = sha256_file(path)
+    return _DIGESTS[key]
+
+
 @contextlib.contextmanager
 def file_lock(path: str | os.PathLike, poll: float = 1.0) -> Iterator[None]:
     """Hold the POSIX record lock of ``path`` (created if missing); other processes wait here.
@@ -53,7 +130,7 @@ def file_lock(path: str | os.PathLike, poll: float = 1.0) -> Iterator[None]:
     descriptor of that file releases it, so never take the same lock twice in one process."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides
     try:
         while True:
             try:

@@ -19,6 +19,7 @@ and every DDP rank can cut its share out of the same global batch.
 """
 from __future__ import annotations
 
+import hashlib
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["DATASETS", "Data", "load", "load_cifar_batch", "UnsafePickle", "augment", "batches", "to_device"]
+__all__ = ["DATASETS", "Data", "load", "load_cifar_batch", "UnsafePickle", "BadData", "fingerprint", "augment",
+           "batches", "to_device"]
 
 DATASETS = ("cifar10", "cifar100", "digits")
 
@@ -80,17 +82,23 @@ class UnsafePickle(ValueError):
     """A data file whose unpickling would build something other than plain data."""
 
 
+class BadData(ValueError):
+    """A data file that reads but does not hold what its format says (counts, labels, image sizes)."""
+
+
 class _DataOnlyUnpickler(pickle.Unpickler):
     """Unpickles only what a CIFAR batch holds: dicts, lists, bytes, str, numbers and numpy arrays.
 
     Plain ``pickle.load`` calls whatever a file names (``os.system`` included), so a crafted
     ``data_batch_1`` on a mirror or a shared disk would run code. Containers and scalars need no
-    global; the globals admitted here are the ones numpy uses to rebuild an array.
+    global; the globals admitted here are the ones numpy uses to rebuild an array under every
+    pickle protocol (0-4: ``_reconstruct``; 5: ``_frombuffer``, which refuses object dtypes).
     """
 
     ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
                ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar"), ("_codecs", "encode")}
+               ("numpy._core.multiarray", "scalar"), ("numpy.core.numeric", "_frombuffer"),
+               ("numpy._core.numeric", "_frombuffer"), ("_codecs", "encode")}
 
     def __init__(self, file, path):
         super().__init__(file, encoding="bytes")
@@ -118,6 +126,51 @@ def load_cifar_batch(path: str | Path) -> dict:
     return d
 
 
+def _checked(path: Path, d: dict, label_key: bytes, classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """A batch's images (N, 3, 32, 32) uint8 and labels (N,) int64, or one line naming what is wrong."""
+    if label_key not in d:
+        raise BadData(f"{path}: no {label_key.decode()!r} entry (keys: {sorted(map(repr, d))})")
+    x, y = np.asarray(d[b"data"]), np.asarray(d[label_key])
+    if x.ndim != 2 or x.shape[1] != 3 * 32 * 32 or not np.issubdtype(x.dtype, np.integer):
+        raise BadData(f"{path}: images must be an N x 3072 integer array (3 x 32 x 32 pixels each), "
+                      f"got shape {x.shape} of {x.dtype}")
+    if x.size and (x.min() < 0 or x.max() > 255):
+        raise BadData(f"{path}: pixel values must be in 0..255, found {x.min()}..{x.max()}")
+    if y.ndim != 1 or len(y) != len(x) or (y.size and not np.issubdtype(y.dtype, np.integer)):
+        raise BadData(f"{path}: {len(x)} images but {y.shape[0] if y.ndim else 0} labels of {y.dtype} "
+                      "(one integer label per image)")
+    bad = y[(y < 0) | (y >= classes)]
+    if bad.size:
+        raise BadData(f"{path}: labels must be in 0..{classes - 1}, found {sorted(set(bad.tolist()))[:5]}")
+    return x.astype(np.uint8).reshape(-1, 3, 32, 32), y.astype(np.int64)
+
+
+_DIGITS_FINGERPRINT: list[str] = []
+
+
+def fingerprint(name: str, data_dir: str | Path = "data") -> str | None:
+    """What identifies the data ``load(name, data_dir)`` reads, by content (moving it keeps it):
+    the SHA-256 of every CIFAR batch file (remembered while a file's size and mtime stay), or of
+    scikit-learn's digits arrays. None when the files are not there."""
+    from ..common.files import sha256_file_cached
+
+    if name == "digits":
+        if not _DIGITS_FINGERPRINT:
+            from sklearn.datasets import load_digits
+
+            d = load_digits()
+            h = hashlib.sha256(np.ascontiguousarray(d.images).tobytes() + np.ascontiguousarray(d.target).tobytes())
+            _DIGITS_FINGERPRINT.append(f"digits:{h.hexdigest()[:16]}")
+        return _DIGITS_FINGERPRINT[0]
+    spec = _CIFAR[name]
+    folder = Path(data_dir) / spec["folder"]
+    files = spec["train"] + spec["test"]
+    if not all((folder / f).is_file() for f in files):
+        return None
+    h = hashlib.sha256("".join(f"{f} {sha256_file_cached(folder / f)}\n" for f in files).encode())
+    return f"{name}:{h.hexdigest()[:16]}"
+
+
 def _load_cifar(name: str, root: Path, download: bool) -> Data:
     spec = _CIFAR[name]
     folder = root / spec["folder"]
@@ -131,9 +184,9 @@ def _load_cifar(name: str, root: Path, download: bool) -> Data:
     def read(files):
         xs, ys = [], []
         for f in files:
-            d = load_cifar_batch(folder / f)
-            xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-            ys.append(np.asarray(d[spec["label"]], dtype=np.int64))
+            x, y = _checked(folder / f, load_cifar_batch(folder / f), spec["label"], spec["classes"])
+            xs.append(x)
+            ys.append(y)
         return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
     x_train, y_train = read(spec["train"])

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 __all__ = ["KITTI_SIZES", "KittiSplit", "read_depth_png", "write_depth_png", "garg_crop_mask", "render_scene",
-           "write_synthetic_kitti"]
+           "write_synthetic_kitti", "split_path", "read_split", "fingerprint"]
 
 
 METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
@@ -33,11 +33,21 @@ def write_depth_png(path, depth: np.ndarray) -> None:
     Image.fromarray(d).save(path)
 
 
-def read_depth_png(path) -> np.ndarray:
-    """16-bit KITTI depth PNG -> float32 metres (0 where there is no measurement)."""
+def _decoded(path):
+    """The image at ``path``, decoded now: a truncated or undecodable file is one line naming it."""
     from PIL import Image
 
-    img = Image.open(path)
+    try:
+        img = Image.open(path)
+        img.load()
+        return img
+    except (OSError, ValueError, SyntaxError) as e:  # PIL's kinds for damaged or unknown files
+        raise ValueError(f"{path}: not a readable image ({type(e).__name__}: {e})") from None
+
+
+def read_depth_png(path) -> np.ndarray:
+    """16-bit KITTI depth PNG -> float32 metres (0 where there is no measurement)."""
+    img = _decoded(path)
     if img.mode not in ("I;16", "I;16B", "I"):
         raise ValueError(f"{path}: PNG mode {img.mode}; KITTI depth maps are 16-bit greyscale")
     return np.asarray(img, dtype=np.float32) / 256.0
@@ -69,15 +79,9 @@ class KittiSplit(torch.utils.data.Dataset):
     def __init__(self, root, split_file, max_depth: float = 80.0, min_depth: float = 1e-3, garg: bool = True,
                  limit: int | None = None, crop: tuple[int, int] | None = None):
         self.root = Path(root)
-        split_file = Path(split_file)
-        if not split_file.is_absolute() and not split_file.exists():
-            split_file = self.root / split_file
         if not self.root.is_dir():
             raise FileNotFoundError(f"no KITTI data directory at {self.root}. {_WHERE}")
-        if not split_file.is_file():
-            raise FileNotFoundError(f"no split file at {split_file}. {_WHERE}")
-        lines = [ln.split() for ln in split_file.read_text().splitlines() if ln.strip()]
-        self.items = [(ln[0], ln[1]) for ln in lines if len(ln) >= 2 and ln[1] != "None"]
+        self.items = read_split(self.root, split_file)
         if limit is not None:
             self.items = self.items[:limit]
         self.max_depth, self.min_depth, self.garg = float(max_depth), float(min_depth), garg
@@ -87,13 +91,11 @@ class KittiSplit(torch.utils.data.Dataset):
         return len(self.items)
 
     def __getitem__(self, i):
-        from PIL import Image
-
         rgb_path, depth_path = (self.root / p for p in self.items[i])
         for p in (rgb_path, depth_path):
             if not p.is_file():
                 raise FileNotFoundError(f"{p} (listed in the split file) does not exist. {_WHERE}")
-        rgb = np.asarray(Image.open(rgb_path).convert("RGB"), dtype=np.float32) / 255.0
+        rgb = np.asarray(_decoded(rgb_path).convert("RGB"), dtype=np.float32) / 255.0
         depth = read_depth_png(depth_path)
         depth[(depth >= self.max_depth) | (depth <= self.min_depth)] = 0.0
         mask = depth > 0
@@ -110,6 +112,56 @@ class KittiSplit(torch.utils.data.Dataset):
             rgb, depth, mask = (a[top:top + h, left:left + w] for a in (rgb, depth, mask))
         return (torch.from_numpy(rgb).permute(2, 0, 1).contiguous(), torch.from_numpy(depth.copy())[None],
                 torch.from_numpy(mask.copy())[None])
+
+
+def split_path(root, split_file) -> Path:
+    """Where a split file named in a run's settings is: as given when it exists, else under ``root``."""
+    split_file = Path(split_file)
+    if not split_file.is_absolute() and not split_file.exists():
+        split_file = Path(root) / split_file
+    return split_file
+
+
+def read_split(root, split_file) -> list[tuple[str, str]]:
+    """The ``(rgb, depth)`` relative paths a split file lists (lines without ground truth skipped).
+
+    Every path must stay inside the data root: absolute paths and ``..`` components are refused
+    (checked on the text, so symbolic links the user placed inside the root still work)."""
+    path = split_path(root, split_file)
+    if not path.is_file():
+        raise FileNotFoundError(f"no split file at {path}. {_WHERE}")
+    items = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        fields = line.split()
+        if len(fields) < 2 or fields[1] == "None":
+            continue
+        for p in fields[:2]:
+            if Path(p).is_absolute() or ".." in Path(p).parts:
+                raise ValueError(f"{path}:{n}: {p!r} leaves the data root {root}; split files list paths "
+                                 "relative to it (no absolute paths, no '..')")
+        items.append((fields[0], fields[1]))
+    return items
+
+
+def fingerprint(root, split_files) -> str | None:
+    """What identifies the KITTI data a run reads: the SHA-256 of its split files and the relative
+    paths and byte sizes of the files they list (one stat each, no reading of the images). None
+    when a split file or the root is missing."""
+    import hashlib
+
+    from ..common.files import sha256_file_cached
+
+    root = Path(root)
+    paths = [split_path(root, s) for s in split_files]
+    if not root.is_dir() or not all(p.is_file() for p in paths):
+        return None
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(f"{sha256_file_cached(p)}\n".encode())
+        for rel in (r for item in read_split(root, p) for r in item):
+            f = root / rel
+            h.update(f"{rel} {f.stat().st_size if f.is_file() else -1}\n".encode())
+    return f"kitti:{h.hexdigest()[:16]}"
 
 
 # -- synthetic scenes ------------------------------------------------------------------------------

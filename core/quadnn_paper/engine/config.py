@@ -102,7 +102,8 @@ class RunConfig:
                             ("schedule", SCHEDULES), ("quadratic_decay", QUADRATIC_DECAY)):
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
-        if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICES:
+        if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICES or \
+                not (self.device.partition(":")[2].isdigit() or ":" not in self.device):
             raise ValueError(f"device must be one of {DEVICES} (optionally cuda:N), got {self.device!r}")
         for name in ("epochs", "batch_size", "transfer_stage"):
             v = getattr(self, name)

@@ -26,9 +26,10 @@ from quadnn import relinear
 from .config import RunConfig
 from .distributed import all_reduce, sync_batchnorm, world
 from .store import CorruptFile, RunStore, atomic_write_text
-from .tasks import _autocast, make_task
+from .tasks import _autocast, data_fingerprint, generated_data, make_task
 
-__all__ = ["run", "result", "state", "DependencyNotReady", "SourceDidNotConverge", "stage_ends", "lr_factor"]
+__all__ = ["run", "result", "state", "requested_data", "DependencyNotReady", "SourceDidNotConverge", "stage_ends",
+           "lr_factor"]
 
 
 class DependencyNotReady(RuntimeError):
@@ -99,10 +100,17 @@ def _build_optimizer(cfg: RunConfig, task, model: nn.Module):
     return opt, relinear.ReferenceWeightDecay(opt), shrink
 
 
+def requested_data(cfg: RunConfig) -> str | None:
+    """The fingerprint a stored result of ``cfg`` is checked against: that of the data at
+    ``cfg.data_dir`` now; None (not checked) for data the task generates from the run's own
+    settings (it is rewritten when they differ) and for data that is not there."""
+    return None if generated_data(cfg) else data_fingerprint(cfg)
+
+
 def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_dependencies: bool) -> None:
     """Start ``model`` from the transfer source's stage checkpoint (resolved by hash under ``store``)."""
     src = cfg.transfer_from
-    res = store.result(src)
+    res = store.result(src, requested_data(src))
     if res is None:
         if not run_dependencies:
             raise DependencyNotReady(f"weight-transfer source {src.run_id} ({src.describe()}) has not finished")
@@ -139,16 +147,17 @@ def run(config: RunConfig | dict | None = None, out: str | os.PathLike = "runs",
     """
     cfg = _as_config(config, overrides)
     store = RunStore(out)
-    done = store.result(cfg)
+    data = requested_data(cfg)
+    done = store.result(cfg, data)
     if done is not None:
         return done
     rank, nranks = world()
     if rank == 0:
         with store.lock(cfg.run_id):  # one configuration, one training: others wait here, then reuse it
-            done = store.result(cfg)
-            res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies)
+            done = store.result(cfg, data)
+            res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies, data)
     else:
-        res = _train(cfg, store, rank, nranks, run_dependencies)
+        res = _train(cfg, store, rank, nranks, run_dependencies, data)
     return res
 
 
@@ -201,12 +210,15 @@ class EpochTotals:
         return self.tot.cpu().tolist()
 
 
-def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool) -> dict:
+def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool,
+           data: str | None = None) -> dict:
     out = store.dir(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = _device(cfg, nranks)
     task = make_task(cfg, rank, nranks, device)
+    if data is None:  # generated data (written by the task just now), or data absent when asked
+        data = data_fingerprint(cfg)
 
     torch.manual_seed(cfg.seed)
     model = task.build_model()
@@ -219,7 +231,7 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
         try:
             _transfer(cfg, store, model, task, run_dependencies)
         except SourceDidNotConverge as e:
-            return _record(cfg, store, rank, nranks, task, dict(
+            return _record(cfg, store, rank, nranks, task, data, dict(
                 status="diverged", diverged_reason=str(e), params=sum(p.numel() for p in model.parameters()),
                 epochs_run=0, metrics={}, epoch_time=0.0, stage_checkpoints={}, history=[]))
     _plan_for_device(model, cfg, device, task.in_chans)
@@ -235,9 +247,9 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
     history: list[dict] = []
     start_epoch, step = 0, 0
     try:
-        ck = store.load_checkpoint(cfg, "last.pt")
+        ck = store.load_checkpoint(cfg, "last.pt", data)
     except CorruptFile:
-        ck = None  # reported and moved aside by the store; start again from scratch
+        ck = None  # damaged, another run's, or other data's: reported and moved aside; start from scratch
     if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
@@ -322,12 +334,11 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
         if rank == 0:
             if epoch + 1 in stages:
                 k = str(stages.index(epoch + 1) + 1)
-                store.save_checkpoint(cfg, f"stage{k}.pt", dict(model=model.state_dict(), epoch=epoch + 1,
-                                                                run_id=cfg.run_id))
+                store.save_checkpoint(cfg, f"stage{k}.pt", dict(model=model.state_dict(), epoch=epoch + 1), data)
                 stage_ckpts[k] = f"stage{k}.pt"
             store.save_checkpoint(cfg, "last.pt", dict(model=model.state_dict(), optimizer=opt.state_dict(),
                                                        epoch=epoch + 1, step=step, history=history,
-                                                       rng=torch.get_rng_state()))
+                                                       rng=torch.get_rng_state()), data)
             atomic_write_text(out / "metrics.json", json.dumps(history, indent=1))
         if nranks > 1:
             dist.barrier()
@@ -346,12 +357,13 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
     )
     if task.eval_every_epoch and "test_error" in last:
         result["best_test_error"] = min((h["test_error"] for h in history if "test_error" in h), default=None)
-    return _record(cfg, store, rank, nranks, task, result)
+    return _record(cfg, store, rank, nranks, task, data, result)
 
 
-def _record(cfg: RunConfig, store: RunStore, rank: int, nranks: int, task, result: dict) -> dict:
-    """Complete ``result`` (identity, provenance), write it last (rank 0), return its JSON round-trip."""
-    result = dict(result, run_id=cfg.run_id, config=cfg.to_dict(), key=cfg.key(), world_size=nranks,
+def _record(cfg: RunConfig, store: RunStore, rank: int, nranks: int, task, data: str | None, result: dict) -> dict:
+    """Complete ``result`` (identity, data, provenance), write it last (rank 0), return its JSON round-trip."""
+    result = dict(result, run_id=cfg.run_id, config=cfg.to_dict(), key=cfg.key(), data_fingerprint=data,
+                  world_size=nranks,
                   trained_by=dict(host=socket.gethostname(), pid=os.getpid()))
     if result["status"] != "finished" and task.headline not in result:
         result[task.headline] = None

@@ -8,23 +8,31 @@ temporary file unique to its writer and renamed into place. A file that cannot b
 reported with its path and moved aside (``*.corrupt``), and the run is redone from what is
 still readable. Concurrent processes asking for the same configuration serialise on
 ``<run_id>.lock`` (a POSIX record lock: it works on local and NFS file systems).
+
+The store answers only for what was asked: ``result.json`` carries the run's id and key (its
+full configuration), every checkpoint its run id, ``manifest.json`` the run id, and a
+``cached()`` entry its configuration; each is checked against the request when read, and one
+that belongs to another run is reported with both identities and its path, moved aside and
+redone. A result also records the fingerprint of the data it was trained on
+(``data_fingerprint``); asked with another fingerprint, the store refuses it
+(:class:`DataMismatch`) rather than return it or discard a teammate's valid result.
 """
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
+import io
 import json
 import os
-import tempfile
 import time
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..common.files import atomic_write_bytes, atomic_write_text, sha256_file as _sha256
+from ..common.files import (atomic_write_bytes, atomic_write_text, file_lock, remove_stale_temps,
+                            sha256_file as _sha256, write_temp)
 
-__all__ = ["RunStore", "CorruptFile", "cached", "atomic_write_text", "atomic_write_bytes", "STATES"]
+__all__ = ["RunStore", "CorruptFile", "ForeignFile", "DataMismatch", "cached",
+           "atomic_write_text", "atomic_write_bytes", "STATES"]
 
 # done: result.json says finished; diverged: result.json says it did not converge;
 # partial: started (a checkpoint or curve exists), not finished; missing: nothing yet.
@@ -39,14 +47,53 @@ class CorruptFile(RuntimeError):
         self.path = Path(path)
 
 
+class ForeignFile(CorruptFile):
+    """A cache file that belongs to another run (or configuration) than the one asked for."""
+
+
+class DataMismatch(ValueError):
+    """A stored run was trained on other data than the data the request reads."""
+
+
 def quarantine(path: Path, why: str) -> None:
-    """Report an unreadable file with its path and move it aside, so it is redone, never reused."""
+    """Report an unreadable file with its path and move it aside, so it is redone, never reused.
+    On a read-only cache it cannot be moved: then it is only reported (and still not used)."""
     path = Path(path)
     aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
-    warnings.warn(f"quadnn_paper cache: {path} is unreadable ({why}); moved to {aside.name}, redoing it",
-                  RuntimeWarning, stacklevel=3)
-    with contextlib.suppress(FileNotFoundError):
+    try:
         os.replace(path, aside)
+        done = f"moved to {aside.name}, redoing it"
+    except FileNotFoundError:
+        done = "already gone, redoing it"
+    except OSError as e:
+        done = f"cannot move it aside ({os.strerror(e.errno) if e.errno else e}), not using it"
+    warnings.warn(f"quadnn_paper cache: {path} is unreadable ({why}); {done}", RuntimeWarning, stacklevel=3)
+
+
+def _who(run_id, describe: str | None = None) -> str:
+    return f"run {run_id}" + (f" ({describe})" if describe else "")
+
+
+def _describe(config: dict | None) -> str | None:
+    """A stored configuration's label (as :meth:`RunConfig.describe`), or None if it has none."""
+    from .config import RunConfig
+
+    try:
+        return RunConfig.from_dict(config).describe()
+    except Exception:  # noqa: BLE001  (a foreign or older record: its id alone names it)
+        return None
+
+
+def _stored_key(res: dict) -> dict | None:
+    """The key a result was written for: its ``key``, else (older records) the key of its config."""
+    from .config import RunConfig
+
+    if isinstance(res.get("key"), dict):
+        return res["key"]
+    try:
+        return RunConfig.from_dict(res["config"]).key()
+    except Exception:  # noqa: BLE001
+        return None
 
 
 class RunStore:
@@ -77,12 +124,29 @@ class RunStore:
             return None
         return obj
 
-    def result(self, cfg) -> dict | None:
-        """The stored result of ``cfg``, or None (not finished, or its record was unreadable)."""
-        res = self.read_json(self.dir(cfg) / "result.json", required=("status", "history", "config"))
-        if res is not None and res.get("run_id") not in (None, cfg.run_id):
-            quarantine(self.dir(cfg) / "result.json", f"belongs to run {res.get('run_id')}")
+    def result(self, cfg, data: str | None = None) -> dict | None:
+        """The stored result of ``cfg``, or None (not finished, or its record was unreadable or
+        belongs to another configuration: then it is reported and moved aside).
+
+        ``data``: the fingerprint of the data the request reads (None: not checked). A result
+        recorded with another fingerprint raises :class:`DataMismatch`; one recorded before
+        fingerprints existed is accepted (nothing says it was other data)."""
+        path = self.dir(cfg) / "result.json"
+        res = self.read_json(path, required=("status", "history", "config"))
+        if res is None:
             return None
+        stored_id, stored_key = res.get("run_id"), _stored_key(res)
+        if stored_id != cfg.run_id or stored_key != cfg.key():
+            quarantine(path, f"it is the result of {_who(stored_id, _describe(res.get('config')))}, "
+                             f"not of the requested {_who(cfg.run_id, cfg.describe())}"
+                             + ("" if stored_id != cfg.run_id else " (same id, other configuration)"))
+            return None
+        recorded = res.get("data_fingerprint")
+        if data is not None and recorded is not None and recorded != data:
+            raise DataMismatch(
+                f"{path} was trained on data {recorded}, but the data the request reads "
+                f"({getattr(cfg, 'data_dir', '?')}) is {data}: not returned. Point data_dir at the data it was "
+                f"trained on, or move {path.parent} aside to train this configuration on this data")
         return res
 
     def write_result(self, cfg, result: dict) -> None:
@@ -96,39 +160,50 @@ class RunStore:
         return "partial" if (d / "last.pt").exists() or (d / "metrics.json").exists() else "missing"
 
     # -- checkpoints -------------------------------------------------------------------------
-    def _manifest(self, d: Path) -> dict:
-        return self.read_json(d / "manifest.json") or {}
+    def _manifest(self, cfg) -> dict:
+        """The run's manifest; one written for another run is reported and moved aside."""
+        path = self.dir(cfg) / "manifest.json"
+        manifest = self.read_json(path) or {}
+        if manifest.get("run_id", cfg.run_id) != cfg.run_id:  # (older manifests carry no id)
+            quarantine(path, f"it is the manifest of {_who(manifest['run_id'])}, "
+                             f"not of the requested {_who(cfg.run_id, cfg.describe())}")
+            return {}
+        return manifest
 
-    def save_checkpoint(self, cfg, name: str, obj: Any) -> Path:
-        """``torch.save`` to a writer-unique temporary file, record size and hash, rename into place."""
+    def save_checkpoint(self, cfg, name: str, obj: dict, data: str | None = None) -> Path:
+        """``obj`` stamped with the run's id (and ``data``, its data's fingerprint) saved to a
+        writer-unique temporary file; its size and hash recorded; then renamed into place."""
         import torch
 
         d = self.dir(cfg)
-        d.mkdir(parents=True, exist_ok=True)
         path = d / name
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.", suffix=".tmp")
+        buf = io.BytesIO()  # serialised in memory: a full disk is then an OSError naming the file
+        torch.save(dict(obj, run_id=cfg.run_id, **({"data_fingerprint": data} if data else {})), buf)
+        blob = buf.getvalue()
+        tmp = write_temp(path, blob)
         try:
-            with os.fdopen(fd, "wb") as f:
-                torch.save(obj, f)
-                f.flush()
-                os.fsync(f.fileno())
-            entry = dict(size=os.path.getsize(tmp), sha256=_sha256(Path(tmp)))
-            manifest = self._manifest(d)
-            manifest[name] = entry
+            import hashlib
+
+            manifest = self._manifest(cfg)
+            manifest[name] = dict(size=len(blob), sha256=hashlib.sha256(blob).hexdigest())
+            manifest["run_id"] = cfg.run_id
             # The manifest first: a crash between the two leaves a record that does not match the
             # old file, which is then redone (never a new file trusted by an old record).
             atomic_write_text(d / "manifest.json", json.dumps(manifest, indent=1))
             os.replace(tmp, path)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
         return path
 
-    def load_checkpoint(self, cfg, name: str) -> dict | None:
-        """A checkpoint of ``cfg`` checked against the manifest; None if absent.
+    def load_checkpoint(self, cfg, name: str, data: str | None = None) -> dict | None:
+        """A checkpoint of ``cfg`` checked against the manifest and its run identity; None if absent.
 
-        Raises :class:`CorruptFile` (naming the file) when it exists but is damaged; the file is
-        moved aside first, so the next attempt redoes it.
+        Raises :class:`CorruptFile` (naming the file) when it exists but is damaged, and
+        :class:`ForeignFile` when it belongs to another run or was trained on other data than
+        ``data``; the file is moved aside first, so the next attempt redoes it. A stage
+        checkpoint written before checkpoints carried their id is accepted when the run's result
+        (which carries its full configuration) is the requested one.
         """
         import torch
 
@@ -136,8 +211,8 @@ class RunStore:
         path = d / name
         if not path.exists():
             return None
-        entry = self._manifest(d).get(name)
-        why = None
+        entry = self._manifest(cfg).get(name)
+        why, foreign = None, False
         if entry is None:
             why = "no size/hash record in manifest.json"
         elif os.path.getsize(path) != entry["size"]:
@@ -146,33 +221,35 @@ class RunStore:
             why = "SHA-256 differs from the recorded one"
         if why is None:
             try:
-                return torch.load(path, map_location="cpu", weights_only=True)
+                ck = torch.load(path, map_location="cpu", weights_only=True)
             except Exception as e:  # noqa: BLE001  (torch raises many kinds for a damaged zip)
                 why = f"torch.load failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        if why is None:
+            owner = ck.get("run_id") if isinstance(ck, dict) else None
+            recorded = ck.get("data_fingerprint") if isinstance(ck, dict) else None
+            legacy = owner is None and name != "last.pt" and self.result(cfg) is not None
+            if owner != cfg.run_id and not legacy:
+                why, foreign = (f"it is a checkpoint of {_who(owner) if owner else 'an unnamed run'}, "
+                                f"not of the requested {_who(cfg.run_id, cfg.describe())}"), True
+            elif data is not None and recorded is not None and recorded != data:
+                why, foreign = (f"it was trained on data {recorded}, the requested run reads "
+                                f"data {data}"), True
+            else:
+                return ck
         quarantine(path, why)
-        raise CorruptFile(path, why)
+        raise (ForeignFile if foreign else CorruptFile)(path, why)
 
     # -- one configuration, one training -------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, key: str, poll: float = 1.0) -> Iterator[None]:
-        """Hold the lock of ``key`` (a run id); other processes asking for it wait here."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / f"{key}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            while True:
-                try:
-                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as e:
-                    if e.errno not in (errno.EACCES, errno.EAGAIN):
-                        raise
-                    time.sleep(poll)
+        """Hold the lock of ``key`` (a run id, or a cached entry's hash); other processes asking for
+        it wait here. Every writer of the key's files holds it, so the holder removes the temporary
+        files a dead writer left (``.last.pt.<random>.tmp`` after a SIGTERM, ...)."""
+        with file_lock(self.root / f"{key}.lock", poll):
+            if (self.root / key).is_dir():
+                remove_stale_temps(self.root / key)
+            remove_stale_temps(self.root, f"{key}.*")
             yield
-        finally:
-            with contextlib.suppress(OSError):
-                fcntl.lockf(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
 
 def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute) -> Any:
@@ -192,8 +269,14 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
     path = root / f"{key}.json"
     store = RunStore(root)
 
+    asked = json.loads(json.dumps(config, default=float))  # the configuration as an entry stores it
+
     def read():
         entry = store.read_json(path, required=("config", "result"))
+        if entry is not None and entry["config"] != asked:
+            quarantine(path, f"it is the entry of another configuration (hash {run_id(entry['config'])}), "
+                             f"not of the requested {key}")
+            return None
         return None if entry is None else entry["result"]
 
     hit = read()

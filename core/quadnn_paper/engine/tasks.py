@@ -27,7 +27,8 @@ from quadnn import relinear
 from .config import RunConfig
 from .distributed import all_reduce
 
-__all__ = ["Task", "InMemoryClassification", "ImageFolderClassification", "DepthRegression", "make_task"]
+__all__ = ["Task", "InMemoryClassification", "ImageFolderClassification", "DepthRegression", "make_task",
+           "data_fingerprint", "generated_data", "task_settings"]
 
 
 class Task:
@@ -143,6 +144,7 @@ class InMemoryClassification(Task):
         super().__init__(cfg, rank, world, device)
         from ..data import cifar as qdata
 
+        _task_kwargs("classification", {}, cfg.task_kwargs)  # it has none: a key given is a mistake
         self.qdata = qdata
         self.data = qdata.load(cfg.dataset, cfg.data_dir, download=False, split_seed=cfg.split_seed)
         if cfg.train_limit:
@@ -392,6 +394,43 @@ def _finite(v: float) -> float | None:
 
 TASK_CLASSES = {"classification": InMemoryClassification, "imagefolder": ImageFolderClassification,
                 "depth": DepthRegression}
+
+
+def task_settings(task: str) -> dict:
+    """The ``task_kwargs`` a task reads, with their defaults (classification reads none)."""
+    if task == "imagefolder":
+        from ..data import imagefolder
+
+        return dict(imagefolder.DATA_DEFAULTS)
+    if task == "depth":
+        from . import lapdepth
+
+        return dict(lapdepth.DATA_DEFAULTS)
+    return {}
+
+
+def generated_data(cfg: RunConfig) -> bool:
+    """Whether the run's data is written by its task from the run's own settings (the digits
+    rendered as an ImageFolder, synthetic KITTI): its content then follows from the key."""
+    return (cfg.task, cfg.dataset) in (("imagefolder", "digits"), ("depth", "synthetic"))
+
+
+def data_fingerprint(cfg: RunConfig) -> str | None:
+    """A content fingerprint of the data ``cfg`` reads from ``cfg.data_dir`` (its path is not part
+    of it: moved data keeps its fingerprint); None when the data is not there. See the data
+    modules' ``fingerprint`` for what each one covers and why it is cheap."""
+    if cfg.task == "classification":
+        from ..data import cifar
+
+        return cifar.fingerprint(cfg.dataset, cfg.data_dir) if cfg.dataset in cifar.DATASETS else None
+    if cfg.task == "imagefolder":
+        from ..data import imagefolder
+
+        return imagefolder.fingerprint(cfg.data_dir)
+    from ..data import kitti
+
+    kw = dict(task_settings("depth"), **cfg.task_kwargs)
+    return kitti.fingerprint(cfg.data_dir, [kw["train_split"], kw["test_split"]])
 
 
 def make_task(cfg: RunConfig, rank: int = 0, world: int = 1, device=None) -> Task:

@@ -99,8 +99,20 @@ def execute(
             states = r.wait([cfg.run_id for cfg in todo], is_done=is_done(out))
             for key in (k for k, s in states.items() if s == "failed"):
                 print(f"run {key} failed; last lines of its log:\n{r.log_tail(key)}", flush=True)
+    # Collected results are checked against the data here too (a result.json present counts as done,
+    # so a run trained on other data would never reach a job that checks it); once per data set.
+    from ..engine.loop import requested_data
+
+    seen: dict = {}
+
+    def data(cfg):
+        where = (cfg.task, cfg.dataset, cfg.data_dir, repr(sorted(cfg.task_kwargs.items())))
+        if where not in seen:
+            seen[where] = requested_data(cfg)
+        return seen[where]
+
     store = RunStore(out)
-    results = {cfg.run_id: store.result(cfg) for cfg in todo}
+    results = {cfg.run_id: store.result(cfg, data(cfg)) for cfg in todo}
     note = pending_note(results, runs)
     if note:
         print(f"{note}: see `make status` (python -m quadnn_paper.execution.status)", flush=True)

@@ -20,6 +20,7 @@ import sys
 
 from ..engine import RunConfig, run
 from ..engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
+from ..common.files import CacheWriteError
 from ..common.profiles import PROFILES
 
 __all__ = ["main", "config_from_args", "PROFILE_DEFAULTS", "ddp_session", "print_result"]
@@ -50,6 +51,20 @@ def _number(kind, lo=None, hi=None, lo_open=False):
     return parse
 
 
+# Bounds that no real run comes near, so a typo is a usage error, not an overflow deep in torch.
+MAX_WIDTH = 64.0
+MAX_BATCH = 1 << 20
+
+
+def _device(text: str) -> str:
+    """An argparse type: one of DEVICES, or cuda:N with N a non-negative integer (what torch accepts)."""
+    name, colon, index = text.partition(":")
+    if name not in DEVICES or (colon and (name in ("auto", "cpu") or not index.isdigit())):
+        raise argparse.ArgumentTypeError(f"{text!r}: device must be one of {', '.join(DEVICES)} or cuda:N "
+                                         "(N the GPU's index, e.g. cuda:0)")
+    return text
+
+
 def _json_object(text: str) -> dict:
     try:
         v = json.loads(text)
@@ -70,14 +85,15 @@ def _parser() -> argparse.ArgumentParser:
       help="fill defaults for a profile (smoke/cpu: digits with few epochs; full: CIFAR-10, 200 epochs)")
     a("--task", choices=TASKS, default=None, help=f"what is trained (default {d.task})")
     a("--model", default=None, help=f"timm model name, e.g. cifar_qresnet20, cifar_resnet56 (default {d.model})")
-    a("--width", type=pos, default=None, help=f"channel width multiplier of quadnn's models (default {d.width})")
+    width = _number(float, 0, MAX_WIDTH, lo_open=True)
+    a("--width", type=width, default=None, help=f"channel width multiplier of quadnn's models (default {d.width})")
     a("--model-kwargs", type=_json_object, default=None, help="extra model keyword arguments as a JSON object")
     a("--task-kwargs", type=_json_object, default=None, help="the task's own settings as a JSON object")
     a("--dataset", default=None, help=f"data set, e.g. cifar10, cifar100, digits (default {d.dataset})")
     a("--data-dir", default=None, help=f"where the data lives (default {d.data_dir})")
     a("--train-limit", type=_number(int, 0), default=None, help="train on the first N images only (0: all)")
     a("--epochs", type=_number(int, 1), default=None, help=f"training epochs (default {d.epochs})")
-    a("--batch-size", type=_number(int, 1), default=None, help=f"global batch size (default {d.batch_size})")
+    a("--batch-size", type=_number(int, 1, MAX_BATCH), default=None, help=f"global batch size (default {d.batch_size})")
     a("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimiser (default {d.optimizer})")
     a("--lr", type=nonneg, default=None, help=f"learning rate gamma_r of the linear parameters (default {d.lr})")
     a("--momentum", type=_number(float, 0, 0.999999), default=None, help=f"SGD momentum / Adam beta1 (default {d.momentum})")
@@ -98,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     a("--rezero", action="store_true", default=None, help="ReZero residual blocks (cifar_* models)")
     a("--seed", type=_number(int, 0), default=None, help=f"random seed (default {d.seed})")
     a("--out", metavar="DIR", default="runs", help="cache directory: results go to OUT/<run id>/")
-    a("--device", default=None, help=f"one of {DEVICES} or cuda:N (default {d.device})")
+    a("--device", type=_device, default=None, help=f"one of {DEVICES} or cuda:N (default {d.device})")
     a("--amp", action="store_true", default=None, help="bf16 autocast")
     a("--compile", action="store_true", default=None, help="torch.compile the model")
     a("--threads", type=_number(int, 1), default=None, help="torch CPU threads (default: torch's choice)")
@@ -118,6 +134,12 @@ def config_from_args(argv=None) -> tuple[RunConfig, str]:
     fields.update({k: v for k, v in ns.items() if v is not None})
     if "milestones" in fields:
         fields["milestones"] = tuple(fields["milestones"])
+    from ..engine.tasks import task_settings
+
+    task = fields.get("task", RunConfig.task)
+    unknown = sorted(set(fields.get("task_kwargs", {})) - set(task_settings(task)))
+    if unknown:
+        p.error(f"--task-kwargs {unknown} unknown for task {task}; valid: {sorted(task_settings(task)) or 'none'}")
     try:
         return RunConfig(**fields), out
     except ValueError as e:
@@ -160,6 +182,9 @@ def main(argv=None) -> int:
         except (ValueError, FileNotFoundError) as e:
             print(f"quadnn-train: error: {e}", file=sys.stderr)
             return 2
+        except CacheWriteError as e:  # disk full, quota, read-only: the path and the cause, one line
+            print(f"quadnn-train: error: {e.strerror}", file=sys.stderr)
+            return 1
         print_result(res)
     return 0
 
