@@ -1,4 +1,5 @@
 """Training engine: CLI, schedules, caching, divergence, transfer, resume after a kill, DDP, CIFAR loader."""
+
 import json
 import os
 import pickle
@@ -15,10 +16,10 @@ import pytest
 import torch
 
 import quadnn_paper.data.cifar as qdata
-from quadnn_paper.sections import cifar_tuning
 from quadnn_paper.engine import RunConfig, RunStore, lr_factor, run, stage_ends
 from quadnn_paper.engine.tasks import make_task
 from quadnn_paper.execution.train import _parser, config_from_args
+from quadnn_paper.sections import cifar_tuning
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -26,8 +27,20 @@ PY = sys.executable
 
 def tiny(**kw):
     """A seconds-long run: digits, a quarter-width QResNet20, 256 training images."""
-    base = dict(model="cifar_qresnet20", width=0.25, dataset="digits", train_limit=256, epochs=2,
-                batch_size=64, optimizer="sgd", lr=0.05, relinear="sg", lr_g=1e-3, threads=1, progress=False)
+    base = dict(
+        model="cifar_qresnet20",
+        width=0.25,
+        dataset="digits",
+        train_limit=256,
+        epochs=2,
+        batch_size=64,
+        optimizer="sgd",
+        lr=0.05,
+        relinear="sg",
+        lr_g=1e-3,
+        threads=1,
+        progress=False,
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -43,27 +56,49 @@ def curve(result):
 # -- CLI -------------------------------------------------------------------------------------
 def test_help_documents_every_flag_of_the_issue():
     text = _parser().format_help()
-    for flag in ("--model", "--dataset", "--epochs", "--batch-size", "--optimizer", "--lr", "--lr-g", "--lr-b",
-                 "--relinear", "--alpha-g", "--alpha-b", "--rezero", "--seed", "--out", "--quadratic-decay",
-                 "--device", "--amp", "--compile", "--profile", "--task"):
+    for flag in (
+        "--model",
+        "--dataset",
+        "--epochs",
+        "--batch-size",
+        "--optimizer",
+        "--lr",
+        "--lr-g",
+        "--lr-b",
+        "--relinear",
+        "--alpha-g",
+        "--alpha-b",
+        "--rezero",
+        "--seed",
+        "--out",
+        "--quadratic-decay",
+        "--device",
+        "--amp",
+        "--compile",
+        "--profile",
+        "--task",
+    ):
         assert flag in text
     assert all(a.help for a in _parser()._actions)
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--relinear", "sgd"], "'none', 'sg', 'sw-l1', 'sw-l2'"),
-    (["--optimizer", "lion"], "'sgd', 'adam', 'adamw'"),
-    (["--profile", "huge"], "'smoke', 'cpu', 'full'"),
-    (["--epochs", "0"], "must be >= 1"),
-    (["--lr", "-1"], "must be >= 0"),
-    (["--lr-decay", "nan"], "not finite"),
-    (["--train-limit", "-5"], "must be >= 0"),
-    (["--dim-alpha", "0"], "must be > 0"),
-    (["--model-kwargs", "[1]"], "must be a JSON object"),
-    (["--model-kwargs", "{bad"], "is not JSON"),
-    (["--device", "tpu"], "device must be one of"),
-    (["--quadratic-decay", "l1"], "'reference', 'zero'"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--relinear", "sgd"], "'none', 'sg', 'sw-l1', 'sw-l2'"),
+        (["--optimizer", "lion"], "'sgd', 'adam', 'adamw'"),
+        (["--profile", "huge"], "'smoke', 'cpu', 'full'"),
+        (["--epochs", "0"], "must be >= 1"),
+        (["--lr", "-1"], "must be >= 0"),
+        (["--lr-decay", "nan"], "not finite"),
+        (["--train-limit", "-5"], "must be >= 0"),
+        (["--dim-alpha", "0"], "must be > 0"),
+        (["--model-kwargs", "[1]"], "must be a JSON object"),
+        (["--model-kwargs", "{bad"], "is not JSON"),
+        (["--device", "tpu"], "device must be one of"),
+        (["--quadratic-decay", "l1"], "'reference', 'zero'"),
+    ],
+)
 def test_bad_flags_name_the_valid_choices(argv, needle, capsys):
     with pytest.raises(SystemExit) as e:
         config_from_args(argv)
@@ -71,10 +106,35 @@ def test_bad_flags_name_the_valid_choices(argv, needle, capsys):
 
 
 def test_flags_map_onto_the_config():
-    cfg, out = config_from_args(["--profile", "cpu", "--model", "cifar_qresnet32", "--lr-g", "1e-5", "--relinear",
-                            "sw-l2", "--alpha-g", "0.9", "--rezero", "--epochs", "3", "--milestones", "0.5"])
-    assert (cfg.dataset, cfg.epochs, cfg.model, cfg.lr_g, cfg.relinear, cfg.alpha_g, cfg.rezero, cfg.milestones) == \
-        ("digits", 3, "cifar_qresnet32", 1e-5, "sw-l2", 0.9, True, (0.5,))
+    cfg, out = config_from_args(
+        [
+            "--profile",
+            "cpu",
+            "--model",
+            "cifar_qresnet32",
+            "--lr-g",
+            "1e-5",
+            "--relinear",
+            "sw-l2",
+            "--alpha-g",
+            "0.9",
+            "--rezero",
+            "--epochs",
+            "3",
+            "--milestones",
+            "0.5",
+        ]
+    )
+    assert (cfg.dataset, cfg.epochs, cfg.model, cfg.lr_g, cfg.relinear, cfg.alpha_g, cfg.rezero, cfg.milestones) == (
+        "digits",
+        3,
+        "cifar_qresnet32",
+        1e-5,
+        "sw-l2",
+        0.9,
+        True,
+        (0.5,),
+    )
 
 
 def test_out_that_is_a_file_is_a_usage_error(tmp_path, capsys):
@@ -202,18 +262,54 @@ def test_killed_run_resumes_to_the_same_numbers(tmp_path):
 
 # -- DDP ----------------------------------------------------------------------------------------
 def test_ddp_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
-    args = ["--model", "cifar_resnet20", "--width", "0.25", "--dataset", "digits", "--train-limit", "384",
-            "--epochs", "2", "--batch-size", "96", "--lr", "0.02", "--relinear", "none", "--threads", "1",
-            "--no-progress"]
+    args = [
+        "--model",
+        "cifar_resnet20",
+        "--width",
+        "0.25",
+        "--dataset",
+        "digits",
+        "--train-limit",
+        "384",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "96",
+        "--lr",
+        "0.02",
+        "--relinear",
+        "none",
+        "--threads",
+        "1",
+        "--no-progress",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     torchrun = Path(PY).with_name("torchrun")
     with socket.socket() as sock:  # a free port, so concurrent test runs do not collide
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    subprocess.run([str(torchrun), "--nproc_per_node=2", "--master_port", str(port), "-m", "quadnn_paper.execution.train",
-                    *args, "--out", str(tmp_path / "ddp")], check=True, env=env, capture_output=True)
-    subprocess.run([PY, "-m", "quadnn_paper.execution.train", *args, "--out", str(tmp_path / "one")], check=True, env=env,
-                   capture_output=True)
+    subprocess.run(
+        [
+            str(torchrun),
+            "--nproc_per_node=2",
+            "--master_port",
+            str(port),
+            "-m",
+            "quadnn_paper.execution.train",
+            *args,
+            "--out",
+            str(tmp_path / "ddp"),
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    subprocess.run(
+        [PY, "-m", "quadnn_paper.execution.train", *args, "--out", str(tmp_path / "one")],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     (ddp,) = [json.loads(p.read_text()) for p in (tmp_path / "ddp").glob("*/result.json")]
     (one,) = [json.loads(p.read_text()) for p in (tmp_path / "one").glob("*/result.json")]
     assert ddp["world_size"] == 2 and one["world_size"] == 1
@@ -233,8 +329,12 @@ def write_fake_cifar10(root: Path, n=16):
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        d = {b"batch_label": name.encode(), b"labels": rng.integers(0, 10, n).tolist(),
-             b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"filenames": [b"x.png"] * n}
+        d = {
+            b"batch_label": name.encode(),
+            b"labels": rng.integers(0, 10, n).tolist(),
+            b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+            b"filenames": [b"x.png"] * n,
+        }
         with open(folder / name, "wb") as f:
             pickle.dump(d, f)
     return folder

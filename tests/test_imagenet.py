@@ -1,4 +1,5 @@
 """ImageNet ResNet-18/34 family, the ImageFolder data path with 10-crop evaluation, and the protocols."""
+
 import json
 
 import pytest
@@ -8,10 +9,10 @@ from torch import nn
 
 import quadnn.models  # noqa: F401  (registers the models)
 from quadnn import QuadraticConv2d
-from quadnn_paper.sections import imagenet as I
-from quadnn_paper.engine import RunConfig, run
 from quadnn.models.imagenet_resnet import VARIANTS, ImageNetBasicBlock, ImageNetResNet
 from quadnn.relinear import transfer_weights_
+from quadnn_paper.engine import RunConfig, run
+from quadnn_paper.sections import imagenet as I
 
 NEURON_OF = {"": "conventional", "q": "full", "parabolic_": "parabolic", "poly_": "poly"}
 
@@ -22,8 +23,11 @@ def n_params(m: nn.Module) -> int:
 
 # -- models ----------------------------------------------------------------------------------------
 def test_registry_names_and_kinds():
-    ours = {n for n in timm.list_models("imagenet_*")
-            if timm.models.model_entrypoint(n).__module__ == "quadnn.models.imagenet_resnet"}
+    ours = {
+        n
+        for n in timm.list_models("imagenet_*")
+        if timm.models.model_entrypoint(n).__module__ == "quadnn.models.imagenet_resnet"
+    }
     expected = {f"imagenet_{p}{net}{d}" for p in NEURON_OF for net in ("resnet", "plain") for d in (18, 34)}
     assert ours == expected == set(VARIANTS)
     for p, neuron in NEURON_OF.items():
@@ -57,17 +61,25 @@ def test_option_b_is_timms_resnet18_exactly():
 @pytest.mark.parametrize("depth", [18, 34])
 def test_quadratic_parameter_counts_computed(depth):
     conv = timm.create_model(f"imagenet_resnet{depth}", device="meta")
-    block_w = sum(b.conv1.weight.numel() + b.conv2.weight.numel()
-                  for s in (conv.layer1, conv.layer2, conv.layer3, conv.layer4) for b in s)
-    block_out = sum(b.conv1.out_channels + b.conv2.out_channels
-                    for s in (conv.layer1, conv.layer2, conv.layer3, conv.layer4) for b in s)
+    block_w = sum(
+        b.conv1.weight.numel() + b.conv2.weight.numel()
+        for s in (conv.layer1, conv.layer2, conv.layer3, conv.layer4)
+        for b in s
+    )
+    block_out = sum(
+        b.conv1.out_channels + b.conv2.out_channels
+        for s in (conv.layer1, conv.layer2, conv.layer3, conv.layer4)
+        for b in s
+    )
     base = n_params(conv)
     # The paper's neuron in full: + W_g, W_b and the biases b_r, b_g, c of every block conv;
     # parabolic and poly: + W_g and the biases b_r, b_g.
     assert n_params(timm.create_model(f"imagenet_qresnet{depth}", device="meta")) == base + 2 * block_w + 3 * block_out
     for kind in ("parabolic", "poly"):
-        assert n_params(timm.create_model(f"imagenet_{kind}_resnet{depth}", device="meta")) == \
-            base + block_w + 2 * block_out
+        assert (
+            n_params(timm.create_model(f"imagenet_{kind}_resnet{depth}", device="meta"))
+            == base + block_w + 2 * block_out
+        )
     # option A drops exactly the three projection shortcuts (1x1 conv + BN)
     a = n_params(timm.create_model(f"imagenet_resnet{depth}", shortcut="A", device="meta"))
     proj = sum(cin * cout + 2 * cout for cin, cout in ((64, 128), (128, 256), (256, 512)))
@@ -97,8 +109,11 @@ def test_plain_has_no_shortcut():
 @pytest.mark.parametrize("prefix", ["q", "parabolic_", "poly_"])
 def test_quadratic_is_conventional_at_relinear_after_transfer(net, prefix):
     torch.manual_seed(0)
-    conv = timm.create_model(f"imagenet_{net}18", width=0.125, num_classes=5, shortcut="A") if net == "resnet" \
+    conv = (
+        timm.create_model(f"imagenet_{net}18", width=0.125, num_classes=5, shortcut="A")
+        if net == "resnet"
         else timm.create_model(f"imagenet_{net}18", width=0.125, num_classes=5)
+    )
     conv.train()
     with torch.no_grad():  # make BN statistics and affine parameters non-trivial
         conv(torch.randn(8, 3, 40, 40))
@@ -141,6 +156,7 @@ def test_digits_folder_layout_and_manifest(tiny_folder):
     val_names = {p.name for p in (tiny_folder / "val").rglob("*.png")}
     assert not train_names & val_names  # disjoint split
     from PIL import Image
+
     assert Image.open(next((tiny_folder / "train" / "0").glob("*.png"))).size == (16, 16)
 
 
@@ -176,10 +192,20 @@ class _CropVote(nn.Module):
 
 
 def tiny_run(folder, **kw):
-    base = dict(task="imagefolder", model="imagenet_qresnet18", model_kwargs=dict(width=0.125, shortcut="A"),
-                dataset="digits", task_kwargs=dict(image_size=16, max_per_class=3, resize=16, crop=12,
-                                                   scale=[0.35, 1.0]),
-                epochs=1, batch_size=16, lr=0.025, lr_g=1e-5, lr_b=1e-5, data_dir=str(folder), progress=False)
+    base = dict(
+        task="imagefolder",
+        model="imagenet_qresnet18",
+        model_kwargs=dict(width=0.125, shortcut="A"),
+        dataset="digits",
+        task_kwargs=dict(image_size=16, max_per_class=3, resize=16, crop=12, scale=[0.35, 1.0]),
+        epochs=1,
+        batch_size=16,
+        lr=0.025,
+        lr_g=1e-5,
+        lr_b=1e-5,
+        data_dir=str(folder),
+        progress=False,
+    )
     base.update(kw)
     return RunConfig(**base)
 

@@ -5,6 +5,7 @@ Each test is the reproduction of a failure seen before the fix:
 - an interrupted notebook left ``paper/variables/<section>.tex`` with a few of its macros;
 - after an interrupted profile switch, ``make paper`` built a PDF mixing two profiles.
 """
+
 import json
 import os
 import signal
@@ -28,8 +29,10 @@ def commit(rep):
 def good_section(paper, section="demo", profile="smoke", notebook="demo", monkeypatch=None):
     """A finished notebook: three variables, a table, a figure, committed."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     if monkeypatch is not None:
         monkeypatch.setenv("QUADNN_NOTEBOOK", notebook)
     rep = Report(paper, section, profile, "digits")
@@ -81,8 +84,10 @@ def test_kill_during_savefig_keeps_previous_figure(tmp_path):
 def test_figure_write_is_atomic_in_place(tmp_path):
     """The figure helper itself never truncates its target (temp file in the same dir + rename)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from quadnn_paper.report import save_figure
 
     target = tmp_path / "f.pdf"
@@ -113,14 +118,16 @@ def test_partial_notebook_leaves_previous_outputs(tmp_path):
     """A notebook that dies after writing some outputs changes nothing in paper/."""
     paper = tmp_path / "paper"
     good_section(paper)
-    snapshot = {p.relative_to(paper): p.read_bytes() for p in paper.rglob("*")
-                if p.is_file() and ".staging" not in p.parts}
+    snapshot = {
+        p.relative_to(paper): p.read_bytes() for p in paper.rglob("*") if p.is_file() and ".staging" not in p.parts
+    }
     rep = Report(paper, "demo", "cpu", "digits")  # the next run, at another profile...
     rep.variable("A", 10)
     rep.table("demo_t", ["x"], [[2]])
     del rep  # ...dies before its end
-    after = {p.relative_to(paper): p.read_bytes() for p in paper.rglob("*")
-             if p.is_file() and ".staging" not in p.parts}
+    after = {
+        p.relative_to(paper): p.read_bytes() for p in paper.rglob("*") if p.is_file() and ".staging" not in p.parts
+    }
     assert after == snapshot
     assert r"\newcommand{\demoC}{3}" in (paper / "variables" / "demo.tex").read_text()
 
@@ -135,8 +142,11 @@ def test_commit_makes_a_profile_visible_together(tmp_path):
     assert r"\newcommand{\demoA}{10}" in text and r"\demoC" not in text
     assert not (paper / "figures" / "demo_f.pdf").exists()  # not written by this run: removed with its profile
     stamp = json.loads((paper / ".stamps" / "demo.json").read_text())
-    assert stamp["profile"] == "cpu" and set(stamp["files"]) == {"variables/demo.tex", "tables/demo_t.csv",
-                                                                 "tables/demo_t.tex"}
+    assert stamp["profile"] == "cpu" and set(stamp["files"]) == {
+        "variables/demo.tex",
+        "tables/demo_t.csv",
+        "tables/demo_t.tex",
+    }
     with pytest.raises(RuntimeError):
         with Report(paper, "demo", "smoke", "digits") as rep:
             rep.variable("A", 11)

@@ -1,5 +1,6 @@
 """The run cache survives corruption and concurrency: an unreadable file is reported with its path
 and redone, two processes asking for one configuration train it once, a moved cache still works."""
+
 import json
 import subprocess
 import sys
@@ -15,8 +16,20 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(**kw):
-    base = dict(model="cifar_resnet20", width=0.25, dataset="digits", train_limit=96, epochs=3, batch_size=32,
-                optimizer="sgd", lr=0.05, relinear="none", threads=1, progress=False, device="cpu")
+    base = dict(
+        model="cifar_resnet20",
+        width=0.25,
+        dataset="digits",
+        train_limit=96,
+        epochs=3,
+        batch_size=32,
+        optimizer="sgd",
+        lr=0.05,
+        relinear="none",
+        threads=1,
+        progress=False,
+        device="cpu",
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -99,8 +112,10 @@ def test_truncated_cached_entry_is_recomputed(tmp_path):
 
 def test_two_processes_asking_for_one_configuration_train_it_once(tmp_path):
     cfg, out = tiny(epochs=4, train_limit=256), tmp_path / "runs"
-    code = ("import json, sys; from quadnn_paper.engine import RunConfig, run; "
-            f"r = run(RunConfig(**{asdict(cfg)!r}), {str(out)!r}); print(json.dumps(r['trained_by']))")
+    code = (
+        "import json, sys; from quadnn_paper.engine import RunConfig, run; "
+        f"r = run(RunConfig(**{asdict(cfg)!r}), {str(out)!r}); print(json.dumps(r['trained_by']))"
+    )
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     trainers = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
     assert all(p.returncode == 0 for p in procs)

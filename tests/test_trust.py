@@ -2,6 +2,7 @@
 for, a result is checked against the data it was trained on, bad data is named at load, a team can
 share the cache, full or read-only disks and dead writers leave one line and nothing broken, two
 `make paper` wait for each other, and the CLI refuses values it cannot run."""
+
 import errno
 import json
 import os
@@ -28,14 +29,33 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cfg_of(**kw):
-    base = dict(model="cifar_resnet20", width=0.25, dataset="digits", train_limit=64, epochs=1, batch_size=32,
-                optimizer="sgd", lr=0.05, relinear="none", threads=1, progress=False, device="cpu")
+    base = dict(
+        model="cifar_resnet20",
+        width=0.25,
+        dataset="digits",
+        train_limit=64,
+        epochs=1,
+        batch_size=32,
+        optimizer="sgd",
+        lr=0.05,
+        relinear="none",
+        threads=1,
+        progress=False,
+        device="cpu",
+    )
     return RunConfig(**dict(base, **kw))
 
 
 def fake_result(cfg, **extra):
-    return dict(status="finished", history=[{"epoch": 1}], config=cfg.to_dict(), run_id=cfg.run_id, key=cfg.key(),
-                test_error=12.5, **extra)
+    return dict(
+        status="finished",
+        history=[{"epoch": 1}],
+        config=cfg.to_dict(),
+        run_id=cfg.run_id,
+        key=cfg.key(),
+        test_error=12.5,
+        **extra,
+    )
 
 
 # -- 1. the store answers only for the request ------------------------------------------------------
@@ -139,8 +159,7 @@ def test_kitti_fingerprint_covers_split_files_and_listed_sizes(tmp_path):
     shutil.copytree(root, tmp_path / "moved")
     assert kitti.fingerprint(tmp_path / "moved", ["splits/eigen_train_files.txt", "splits/eigen_test_files.txt"]) == fp
     kitti.write_synthetic_kitti(tmp_path / "other", n_train=2, n_test=1, height=16, width=48, seed=1)
-    assert kitti.fingerprint(tmp_path / "other", ["splits/eigen_train_files.txt",
-                                                   "splits/eigen_test_files.txt"]) != fp
+    assert kitti.fingerprint(tmp_path / "other", ["splits/eigen_train_files.txt", "splits/eigen_test_files.txt"]) != fp
 
 
 def test_a_result_trained_on_other_data_is_refused_and_moved_data_is_not(tmp_path):
@@ -175,12 +194,15 @@ def test_a_resume_checkpoint_of_other_data_is_not_resumed(tmp_path):
 
 
 # -- 3. data checked at load ----------------------------------------------------------------------------
-@pytest.mark.parametrize("damage, message", [
-    (dict(labels=[1] * 15), r"data_batch_2: 16 images but 15 labels"),
-    (dict(labels=[10] + [0] * 15), r"data_batch_2: labels must be in 0\.\.9, found \[10\]"),
-    (dict(labels=[-1] + [0] * 15), r"data_batch_2: labels must be in 0\.\.9, found \[-1\]"),
-    (dict(data=np.zeros((12, 3000), np.uint8)), r"data_batch_2: images must be an N x 3072"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (dict(labels=[1] * 15), r"data_batch_2: 16 images but 15 labels"),
+        (dict(labels=[10] + [0] * 15), r"data_batch_2: labels must be in 0\.\.9, found \[10\]"),
+        (dict(labels=[-1] + [0] * 15), r"data_batch_2: labels must be in 0\.\.9, found \[-1\]"),
+        (dict(data=np.zeros((12, 3000), np.uint8)), r"data_batch_2: images must be an N x 3072"),
+    ],
+)
 def test_bad_cifar_batches_are_one_line_naming_the_file(tmp_path, damage, message):
     write_cifar(tmp_path, damage={k.encode(): v for k, v in damage.items()})
     with pytest.raises(cifar.BadData, match=message) as e:
@@ -202,7 +224,8 @@ def test_truncated_image_in_an_imagefolder_is_named(tmp_path):
     for split in ("train", "val"):
         (tmp_path / split / "a").mkdir(parents=True)
         Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(
-            tmp_path / split / "a" / "0.png")
+            tmp_path / split / "a" / "0.png"
+        )
     bad = tmp_path / "train" / "a" / "0.png"
     bad.write_bytes(bad.read_bytes()[:300])
     train, _ = imagefolder.datasets(tmp_path, crop=8, resize=8)
@@ -276,6 +299,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_nothing_is_lost(tmp_path, m
 
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(files.CacheWriteError) as e:
         store.save_checkpoint(cfg, "last.pt", dict(model={"w": torch.zeros(2)}, epoch=2))
@@ -295,6 +319,7 @@ def test_a_read_only_cache_reports_a_file_it_cannot_move_aside(tmp_path, monkeyp
 
     def read_only(src, dst):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
     monkeypatch.setattr(os, "replace", read_only)
     with pytest.warns(RuntimeWarning, match=r"cannot move it aside \(Read-only file system\), not using it"):
         assert store.result(asked) is None
@@ -318,8 +343,11 @@ def test_temporary_files_of_dead_writers_are_removed(tmp_path):
 
 
 MAKE_TREE = {
-    "paper/main.tex": "", "core/quadnn_paper/common/published.py": "", "pyproject.toml": "",
-    "core/pyproject.toml": "", "notebooks/sec.ipynb": "{}",
+    "paper/main.tex": "",
+    "core/quadnn_paper/common/published.py": "",
+    "pyproject.toml": "",
+    "core/pyproject.toml": "",
+    "notebooks/sec.ipynb": "{}",
 }
 
 
@@ -332,16 +360,20 @@ def fake_checkout(root: Path) -> Path:
     bin_ = root / ".venv" / "bin"
     bin_.mkdir(parents=True)
     log = root / "calls.log"
-    (bin_ / "papermill").write_text(textwrap.dedent(f"""\
+    (bin_ / "papermill").write_text(
+        textwrap.dedent(f"""\
         #!/bin/sh
         printf '%s\\n' "$QUADNN_PENDING" "$@" > '{root}/papermill.args'
         printf '{{}}' > "$5"
-        """))
-    (bin_ / "python").write_text(textwrap.dedent(f"""\
+        """)
+    )
+    (bin_ / "python").write_text(
+        textwrap.dedent(f"""\
         #!/bin/sh
         [ "$2" = check ] || exit 0
         echo "start $$" >> '{log}'; sleep 1; echo "end $$" >> '{log}'
-        """))
+        """)
+    )
     (root / "tools").mkdir()
     (root / "fakebin").mkdir()
     (root / "fakebin" / "latexmk").write_text("#!/bin/sh\nexit 0\n")
@@ -362,16 +394,23 @@ def make_env(root):
     return env
 
 
-needs_make = pytest.mark.skipif(shutil.which("make") is None or shutil.which("flock") is None,
-                                reason="needs make and flock")
+needs_make = pytest.mark.skipif(
+    shutil.which("make") is None or shutil.which("flock") is None, reason="needs make and flock"
+)
 
 
 @needs_make
 def test_make_runs_a_notebook_in_a_path_with_spaces_and_non_ascii(tmp_path):
     root = fake_checkout(tmp_path / "my dir" / "ünï repo")
     os.remove(root / "build/smoke/sec.ipynb")
-    p = subprocess.run(["make", "build/smoke/sec.ipynb", "PROFILE=smoke"], cwd=root, env=make_env(root),
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        ["make", "build/smoke/sec.ipynb", "PROFILE=smoke"],
+        cwd=root,
+        env=make_env(root),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     args = (root / "papermill.args").read_text().splitlines()
     assert args[0] == f"{root}/build/smoke/sec.pending"
@@ -387,8 +426,17 @@ def test_two_make_paper_in_one_checkout_run_one_after_the_other(tmp_path):
     env = make_env(root)
     with open(root / "build" / ".paper.lock", "w") as held:  # as a first `make paper` holds it
         fcntl.flock(held, fcntl.LOCK_EX)
-        makes = [subprocess.Popen(["make", "paper", "PROFILE=smoke"], cwd=root, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+        makes = [
+            subprocess.Popen(
+                ["make", "paper", "PROFILE=smoke"],
+                cwd=root,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for _ in range(2)
+        ]
         for m in makes:
             assert "waiting for it" in m.stdout.readline()  # says why it waits ...
         time.sleep(0.5)
@@ -400,14 +448,17 @@ def test_two_make_paper_in_one_checkout_run_one_after_the_other(tmp_path):
 
 
 # -- 7. the CLI -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("argv, named", [
-    (["--device", "cuda:x"], "'cuda:x': device must be one of auto, cpu, cuda, mps or cuda:N"),
-    (["--device", "cpu:0x"], "'cpu:0x': device must be one of"),
-    (["--width", "1e308"], "1e308 must be <= 64"),
-    (["--batch-size", "99999999999999999999"], "99999999999999999999 must be <= 1048576"),
-    (["--task-kwargs", '{"bogus": 1}'], "--task-kwargs ['bogus'] unknown for task classification"),
-    (["--task", "depth", "--task-kwargs", '{"bogus": 1}'], "--task-kwargs ['bogus'] unknown for task depth"),
-])
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--device", "cuda:x"], "'cuda:x': device must be one of auto, cpu, cuda, mps or cuda:N"),
+        (["--device", "cpu:0x"], "'cpu:0x': device must be one of"),
+        (["--width", "1e308"], "1e308 must be <= 64"),
+        (["--batch-size", "99999999999999999999"], "99999999999999999999 must be <= 1048576"),
+        (["--task-kwargs", '{"bogus": 1}'], "--task-kwargs ['bogus'] unknown for task classification"),
+        (["--task", "depth", "--task-kwargs", '{"bogus": 1}'], "--task-kwargs ['bogus'] unknown for task depth"),
+    ],
+)
 def test_cli_values_it_cannot_run_are_usage_errors(capsys, argv, named):
     with pytest.raises(SystemExit) as e:
         config_from_args(argv)

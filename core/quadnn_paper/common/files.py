@@ -8,6 +8,7 @@ directory (``chgrp team cache && chmod g+s cache``) results, checkpoints and loc
 and group-writable, and new folders inherit the group. A write that fails for want of space or
 permission raises one line naming the file and the cause; what was there before is untouched.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,16 +18,30 @@ import hashlib
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "write_temp", "sha256_file", "sha256_file_cached",
-           "file_lock", "lock_held", "umask", "CacheWriteError", "remove_stale_temps"]
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "write_temp",
+    "sha256_file",
+    "sha256_file_cached",
+    "file_lock",
+    "lock_held",
+    "umask",
+    "CacheWriteError",
+    "remove_stale_temps",
+]
 
 # Errors of the file system, not of the program: reported as one line naming the file.
-_STORAGE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-                   errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
-                   errno.EPERM: "operation not permitted"}
+_STORAGE_ERRORS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
 
 
 class CacheWriteError(OSError):
@@ -46,8 +61,11 @@ def umask() -> int:
 
 def _storage_error(path: Path, e: OSError) -> OSError:
     if e.errno in _STORAGE_ERRORS:
-        return CacheWriteError(e.errno, f"cannot write {path}: {_STORAGE_ERRORS[e.errno]} "
-                                        f"({os.strerror(e.errno)}); the previous file, if any, is unchanged")
+        return CacheWriteError(
+            e.errno,
+            f"cannot write {path}: {_STORAGE_ERRORS[e.errno]} "
+            f"({os.strerror(e.errno)}); the previous file, if any, is unchanged",
+        )
     return e
 
 

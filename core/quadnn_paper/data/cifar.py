@@ -17,6 +17,7 @@ Augmentation draws from an explicit ``torch.Generator``, so an epoch's batches a
 function of (seed, epoch): a resumed run sees exactly the batches the interrupted one saw,
 and every DDP rank can cut its share out of the same global batch.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,18 +28,40 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["DATASETS", "Data", "load", "load_cifar_batch", "UnsafePickle", "BadData", "fingerprint", "augment",
-           "batches", "to_device"]
+__all__ = [
+    "DATASETS",
+    "Data",
+    "load",
+    "load_cifar_batch",
+    "UnsafePickle",
+    "BadData",
+    "fingerprint",
+    "augment",
+    "batches",
+    "to_device",
+]
 
 DATASETS = ("cifar10", "cifar100", "digits")
 
 _CIFAR = {
-    "cifar10": dict(folder="cifar-10-batches-py", train=[f"data_batch_{i}" for i in range(1, 6)],
-                    test=["test_batch"], label=b"labels", classes=10, tv="CIFAR10",
-                    url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
-    "cifar100": dict(folder="cifar-100-python", train=["train"], test=["test"], label=b"fine_labels",
-                     classes=100, tv="CIFAR100",
-                     url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"),
+    "cifar10": dict(
+        folder="cifar-10-batches-py",
+        train=[f"data_batch_{i}" for i in range(1, 6)],
+        test=["test_batch"],
+        label=b"labels",
+        classes=10,
+        tv="CIFAR10",
+        url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+    ),
+    "cifar100": dict(
+        folder="cifar-100-python",
+        train=["train"],
+        test=["test"],
+        label=b"fine_labels",
+        classes=100,
+        tv="CIFAR100",
+        url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+    ),
 }
 
 
@@ -53,9 +76,9 @@ class Data:
     y_test: torch.Tensor
     num_classes: int
     mean: torch.Tensor  # (C,)
-    std: torch.Tensor   # (C,)
-    pad: int            # random-crop padding
-    flip: bool          # random horizontal flips
+    std: torch.Tensor  # (C,)
+    pad: int  # random-crop padding
+    flip: bool  # random horizontal flips
 
     @property
     def in_chans(self) -> int:
@@ -95,10 +118,17 @@ class _DataOnlyUnpickler(pickle.Unpickler):
     pickle protocol (0-4: ``_reconstruct``; 5: ``_frombuffer``, which refuses object dtypes).
     """
 
-    ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
-               ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar"), ("numpy.core.numeric", "_frombuffer"),
-               ("numpy._core.numeric", "_frombuffer"), ("_codecs", "encode")}
+    ALLOWED = {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"),
+        ("numpy._core.numeric", "_frombuffer"),
+        ("_codecs", "encode"),
+    }
 
     def __init__(self, file, path):
         super().__init__(file, encoding="bytes")
@@ -107,8 +137,10 @@ class _DataOnlyUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         if (module, name) in self.ALLOWED:
             return super().find_class(module, name)
-        raise UnsafePickle(f"{self.path}: refuses to unpickle {module}.{name}; a CIFAR batch holds only "
-                           "dicts, lists, bytes, numbers and numpy arrays (is this file what it claims to be?)")
+        raise UnsafePickle(
+            f"{self.path}: refuses to unpickle {module}.{name}; a CIFAR batch holds only "
+            "dicts, lists, bytes, numbers and numpy arrays (is this file what it claims to be?)"
+        )
 
 
 def load_cifar_batch(path: str | Path) -> dict:
@@ -132,13 +164,17 @@ def _checked(path: Path, d: dict, label_key: bytes, classes: int) -> tuple[np.nd
         raise BadData(f"{path}: no {label_key.decode()!r} entry (keys: {sorted(map(repr, d))})")
     x, y = np.asarray(d[b"data"]), np.asarray(d[label_key])
     if x.ndim != 2 or x.shape[1] != 3 * 32 * 32 or not np.issubdtype(x.dtype, np.integer):
-        raise BadData(f"{path}: images must be an N x 3072 integer array (3 x 32 x 32 pixels each), "
-                      f"got shape {x.shape} of {x.dtype}")
+        raise BadData(
+            f"{path}: images must be an N x 3072 integer array (3 x 32 x 32 pixels each), "
+            f"got shape {x.shape} of {x.dtype}"
+        )
     if x.size and (x.min() < 0 or x.max() > 255):
         raise BadData(f"{path}: pixel values must be in 0..255, found {x.min()}..{x.max()}")
     if y.ndim != 1 or len(y) != len(x) or (y.size and not np.issubdtype(y.dtype, np.integer)):
-        raise BadData(f"{path}: {len(x)} images but {y.shape[0] if y.ndim else 0} labels of {y.dtype} "
-                      "(one integer label per image)")
+        raise BadData(
+            f"{path}: {len(x)} images but {y.shape[0] if y.ndim else 0} labels of {y.dtype} "
+            "(one integer label per image)"
+        )
     bad = y[(y < 0) | (y >= classes)]
     if bad.size:
         raise BadData(f"{path}: labels must be in 0..{classes - 1}, found {sorted(set(bad.tolist()))[:5]}")
@@ -192,8 +228,9 @@ def _load_cifar(name: str, root: Path, download: bool) -> Data:
     x_train, y_train = read(spec["train"])
     x_test, y_test = read(spec["test"])
     xf = x_train.float() / 255.0
-    return Data(name, x_train, y_train, x_test, y_test, spec["classes"],
-                xf.mean((0, 2, 3)), xf.std((0, 2, 3)), pad=4, flip=True)
+    return Data(
+        name, x_train, y_train, x_test, y_test, spec["classes"], xf.mean((0, 2, 3)), xf.std((0, 2, 3)), pad=4, flip=True
+    )
 
 
 def _load_digits(split_seed: int) -> Data:
@@ -202,12 +239,20 @@ def _load_digits(split_seed: int) -> Data:
 
     d = load_digits()
     x = (d.images / 16.0).astype(np.float32)[:, None]  # (1797, 1, 8, 8) in [0, 1]
-    x_tr, x_te, y_tr, y_te = train_test_split(x, d.target, test_size=0.2, stratify=d.target,
-                                              random_state=split_seed)
+    x_tr, x_te, y_tr, y_te = train_test_split(x, d.target, test_size=0.2, stratify=d.target, random_state=split_seed)
     x_tr, x_te = torch.from_numpy(x_tr), torch.from_numpy(x_te)
-    return Data("digits", x_tr, torch.as_tensor(y_tr, dtype=torch.int64), x_te,
-                torch.as_tensor(y_te, dtype=torch.int64), 10,
-                x_tr.mean((0, 2, 3)), x_tr.std((0, 2, 3)), pad=1, flip=False)
+    return Data(
+        "digits",
+        x_tr,
+        torch.as_tensor(y_tr, dtype=torch.int64),
+        x_te,
+        torch.as_tensor(y_te, dtype=torch.int64),
+        10,
+        x_tr.mean((0, 2, 3)),
+        x_tr.std((0, 2, 3)),
+        pad=1,
+        flip=False,
+    )
 
 
 def load(name: str, data_dir: str | Path = "data", download: bool = False, split_seed: int = 0) -> Data:
@@ -242,8 +287,12 @@ def augment(data: Data, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         ox = torch.randint(0, 2 * p + 1, (n,), generator=gen).to(dev)
         rows = (oy[:, None] + torch.arange(h, device=dev))[:, None, :, None]
         cols = (ox[:, None] + torch.arange(w, device=dev))[:, None, None, :]
-        x = xp[torch.arange(n, device=dev)[:, None, None, None], torch.arange(c, device=dev)[None, :, None, None],
-               rows, cols]
+        x = xp[
+            torch.arange(n, device=dev)[:, None, None, None],
+            torch.arange(c, device=dev)[None, :, None, None],
+            rows,
+            cols,
+        ]
     if data.flip:
         flip = (torch.rand(n, generator=gen) < 0.5).to(dev)
         x = torch.where(flip[:, None, None, None], x.flip(3), x)
@@ -255,8 +304,8 @@ def batches(data: Data, batch_size: int, gen: torch.Generator, train: bool = Tru
     if train:
         order = torch.randperm(len(data.y_train), generator=gen)
         for i in range(0, len(order), batch_size):
-            idx = order[i:i + batch_size].to(data.x_train.device)
+            idx = order[i : i + batch_size].to(data.x_train.device)
             yield augment(data, data.x_train[idx], gen), data.y_train[idx]
     else:
         for i in range(0, len(data.y_test), batch_size):
-            yield data.normalise(data.x_test[i:i + batch_size]), data.y_test[i:i + batch_size]
+            yield data.normalise(data.x_test[i : i + batch_size]), data.y_test[i : i + batch_size]

@@ -7,6 +7,7 @@ paper's ImageNet augmentation and 10-crop evaluation, and an offline stand-in in
 - :func:`write_digits_folder` renders scikit-learn's 8x8 digits as ``size`` x ``size`` PNG files in
   the same layout, so the same loader, augmentation and 10-crop path run end to end offline.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,18 @@ import torch
 
 from quadnn_paper.common.files import atomic_write_text
 
-__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "DATA_DEFAULTS", "write_digits_folder", "train_transform",
-           "eval_transform", "datasets", "StackCrops", "load_rgb", "fingerprint"]
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "DATA_DEFAULTS",
+    "write_digits_folder",
+    "train_transform",
+    "eval_transform",
+    "datasets",
+    "StackCrops",
+    "load_rgb",
+    "fingerprint",
+]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -28,8 +39,9 @@ DATA_DEFAULTS = dict(image_size=None, max_per_class=None, resize=256, crop=224, 
 
 
 # -- the stand-in ------------------------------------------------------------------------------------------
-def write_digits_folder(root: str | Path, size: int = 32, split_seed: int = 0, test_size: float = 0.2,
-                        max_per_class: int | None = None) -> Path:
+def write_digits_folder(
+    root: str | Path, size: int = 32, split_seed: int = 0, test_size: float = 0.2, max_per_class: int | None = None
+) -> Path:
     """Render scikit-learn's digits as ``size`` x ``size`` grey PNGs in ImageFolder layout under ``root``.
 
     ``root/train/<digit>/<index>.png`` and ``root/val/<digit>/<index>.png`` (a stratified split
@@ -43,8 +55,13 @@ def write_digits_folder(root: str | Path, size: int = 32, split_seed: int = 0, t
     from sklearn.model_selection import train_test_split
 
     root = Path(root)
-    spec = dict(source="sklearn.datasets.load_digits", size=int(size), split_seed=int(split_seed),
-                test_size=float(test_size), max_per_class=max_per_class)
+    spec = dict(
+        source="sklearn.datasets.load_digits",
+        size=int(size),
+        split_seed=int(split_seed),
+        test_size=float(test_size),
+        max_per_class=max_per_class,
+    )
     manifest = root / "manifest.json"
     if manifest.exists():
         if json.loads(manifest.read_text()).get("spec") == spec:
@@ -165,7 +182,8 @@ def datasets(data_dir: str | Path, crop: int = 224, resize: int = 256, scale=(0.
             raise FileNotFoundError(
                 f"no ImageFolder tree at {root / split}/: expected {root}/{{train,val}}/<class>/<image> "
                 "(for ImageNet, the validation images sorted into class folders as for torchvision's "
-                "ImageFolder). Offline, use the digits stand-in: --data digits.")
+                "ImageFolder). Offline, use the digits stand-in: --data digits."
+            )
     train = ImageFolder(str(root / "train"), train_transform(crop, scale), loader=load_rgb)
     val = ImageFolder(str(root / "val"), eval_transform(resize, crop), loader=load_rgb)
     if train.classes != val.classes:

@@ -7,6 +7,7 @@ several image sizes (:data:`KITTI_SIZES`); LapDepth's protocol cuts every image 
 bottom rows, centred: the KB crop). :func:`write_synthetic_kitti` writes driving-like scenes
 (ground plane, boxes, sky) with known depth and a sparse, scan-line LiDAR-like mask in that format.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["KITTI_SIZES", "KittiSplit", "read_depth_png", "write_depth_png", "garg_crop_mask", "render_scene",
-           "write_synthetic_kitti", "split_path", "read_split", "fingerprint"]
+__all__ = [
+    "KITTI_SIZES",
+    "KittiSplit",
+    "read_depth_png",
+    "write_depth_png",
+    "garg_crop_mask",
+    "render_scene",
+    "write_synthetic_kitti",
+    "split_path",
+    "read_split",
+    "fingerprint",
+]
 
 
 METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
@@ -56,15 +67,17 @@ def read_depth_png(path) -> np.ndarray:
 def garg_crop_mask(height: int, width: int) -> np.ndarray:
     """The Garg et al. evaluation crop used on the Eigen split, as a boolean mask."""
     m = np.zeros((height, width), dtype=bool)
-    m[int(0.40810811 * height):int(0.99189189 * height), int(0.03594771 * width):int(0.96405229 * width)] = True
+    m[int(0.40810811 * height) : int(0.99189189 * height), int(0.03594771 * width) : int(0.96405229 * width)] = True
     return m
 
 
-_WHERE = ("Put KITTI under data/kitti/: the raw images (e.g. data/kitti/2011_09_26/"
-          "2011_09_26_drive_0002_sync/image_02/data/*.png), the projected LiDAR ground truth as 16-bit "
-          "PNGs, and the Eigen split lists data/kitti/splits/eigen_train_files.txt and "
-          "eigen_test_files.txt with one '<rgb path> <depth path> [focal]' line per image, paths "
-          "relative to data/kitti/. Offline, write synthetic scenes with quadnn_paper.depth.write_synthetic_kitti.")
+_WHERE = (
+    "Put KITTI under data/kitti/: the raw images (e.g. data/kitti/2011_09_26/"
+    "2011_09_26_drive_0002_sync/image_02/data/*.png), the projected LiDAR ground truth as 16-bit "
+    "PNGs, and the Eigen split lists data/kitti/splits/eigen_train_files.txt and "
+    "eigen_test_files.txt with one '<rgb path> <depth path> [focal]' line per image, paths "
+    "relative to data/kitti/. Offline, write synthetic scenes with quadnn_paper.depth.write_synthetic_kitti."
+)
 
 
 class KittiSplit(torch.utils.data.Dataset):
@@ -76,8 +89,16 @@ class KittiSplit(torch.utils.data.Dataset):
     KB crop), so images of different sizes batch together.
     """
 
-    def __init__(self, root, split_file, max_depth: float = 80.0, min_depth: float = 1e-3, garg: bool = True,
-                 limit: int | None = None, crop: tuple[int, int] | None = None):
+    def __init__(
+        self,
+        root,
+        split_file,
+        max_depth: float = 80.0,
+        min_depth: float = 1e-3,
+        garg: bool = True,
+        limit: int | None = None,
+        crop: tuple[int, int] | None = None,
+    ):
         self.root = Path(root)
         if not self.root.is_dir():
             raise FileNotFoundError(f"no KITTI data directory at {self.root}. {_WHERE}")
@@ -102,16 +123,21 @@ class KittiSplit(torch.utils.data.Dataset):
         if self.garg:
             mask &= garg_crop_mask(*depth.shape)
         if rgb.shape[:2] != depth.shape:
-            raise ValueError(f"{rgb_path} is {rgb.shape[0]}x{rgb.shape[1]} but its depth map {depth_path} is "
-                             f"{depth.shape[0]}x{depth.shape[1]}")
+            raise ValueError(
+                f"{rgb_path} is {rgb.shape[0]}x{rgb.shape[1]} but its depth map {depth_path} is "
+                f"{depth.shape[0]}x{depth.shape[1]}"
+            )
         if self.crop is not None:
             (h, w), (H, W) = self.crop, depth.shape
             if h > H or w > W:
                 raise ValueError(f"{rgb_path} is {H}x{W}, smaller than the crop {h}x{w}")
             top, left = H - h, (W - w) // 2
-            rgb, depth, mask = (a[top:top + h, left:left + w] for a in (rgb, depth, mask))
-        return (torch.from_numpy(rgb).permute(2, 0, 1).contiguous(), torch.from_numpy(depth.copy())[None],
-                torch.from_numpy(mask.copy())[None])
+            rgb, depth, mask = (a[top : top + h, left : left + w] for a in (rgb, depth, mask))
+        return (
+            torch.from_numpy(rgb).permute(2, 0, 1).contiguous(),
+            torch.from_numpy(depth.copy())[None],
+            torch.from_numpy(mask.copy())[None],
+        )
 
 
 def split_path(root, split_file) -> Path:
@@ -137,8 +163,10 @@ def read_split(root, split_file) -> list[tuple[str, str]]:
             continue
         for p in fields[:2]:
             if Path(p).is_absolute() or ".." in Path(p).parts:
-                raise ValueError(f"{path}:{n}: {p!r} leaves the data root {root}; split files list paths "
-                                 "relative to it (no absolute paths, no '..')")
+                raise ValueError(
+                    f"{path}:{n}: {p!r} leaves the data root {root}; split files list paths "
+                    "relative to it (no absolute paths, no '..')"
+                )
         items.append((fields[0], fields[1]))
     return items
 
@@ -165,8 +193,9 @@ def fingerprint(root, split_files) -> str | None:
 
 
 # -- synthetic scenes ------------------------------------------------------------------------------
-def render_scene(rng: np.random.Generator, height: int = 64, width: int = 192, lidar_rows: int = 2,
-                 lidar_keep: float = 0.6):
+def render_scene(
+    rng: np.random.Generator, height: int = 64, width: int = 192, lidar_rows: int = 2, lidar_keep: float = 0.6
+):
     """One driving-like scene: ``(rgb uint8 (H,W,3), dense depth (H,W) with inf for sky, sparse gt (H,W))``.
 
     A pinhole camera 1.65 m above a ground plane (horizon at 40% of the height), 1-4 upright boxes
@@ -183,7 +212,7 @@ def render_scene(rng: np.random.Generator, height: int = 64, width: int = 192, l
     x_ground = (u - cx) * np.where(below, depth, 0) / f
     z = np.where(below, depth, 1.0)
     rgb = np.zeros((height, width, 3))
-    stripes = (np.floor(z / 2.0) % 2)  # 2 m bands on the road: a depth cue
+    stripes = np.floor(z / 2.0) % 2  # 2 m bands on the road: a depth cue
     lane = (np.abs(np.abs(x_ground) - 1.8) < 0.12).astype(float)
     g = 0.35 + 0.1 * stripes + 0.4 * lane
     rgb[below] = np.stack([g, g, g * 0.95], -1)[below]
@@ -199,7 +228,7 @@ def render_scene(rng: np.random.Generator, height: int = 64, width: int = 192, l
         depth[inside] = zb
         color = rng.uniform(0.1, 0.9, 3)
         shade = 0.7 + 0.3 * (v - top) / max(bottom - top, 1e-6)
-        rgb[inside] = (color[None] * shade[inside][:, None])
+        rgb[inside] = color[None] * shade[inside][:, None]
     rgb = np.clip(rgb + rng.normal(0, 0.02, rgb.shape), 0, 1)
     sparse = np.where(np.isfinite(depth), depth, 0.0)
     rows = (np.arange(height) % lidar_rows == 0)[:, None]
@@ -207,8 +236,9 @@ def render_scene(rng: np.random.Generator, height: int = 64, width: int = 192, l
     return (rgb * 255).round().astype(np.uint8), depth, sparse
 
 
-def write_synthetic_kitti(root, n_train: int = 16, n_test: int = 4, height: int = 64, width: int = 192,
-                          seed: int = 0, sizes=None) -> Path:
+def write_synthetic_kitti(
+    root, n_train: int = 16, n_test: int = 4, height: int = 64, width: int = 192, seed: int = 0, sizes=None
+) -> Path:
     """Synthetic scenes in the KITTI layout under ``root``; returns ``root``.
 
     Every image is ``height`` x ``width``, or with ``sizes`` (a list of ``(height, width)``) the

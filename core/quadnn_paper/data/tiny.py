@@ -16,6 +16,7 @@ and points it at that data. The caps keep each schedule's stages (so stage-k wei
 still has its stage k). Numbers from TINY runs say nothing about the paper's results; the
 report labels them as such.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -29,7 +30,14 @@ __all__ = ["TINY_ROOT", "CAPS", "KITTI_SCALE", "write_tiny_data", "write_cifar"]
 
 TINY_ROOT = GENERATED / "tiny"
 # Epochs: the fewest that keep every stage of the run's schedule (at least 2); training images.
-CAPS = dict(classification_images=32, classification_test=16, imagenet_per_class=2, imagenet_classes=4, kitti_train=4, kitti_test=2)
+CAPS = dict(
+    classification_images=32,
+    classification_test=16,
+    imagenet_per_class=2,
+    imagenet_classes=4,
+    kitti_train=4,
+    kitti_test=2,
+)
 # TINY KITTI: the real images' sizes and the protocol's crops divided by this.
 KITTI_SCALE = 4
 
@@ -43,11 +51,18 @@ def write_cifar(root: Path, name: str, n_train: int = 64, n_test: int = 32, seed
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     classes, label = (10, b"labels") if name == "cifar10" else (100, b"fine_labels")
-    files = ({f"data_batch_{i}": n_train // 5 for i in range(1, 6)} | {"test_batch": n_test} if name == "cifar10"
-             else {"train": n_train, "test": n_test})
+    files = (
+        {f"data_batch_{i}": n_train // 5 for i in range(1, 6)} | {"test_batch": n_test}
+        if name == "cifar10"
+        else {"train": n_train, "test": n_test}
+    )
     for fname, n in files.items():
-        d = {b"batch_label": fname.encode(), label: rng.integers(0, classes, n).tolist(),
-             b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"filenames": [b"x.png"] * n}
+        d = {
+            b"batch_label": fname.encode(),
+            label: rng.integers(0, classes, n).tolist(),
+            b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+            b"filenames": [b"x.png"] * n,
+        }
         if name == "cifar100":
             d[b"coarse_labels"] = [y // 5 for y in d[label]]
         with open(folder / fname, "wb") as f:
@@ -72,11 +87,16 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
     tree = imagenet.write_digits_folder(root / "imagenet-digits", size=64, max_per_class=CAPS["imagenet_per_class"])
     dest = root / "imagenet"
     for split in ("train", "val"):
-        for c in sorted((tree / split).iterdir())[:CAPS["imagenet_classes"]]:
+        for c in sorted((tree / split).iterdir())[: CAPS["imagenet_classes"]]:
             (dest / split / f"n{int(c.name):08d}").mkdir(parents=True, exist_ok=True)
             for png in c.glob("*.png"):
                 (dest / split / f"n{int(c.name):08d}" / png.name).write_bytes(png.read_bytes())
-    depth.write_synthetic_kitti(root / "kitti", CAPS["kitti_train"], CAPS["kitti_test"], seed=0,
-                                sizes=[(h // KITTI_SCALE, w // KITTI_SCALE) for h, w in depth.KITTI_SIZES])
+    depth.write_synthetic_kitti(
+        root / "kitti",
+        CAPS["kitti_train"],
+        CAPS["kitti_test"],
+        seed=0,
+        sizes=[(h // KITTI_SCALE, w // KITTI_SCALE) for h, w in depth.KITTI_SIZES],
+    )
     stamp.write_text(f"tiny format-identical data for the full profile, {_LAYOUT}\n")
     return root

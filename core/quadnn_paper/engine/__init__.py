@@ -9,9 +9,22 @@ The batched Runge trainer (:mod:`quadnn_paper.runge`) is the one other training 
 hundreds of 1-d networks at once as one batched tensor program, which this per-run engine
 cannot express.
 """
+
 from .config import OPERATIONAL, RunConfig, run_id
 from .loop import DependencyNotReady, lr_factor, result, run, stage_ends, state
 from .store import CorruptFile, RunStore, cached
 
-__all__ = ["RunConfig", "run", "result", "state", "run_id", "RunStore", "CorruptFile", "DependencyNotReady", "cached",
-           "OPERATIONAL", "stage_ends", "lr_factor"]
+__all__ = [
+    "RunConfig",
+    "run",
+    "result",
+    "state",
+    "run_id",
+    "RunStore",
+    "CorruptFile",
+    "DependencyNotReady",
+    "cached",
+    "OPERATIONAL",
+    "stage_ends",
+    "lr_factor",
+]

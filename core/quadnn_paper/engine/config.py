@@ -6,6 +6,7 @@ run declares its source as a nested :class:`RunConfig` plus a stage number; the 
 hash is part of the dependent's hash, and the engine finds the source's checkpoint under
 the cache directory in use, never through a stored path.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,18 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["RunConfig", "TASKS", "RELINEAR", "OPTIMIZERS", "SCHEDULES", "QUADRATIC_DECAY", "OPERATIONAL",
-           "KEY_IF_NOT", "DEVICES", "run_id"]
+__all__ = [
+    "RunConfig",
+    "TASKS",
+    "RELINEAR",
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "QUADRATIC_DECAY",
+    "OPERATIONAL",
+    "KEY_IF_NOT",
+    "DEVICES",
+    "run_id",
+]
 
 TASKS = ("classification", "imagefolder", "depth")
 RELINEAR = ("none", "sg", "sw-l1", "sw-l2")
@@ -29,8 +40,19 @@ QUADRATIC_DECAY = ("reference", "zero")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # Where and how fast a run executes, not what it computes: left out of the hash, so a run trained
 # on a GPU and the same run resumed on another machine are one run.
-OPERATIONAL = ("device", "data_dir", "progress", "threads", "workers", "eval_batch_size", "cudnn_benchmark",
-               "channels_last", "pin_memory", "data_on_device", "recompute_budget")
+OPERATIONAL = (
+    "device",
+    "data_dir",
+    "progress",
+    "threads",
+    "workers",
+    "eval_batch_size",
+    "cudnn_benchmark",
+    "channels_last",
+    "pin_memory",
+    "data_on_device",
+    "recompute_budget",
+)
 # Fields added after results were cached: they enter the hash only when they differ from these
 # defaults, so every run stored before them keeps its id.
 KEY_IF_NOT = {"tf32": True}
@@ -40,87 +62,107 @@ KEY_IF_NOT = {"tf32": True}
 class RunConfig:
     """One training run. Defaults: the paper's CIFAR-10 protocol for QResNet20 with ReLinear-sg."""
 
-    task: str = "classification"         # classification (in-memory tensors) | imagefolder | depth
-    model: str = "cifar_qresnet20"       # timm name; depth: "lapdepth" | "quadratic_lapdepth"
-    width: float = 1.0                   # channel multiplier (quadnn's models)
-    rezero: bool = False                 # ReZero residuals (cifar_* models)
+    task: str = "classification"  # classification (in-memory tensors) | imagefolder | depth
+    model: str = "cifar_qresnet20"  # timm name; depth: "lapdepth" | "quadratic_lapdepth"
+    width: float = 1.0  # channel multiplier (quadnn's models)
+    rezero: bool = False  # ReZero residuals (cifar_* models)
     model_kwargs: dict = field(default_factory=dict)
-    dataset: str = "cifar10"             # classification: cifar10|cifar100|digits; imagefolder: imagenet|digits;
-                                         # depth: kitti|synthetic
+    dataset: str = "cifar10"  # classification: cifar10|cifar100|digits; imagefolder: imagenet|digits;
+    # depth: kitti|synthetic
     task_kwargs: dict = field(default_factory=dict)  # the task's own settings (image sizes, split sizes, ...)
-    split_seed: int = 0                  # train/test split of the digits stand-ins
-    train_limit: int = 0                 # use only the first N training images (0: all)
+    split_seed: int = 0  # train/test split of the digits stand-ins
+    train_limit: int = 0  # use only the first N training images (0: all)
     epochs: int = 200
-    batch_size: int = 128                # global batch (split across DDP ranks)
+    batch_size: int = 128  # global batch (split across DDP ranks)
     optimizer: str = "sgd"
-    lr: float = 0.1                      # gamma_r
-    momentum: float = 0.9                # sgd momentum / adam beta1
-    beta2: float = 0.999                 # adam(w) beta2
+    lr: float = 0.1  # gamma_r
+    momentum: float = 0.9  # sgd momentum / adam beta1
+    beta2: float = 0.999  # adam(w) beta2
     weight_decay: float = 1e-4
     quadratic_decay: str = "reference"
     relinear: str = "sg"
-    lr_g: float = 1e-4                   # gamma_g (relinear="sg")
-    lr_b: float | None = None            # gamma_b; None = lr_g
-    alpha_g: float = 0.0                 # alpha (sw-l1) or beta (sw-l2) of the gate terms
-    alpha_b: float | None = None         # ... of the power terms; None = alpha_g
+    lr_g: float = 1e-4  # gamma_g (relinear="sg")
+    lr_b: float | None = None  # gamma_b; None = lr_g
+    alpha_g: float = 0.0  # alpha (sw-l1) or beta (sw-l2) of the gate terms
+    alpha_b: float | None = None  # ... of the power terms; None = alpha_g
     schedule: str = "multistep"
-    milestones: tuple = (0.5, 0.75)      # fractions of epochs
+    milestones: tuple = (0.5, 0.75)  # fractions of epochs
     lr_decay: float = 0.1
-    dim_alpha: float = 1000.0            # diminishing schedule offset (iterations)
-    end_lr: float = 0.0                  # poly schedule: final lr of the linear group
-    lr_power: float = 0.5                # poly schedule exponent
+    dim_alpha: float = 1000.0  # diminishing schedule offset (iterations)
+    end_lr: float = 0.0  # poly schedule: final lr of the linear group
+    lr_power: float = 0.5  # poly schedule exponent
     transfer_from: RunConfig | None = None  # weight transfer: start from this conventional run ...
-    transfer_stage: int = 1                 # ... at the end of this schedule stage
-    init_twin: str | None = None         # paired design: start from the initial weights this conventional
-                                         # model draws under the same seed (quadratic terms at reference)
+    transfer_stage: int = 1  # ... at the end of this schedule stage
+    init_twin: str | None = None  # paired design: start from the initial weights this conventional
+    # model draws under the same seed (quadratic terms at reference)
     seed: int = 0
-    device: str = "auto"                 # auto: cuda where available, else cpu
-    amp: bool = False                    # bf16 autocast (CPU and CUDA); losses stay float32
-    tf32: bool = True                    # CUDA: TF32 matmuls and convolutions (torch's conv default)
-    compile: bool = False                # torch.compile
-    sync_bn: bool = False                # synchronise batch-norm statistics across DDP ranks
-    diverge_factor: float = 10.0         # classification: stop when the loss exceeds this x ln(classes)
+    device: str = "auto"  # auto: cuda where available, else cpu
+    amp: bool = False  # bf16 autocast (CPU and CUDA); losses stay float32
+    tf32: bool = True  # CUDA: TF32 matmuls and convolutions (torch's conv default)
+    compile: bool = False  # torch.compile
+    sync_bn: bool = False  # synchronise batch-norm statistics across DDP ranks
+    diverge_factor: float = 10.0  # classification: stop when the loss exceeds this x ln(classes)
     # operational (not hashed)
     data_dir: str = field(default_factory=lambda: str(_default_data()))  # the repository's data/
     progress: bool = True
-    threads: int | None = None           # torch.set_num_threads
-    workers: int | str = 0               # DataLoader workers (imagefolder, depth); "auto": this task's CPUs
+    threads: int | None = None  # torch.set_num_threads
+    workers: int | str = 0  # DataLoader workers (imagefolder, depth); "auto": this task's CPUs
     eval_batch_size: int = 500
     # GPU speed settings, CUDA only (on CPU every one is a no-op, so CPU numbers do not move)
-    cudnn_benchmark: bool = True         # let cuDNN time its algorithms for each input shape
-    channels_last: bool = True           # NHWC model and inputs (tensor cores' layout)
-    pin_memory: bool = True              # page-locked loader batches, copied with non_blocking=True
-    data_on_device: bool = True          # in-memory data sets held on the GPU, augmented there
+    cudnn_benchmark: bool = True  # let cuDNN time its algorithms for each input shape
+    channels_last: bool = True  # NHWC model and inputs (tensor cores' layout)
+    pin_memory: bool = True  # page-locked loader batches, copied with non_blocking=True
+    data_on_device: bool = True  # in-memory data sets held on the GPU, augmented there
     recompute_budget: float | None = None  # quadratic layers' kept tensors (quadnn.plan_recompute);
-                                           # None: 2.0 (keep all, recompute nothing) on CUDA, model default elsewhere
+    # None: 2.0 (keep all, recompute nothing) on CUDA, model default elsewhere
 
     def __post_init__(self):
         self.milestones = tuple(float(m) for m in self.milestones)
         if isinstance(self.transfer_from, dict):
             self.transfer_from = RunConfig.from_dict(self.transfer_from)
-        for name, valid in (("task", TASKS), ("relinear", RELINEAR), ("optimizer", OPTIMIZERS),
-                            ("schedule", SCHEDULES), ("quadratic_decay", QUADRATIC_DECAY)):
+        for name, valid in (
+            ("task", TASKS),
+            ("relinear", RELINEAR),
+            ("optimizer", OPTIMIZERS),
+            ("schedule", SCHEDULES),
+            ("quadratic_decay", QUADRATIC_DECAY),
+        ):
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
-        if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICES or \
-                not (self.device.partition(":")[2].isdigit() or ":" not in self.device):
+        if (
+            not isinstance(self.device, str)
+            or self.device.split(":")[0] not in DEVICES
+            or not (self.device.partition(":")[2].isdigit() or ":" not in self.device)
+        ):
             raise ValueError(f"device must be one of {DEVICES} (optionally cuda:N), got {self.device!r}")
         for name in ("epochs", "batch_size", "transfer_stage"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if self.workers != "auto" and not (isinstance(self.workers, int) and not isinstance(self.workers, bool)
-                                           and self.workers >= 0):
+        if self.workers != "auto" and not (
+            isinstance(self.workers, int) and not isinstance(self.workers, bool) and self.workers >= 0
+        ):
             raise ValueError(f"workers must be a non-negative integer or 'auto', got {self.workers!r}")
-        if self.recompute_budget is not None and not (isinstance(self.recompute_budget, (int, float))
-                                                      and 0 <= self.recompute_budget <= 2):
+        if self.recompute_budget is not None and not (
+            isinstance(self.recompute_budget, (int, float)) and 0 <= self.recompute_budget <= 2
+        ):
             raise ValueError(f"recompute_budget must be None or a number in [0, 2], got {self.recompute_budget!r}")
         for name in ("train_limit", "split_seed", "seed"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
                 raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
-        for name in ("lr", "lr_g", "lr_b", "alpha_g", "alpha_b", "weight_decay", "momentum", "beta2",
-                     "end_lr", "lr_power"):
+        for name in (
+            "lr",
+            "lr_g",
+            "lr_b",
+            "alpha_g",
+            "alpha_b",
+            "weight_decay",
+            "momentum",
+            "beta2",
+            "end_lr",
+            "lr_power",
+        ):
             v = getattr(self, name)
             if v is None and name in ("lr_b", "alpha_b"):
                 continue
@@ -140,8 +182,10 @@ class RunConfig:
         if self.transfer_from is not None and not isinstance(self.transfer_from, RunConfig):
             raise ValueError(f"transfer_from must be a RunConfig (or its dict), got {self.transfer_from!r}")
         if self.init_twin is not None and (not isinstance(self.init_twin, str) or self.transfer_from is not None):
-            raise ValueError(f"init_twin must be a model name and excludes transfer_from (which sets the "
-                             f"initial weights itself), got {self.init_twin!r}")
+            raise ValueError(
+                f"init_twin must be a model name and excludes transfer_from (which sets the "
+                f"initial weights itself), got {self.init_twin!r}"
+            )
         if self.threads is not None and not (isinstance(self.threads, int) and self.threads >= 1):
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
 

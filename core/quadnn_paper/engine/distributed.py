@@ -1,5 +1,6 @@
 """DDP helpers: rank/world, collectives that keep NCCL's rule on every backend, and batch norm
 whose statistics span all ranks (torch's own on CUDA, ours on CPU)."""
+
 from __future__ import annotations
 
 import torch
@@ -24,8 +25,10 @@ def all_reduce(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     non-CPU compute device (as the tests use) fail the way a GPU run would.
     """
     if tensor.device != torch.device(device):
-        raise ValueError(f"all_reduce of a tensor on {tensor.device}, but this rank computes on {device}: "
-                         "NCCL reduces only tensors on the rank's own device")
+        raise ValueError(
+            f"all_reduce of a tensor on {tensor.device}, but this rank computes on {device}: "
+            "NCCL reduces only tensors on the rank's own device"
+        )
     dist.all_reduce(tensor)
     return tensor
 
@@ -67,8 +70,9 @@ def sync_batchnorm(module: nn.Module, device: torch.device | str = "cpu") -> nn.
         return nn.SyncBatchNorm.convert_sync_batchnorm(module)
     for name, child in module.named_children():
         if type(child) is nn.BatchNorm2d:
-            new = SyncBatchNorm2d(child.num_features, child.eps, child.momentum, child.affine,
-                                  child.track_running_stats)
+            new = SyncBatchNorm2d(
+                child.num_features, child.eps, child.momentum, child.affine, child.track_running_stats
+            )
             new.load_state_dict(child.state_dict())
             setattr(module, name, new)
         else:

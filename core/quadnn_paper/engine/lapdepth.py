@@ -9,6 +9,7 @@
 - :func:`silog_loss`, :func:`depth_metrics` (AbsRel, SqRel, RMSE, RMSE log, delta < 1.25^k).
 - :data:`DATA_DEFAULTS`: what the engine's depth task reads from a run's ``task_kwargs``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,8 +18,16 @@ from torch import nn
 
 from quadnn.convert import quadratize
 
-__all__ = ["METRICS", "MODELS", "DATA_DEFAULTS", "LapDepth", "quadratic_lapdepth", "build_model", "depth_metrics",
-           "silog_loss"]
+__all__ = [
+    "METRICS",
+    "MODELS",
+    "DATA_DEFAULTS",
+    "LapDepth",
+    "quadratic_lapdepth",
+    "build_model",
+    "depth_metrics",
+    "silog_loss",
+]
 
 METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
 
@@ -26,9 +35,19 @@ METRICS = ("abs_rel", "sq_rel", "rmse", "rmse_log", "d1", "d2", "d3")
 # What the engine's depth task reads from a run's ``task_kwargs`` (with these defaults).
 # crop: every image cut to (h, w) (KB crop); train_crop: random (h, w) training crops of that;
 # sizes: the synthetic images' mix of sizes (None: all height x width).
-DATA_DEFAULTS = dict(n_train=16, n_test=4, height=64, width=192, max_depth=80.0, weight_decay_decoder=0.0,
-                     train_split="splits/eigen_train_files.txt", test_split="splits/eigen_test_files.txt",
-                     crop=None, train_crop=None, sizes=None)
+DATA_DEFAULTS = dict(
+    n_train=16,
+    n_test=4,
+    height=64,
+    width=192,
+    max_depth=80.0,
+    weight_decay_decoder=0.0,
+    train_split="splits/eigen_train_files.txt",
+    test_split="splits/eigen_test_files.txt",
+    crop=None,
+    train_crop=None,
+    sizes=None,
+)
 MODELS = ("lapdepth", "quadratic_lapdepth")
 
 
@@ -91,8 +110,13 @@ class LapDepth(nn.Module):
         return torch.sigmoid(logit) * self.max_depth
 
 
-def quadratic_lapdepth(encoder: str = "resnext101_32x8d", max_depth: float = 80.0, decoder_width: int = 128,
-                       conventional: LapDepth | None = None, neuron: str = "full") -> LapDepth:
+def quadratic_lapdepth(
+    encoder: str = "resnext101_32x8d",
+    max_depth: float = 80.0,
+    decoder_width: int = 128,
+    conventional: LapDepth | None = None,
+    neuron: str = "full",
+) -> LapDepth:
     """LapDepth whose encoder's convolutions are quadratic (ReLinear-initialised).
 
     With ``conventional`` given, all its weights (encoder and decoder) are copied first, so the
@@ -121,15 +145,25 @@ def depth_metrics(pred, gt, min_depth: float = 1e-3, max_depth: float = 80.0, ma
     p = pred[valid].clamp(min_depth, max_depth)
     g = gt[valid]
     ratio = torch.maximum(p / g, g / p)
-    out = dict(abs_rel=((p - g).abs() / g).mean(), sq_rel=((p - g) ** 2 / g).mean(),
-               rmse=((p - g) ** 2).mean().sqrt(), rmse_log=((p.log() - g.log()) ** 2).mean().sqrt(),
-               d1=(ratio < 1.25).double().mean(), d2=(ratio < 1.25 ** 2).double().mean(),
-               d3=(ratio < 1.25 ** 3).double().mean())
+    out = dict(
+        abs_rel=((p - g).abs() / g).mean(),
+        sq_rel=((p - g) ** 2 / g).mean(),
+        rmse=((p - g) ** 2).mean().sqrt(),
+        rmse_log=((p.log() - g.log()) ** 2).mean().sqrt(),
+        d1=(ratio < 1.25).double().mean(),
+        d2=(ratio < 1.25**2).double().mean(),
+        d3=(ratio < 1.25**3).double().mean(),
+    )
     return {k: float(v) for k, v in out.items()}
 
 
-def build_model(name: str, encoder: str = "resnext101_32x8d", max_depth: float = 80.0,
-                decoder_width: int = 128, neuron: str = "full") -> LapDepth:
+def build_model(
+    name: str,
+    encoder: str = "resnext101_32x8d",
+    max_depth: float = 80.0,
+    decoder_width: int = 128,
+    neuron: str = "full",
+) -> LapDepth:
     """``"lapdepth"`` or ``"quadratic_lapdepth"`` (the engine's depth task builds models here).
 
     Built under the same seed, both start from the same conventional weights: the quadratic one
@@ -145,4 +179,4 @@ def build_model(name: str, encoder: str = "resnext101_32x8d", max_depth: float =
 def silog_loss(pred, gt, mask, lam: float = 0.85) -> torch.Tensor:
     """Scale-invariant log loss (Eigen et al.) over the masked pixels."""
     d = torch.log(pred[mask].clamp_min(1e-3)) - torch.log(gt[mask])
-    return torch.sqrt((d ** 2).mean() - lam * d.mean() ** 2 + 1e-8) * 10.0
+    return torch.sqrt((d**2).mean() - lam * d.mean() ** 2 + 1e-8) * 10.0

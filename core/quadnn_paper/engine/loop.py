@@ -8,6 +8,7 @@ mean training loss above the task's limit) is recorded as ``status="diverged"`` 
 converge") with its curve so far, never raised. Under ``torchrun`` (or a SLURM job that
 initialised torch.distributed) the global batch is split over the ranks; rank 0 writes.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,16 @@ from .distributed import all_reduce, sync_batchnorm, world
 from .store import CorruptFile, RunStore, atomic_write_text
 from .tasks import _autocast, data_fingerprint, generated_data, make_task
 
-__all__ = ["run", "result", "state", "requested_data", "DependencyNotReady", "SourceDidNotConverge", "stage_ends",
-           "lr_factor"]
+__all__ = [
+    "run",
+    "result",
+    "state",
+    "requested_data",
+    "DependencyNotReady",
+    "SourceDidNotConverge",
+    "stage_ends",
+    "lr_factor",
+]
 
 
 class DependencyNotReady(RuntimeError):
@@ -116,8 +125,9 @@ def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_depen
             raise DependencyNotReady(f"weight-transfer source {src.run_id} ({src.describe()}) has not finished")
         res = run(src, store.root)
     if res["status"] != "finished":
-        raise SourceDidNotConverge(f"weight-transfer source {src.run_id} ({src.describe()}) did not converge: "
-                                   f"{res.get('diverged_reason')}")
+        raise SourceDidNotConverge(
+            f"weight-transfer source {src.run_id} ({src.describe()}) did not converge: {res.get('diverged_reason')}"
+        )
     name = f"stage{cfg.transfer_stage}.pt"
     try:
         ck = store.load_checkpoint(src, name)
@@ -125,21 +135,30 @@ def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_depen
         # The source's stage weights are damaged: redo the source (its result goes aside too).
         (store.dir(src) / "result.json").unlink(missing_ok=True)
         if not run_dependencies:
-            raise DependencyNotReady(f"weight-transfer source {src.run_id}: {name} was corrupt; redo it first")
+            raise DependencyNotReady(
+                f"weight-transfer source {src.run_id}: {name} was corrupt; redo it first"
+            ) from None
         run(src, store.root)
         ck = store.load_checkpoint(src, name)
     if ck is None:
         raise DependencyNotReady(f"source run {src.run_id} has no {name} (stages: {res['stage_checkpoints']})")
     if src.task != cfg.task or src.dataset != cfg.dataset:
-        raise ValueError(f"weight transfer needs the same task and data; source {src.run_id} has "
-                         f"{src.task}/{src.dataset}, this run {cfg.task}/{cfg.dataset}")
+        raise ValueError(
+            f"weight transfer needs the same task and data; source {src.run_id} has "
+            f"{src.task}/{src.dataset}, this run {cfg.task}/{cfg.dataset}"
+        )
     conventional = task.build_model(src)
     conventional.load_state_dict(ck["model"])
     relinear.transfer_weights_(conventional, model)
 
 
-def run(config: RunConfig | dict | None = None, out: str | os.PathLike = "runs", *,
-        run_dependencies: bool = True, **overrides) -> dict:
+def run(
+    config: RunConfig | dict | None = None,
+    out: str | os.PathLike = "runs",
+    *,
+    run_dependencies: bool = True,
+    **overrides,
+) -> dict:
     """Train ``config`` into ``out/<run_id>/`` (or return its stored result); see the module doc.
 
     ``run_dependencies=False`` raises :class:`DependencyNotReady` instead of training a missing
@@ -201,8 +220,7 @@ class EpochTotals:
 
     def add(self, loss: torch.Tensor, correct: torch.Tensor | None, n: int) -> None:
         c = correct.double() if correct is not None else torch.zeros((), dtype=torch.float64, device=self.device)
-        self.tot += torch.stack([loss.detach().double(), c, torch.full((), n, dtype=torch.float64,
-                                                                       device=self.device)])
+        self.tot += torch.stack([loss.detach().double(), c, torch.full((), n, dtype=torch.float64, device=self.device)])
 
     def reduce(self, nranks: int) -> list[float]:
         if nranks > 1:
@@ -210,8 +228,9 @@ class EpochTotals:
         return self.tot.cpu().tolist()
 
 
-def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool,
-           data: str | None = None) -> dict:
+def _train(
+    cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool, data: str | None = None
+) -> dict:
     out = store.dir(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -231,9 +250,24 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
         try:
             _transfer(cfg, store, model, task, run_dependencies)
         except SourceDidNotConverge as e:
-            return _record(cfg, store, rank, nranks, task, data, dict(
-                status="diverged", diverged_reason=str(e), params=sum(p.numel() for p in model.parameters()),
-                epochs_run=0, metrics={}, epoch_time=0.0, stage_checkpoints={}, history=[]))
+            return _record(
+                cfg,
+                store,
+                rank,
+                nranks,
+                task,
+                data,
+                dict(
+                    status="diverged",
+                    diverged_reason=str(e),
+                    params=sum(p.numel() for p in model.parameters()),
+                    epochs_run=0,
+                    metrics={},
+                    epoch_time=0.0,
+                    stage_checkpoints={},
+                    history=[],
+                ),
+            )
     _plan_for_device(model, cfg, device, task.in_chans)
     synced = nranks > 1 and (cfg.task == "classification" or cfg.sync_bn)
     if synced:
@@ -287,8 +321,11 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
             for g in opt.param_groups:
                 g["lr"] = g["initial_lr"] * lr_factor(cfg, epoch, step, total_steps)
             x = x.to(device, non_blocking=True, memory_format=layout)
-            y = tuple(t.to(device, non_blocking=True) for t in y) if isinstance(y, tuple) else \
-                y.to(device, non_blocking=True)
+            y = (
+                tuple(t.to(device, non_blocking=True) for t in y)
+                if isinstance(y, tuple)
+                else y.to(device, non_blocking=True)
+            )
             with _autocast(device, cfg.amp):
                 outputs = net(x)
             loss, correct = task.loss(outputs, y)
@@ -311,15 +348,21 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
         tot = tot.reduce(nranks)
         train_loss = tot[0] / tot[2]
         finite_params = all(torch.isfinite(p).all() for p in model.parameters())
-        rec = dict(epoch=epoch + 1, train_loss=train_loss if math.isfinite(train_loss) else None,
-                   lr=lrs, epoch_time=train_time)
+        rec = dict(
+            epoch=epoch + 1, train_loss=train_loss if math.isfinite(train_loss) else None, lr=lrs, epoch_time=train_time
+        )
         if has_correct:
             rec["train_error"] = 100.0 - 100.0 * (tot[1] / tot[2])
         if not math.isfinite(train_loss) or not finite_params:
             status, reason = "diverged", "non-finite loss or parameters"
         elif task.divergence_limit is not None and train_loss > task.divergence_limit:
-            status, reason = "diverged", (f"mean training loss {train_loss:.3g} > {cfg.diverge_factor:g} "
-                                          f"ln({task.num_classes}) = {task.divergence_limit:.3g}")
+            status, reason = (
+                "diverged",
+                (
+                    f"mean training loss {train_loss:.3g} > {cfg.diverge_factor:g} "
+                    f"ln({task.num_classes}) = {task.divergence_limit:.3g}"
+                ),
+            )
         if status == "finished" and (task.eval_every_epoch or epoch + 1 == cfg.epochs):
             t1 = time.perf_counter()
             evaluated = task.evaluate(model, device, cfg.amp)
@@ -336,9 +379,19 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
                 k = str(stages.index(epoch + 1) + 1)
                 store.save_checkpoint(cfg, f"stage{k}.pt", dict(model=model.state_dict(), epoch=epoch + 1), data)
                 stage_ckpts[k] = f"stage{k}.pt"
-            store.save_checkpoint(cfg, "last.pt", dict(model=model.state_dict(), optimizer=opt.state_dict(),
-                                                       epoch=epoch + 1, step=step, history=history,
-                                                       rng=torch.get_rng_state()), data)
+            store.save_checkpoint(
+                cfg,
+                "last.pt",
+                dict(
+                    model=model.state_dict(),
+                    optimizer=opt.state_dict(),
+                    epoch=epoch + 1,
+                    step=step,
+                    history=history,
+                    rng=torch.get_rng_state(),
+                ),
+                data,
+            )
             atomic_write_text(out / "metrics.json", json.dumps(history, indent=1))
         if nranks > 1:
             dist.barrier()
@@ -351,9 +404,15 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
     last = history[-1] if history else {}
     final = {k: last[k] for k in evaluated} if status == "finished" else {}
     result = dict(
-        status=status, diverged_reason=reason, params=params, epochs_run=len(history), metrics=final,
+        status=status,
+        diverged_reason=reason,
+        params=params,
+        epochs_run=len(history),
+        metrics=final,
         epoch_time=sum(h["epoch_time"] for h in history) / max(1, len(history)),
-        stage_checkpoints=stage_ckpts, history=history, **final,
+        stage_checkpoints=stage_ckpts,
+        history=history,
+        **final,
     )
     if task.eval_every_epoch and "test_error" in last:
         result["best_test_error"] = min((h["test_error"] for h in history if "test_error" in h), default=None)
@@ -362,9 +421,15 @@ def _train(cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependen
 
 def _record(cfg: RunConfig, store: RunStore, rank: int, nranks: int, task, data: str | None, result: dict) -> dict:
     """Complete ``result`` (identity, data, provenance), write it last (rank 0), return its JSON round-trip."""
-    result = dict(result, run_id=cfg.run_id, config=cfg.to_dict(), key=cfg.key(), data_fingerprint=data,
-                  world_size=nranks,
-                  trained_by=dict(host=socket.gethostname(), pid=os.getpid()))
+    result = dict(
+        result,
+        run_id=cfg.run_id,
+        config=cfg.to_dict(),
+        key=cfg.key(),
+        data_fingerprint=data,
+        world_size=nranks,
+        trained_by=dict(host=socket.gethostname(), pid=os.getpid()),
+    )
     if result["status"] != "finished" and task.headline not in result:
         result[task.headline] = None
     if rank == 0:

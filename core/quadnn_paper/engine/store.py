@@ -17,6 +17,7 @@ redone. A result also records the fingerprint of the data it was trained on
 (``data_fingerprint``); asked with another fingerprint, the store refuses it
 (:class:`DataMismatch`) rather than return it or discard a teammate's valid result.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,14 +26,23 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..common.files import (atomic_write_bytes, atomic_write_text, file_lock, remove_stale_temps,
-                            sha256_file as _sha256, write_temp)
+from ..common.files import atomic_write_bytes, atomic_write_text, file_lock, remove_stale_temps, write_temp
+from ..common.files import sha256_file as _sha256
 
-__all__ = ["RunStore", "CorruptFile", "ForeignFile", "DataMismatch", "cached",
-           "atomic_write_text", "atomic_write_bytes", "STATES"]
+__all__ = [
+    "RunStore",
+    "CorruptFile",
+    "ForeignFile",
+    "DataMismatch",
+    "cached",
+    "atomic_write_text",
+    "atomic_write_bytes",
+    "STATES",
+]
 
 # done: result.json says finished; diverged: result.json says it did not converge;
 # partial: started (a checkpoint or curve exists), not finished; missing: nothing yet.
@@ -137,16 +147,20 @@ class RunStore:
             return None
         stored_id, stored_key = res.get("run_id"), _stored_key(res)
         if stored_id != cfg.run_id or stored_key != cfg.key():
-            quarantine(path, f"it is the result of {_who(stored_id, _describe(res.get('config')))}, "
-                             f"not of the requested {_who(cfg.run_id, cfg.describe())}"
-                             + ("" if stored_id != cfg.run_id else " (same id, other configuration)"))
+            quarantine(
+                path,
+                f"it is the result of {_who(stored_id, _describe(res.get('config')))}, "
+                f"not of the requested {_who(cfg.run_id, cfg.describe())}"
+                + ("" if stored_id != cfg.run_id else " (same id, other configuration)"),
+            )
             return None
         recorded = res.get("data_fingerprint")
         if data is not None and recorded is not None and recorded != data:
             raise DataMismatch(
                 f"{path} was trained on data {recorded}, but the data the request reads "
                 f"({getattr(cfg, 'data_dir', '?')}) is {data}: not returned. Point data_dir at the data it was "
-                f"trained on, or move {path.parent} aside to train this configuration on this data")
+                f"trained on, or move {path.parent} aside to train this configuration on this data"
+            )
         return res
 
     def write_result(self, cfg, result: dict) -> None:
@@ -165,8 +179,11 @@ class RunStore:
         path = self.dir(cfg) / "manifest.json"
         manifest = self.read_json(path) or {}
         if manifest.get("run_id", cfg.run_id) != cfg.run_id:  # (older manifests carry no id)
-            quarantine(path, f"it is the manifest of {_who(manifest['run_id'])}, "
-                             f"not of the requested {_who(cfg.run_id, cfg.describe())}")
+            quarantine(
+                path,
+                f"it is the manifest of {_who(manifest['run_id'])}, "
+                f"not of the requested {_who(cfg.run_id, cfg.describe())}",
+            )
             return {}
         return manifest
 
@@ -229,11 +246,15 @@ class RunStore:
             recorded = ck.get("data_fingerprint") if isinstance(ck, dict) else None
             legacy = owner is None and name != "last.pt" and self.result(cfg) is not None
             if owner != cfg.run_id and not legacy:
-                why, foreign = (f"it is a checkpoint of {_who(owner) if owner else 'an unnamed run'}, "
-                                f"not of the requested {_who(cfg.run_id, cfg.describe())}"), True
+                why, foreign = (
+                    (
+                        f"it is a checkpoint of {_who(owner) if owner else 'an unnamed run'}, "
+                        f"not of the requested {_who(cfg.run_id, cfg.describe())}"
+                    ),
+                    True,
+                )
             elif data is not None and recorded is not None and recorded != data:
-                why, foreign = (f"it was trained on data {recorded}, the requested run reads "
-                                f"data {data}"), True
+                why, foreign = (f"it was trained on data {recorded}, the requested run reads data {data}"), True
             else:
                 return ck
         quarantine(path, why)
@@ -274,8 +295,11 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
     def read():
         entry = store.read_json(path, required=("config", "result"))
         if entry is not None and entry["config"] != asked:
-            quarantine(path, f"it is the entry of another configuration (hash {run_id(entry['config'])}), "
-                             f"not of the requested {key}")
+            quarantine(
+                path,
+                f"it is the entry of another configuration (hash {run_id(entry['config'])}), "
+                f"not of the requested {key}",
+            )
             return None
         return None if entry is None else entry["result"]
 

@@ -11,6 +11,7 @@ The training loop (:mod:`.loop`) is the same for all of them; a task supplies
 - ``divergence_limit`` (a mean training loss above it means "did not converge"),
   ``eval_every_epoch`` and ``headline`` (the metric shown in progress bars and plans).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,16 @@ from quadnn import relinear
 from .config import RunConfig
 from .distributed import all_reduce
 
-__all__ = ["Task", "InMemoryClassification", "ImageFolderClassification", "DepthRegression", "make_task",
-           "data_fingerprint", "generated_data", "task_settings"]
+__all__ = [
+    "Task",
+    "InMemoryClassification",
+    "ImageFolderClassification",
+    "DepthRegression",
+    "make_task",
+    "data_fingerprint",
+    "generated_data",
+    "task_settings",
+]
 
 
 class Task:
@@ -50,10 +59,12 @@ class Task:
 
         cfg = cfg or self.cfg
         if not timm.is_model(cfg.model):
-            ours = sorted(n for n in timm.list_models()
-                          if timm.models.model_entrypoint(n).__module__.startswith("quadnn."))
-            raise ValueError(f"unknown model {cfg.model!r}; quadnn's models: {', '.join(ours)} "
-                             "(or any timm model name)")
+            ours = sorted(
+                n for n in timm.list_models() if timm.models.model_entrypoint(n).__module__.startswith("quadnn.")
+            )
+            raise ValueError(
+                f"unknown model {cfg.model!r}; quadnn's models: {', '.join(ours)} (or any timm model name)"
+            )
         kwargs = dict(cfg.model_kwargs)
         if cfg.width != 1.0:
             kwargs["width"] = cfg.width
@@ -65,8 +76,7 @@ class Task:
             raise ValueError(f"model {cfg.model!r} rejected model_kwargs {sorted(kwargs)}: {e}") from None
 
     def param_groups(self, model: nn.Module, lr_g: float, lr_b: float) -> list[dict]:
-        return relinear.param_groups(model, self.cfg.lr, lr_g, lr_b, self.cfg.weight_decay,
-                                     **_decay_kw(self.cfg))
+        return relinear.param_groups(model, self.cfg.lr, lr_g, lr_b, self.cfg.weight_decay, **_decay_kw(self.cfg))
 
     def steps_per_epoch(self) -> int:
         raise NotImplementedError
@@ -88,9 +98,15 @@ class Task:
         from torch.utils.data import DataLoader
 
         workers = loader_workers(self.cfg)
-        return DataLoader(dataset, batch_size, sampler=sampler, num_workers=workers, generator=generator,
-                          pin_memory=self.cfg.pin_memory and self.device.type == "cuda",
-                          persistent_workers=workers > 0)
+        return DataLoader(
+            dataset,
+            batch_size,
+            sampler=sampler,
+            num_workers=workers,
+            generator=generator,
+            pin_memory=self.cfg.pin_memory and self.device.type == "cuda",
+            persistent_workers=workers > 0,
+        )
 
 
 def loader_workers(cfg: RunConfig) -> int:
@@ -114,8 +130,12 @@ def _autocast(device: torch.device, enabled: bool):
 
 def _sums(device, *values) -> torch.Tensor:
     """Per-batch sums as one float64 tensor on ``device`` (added there; read once at the end)."""
-    return torch.stack([v.double() if isinstance(v, torch.Tensor)
-                        else torch.full((), v, dtype=torch.float64, device=device) for v in values])
+    return torch.stack(
+        [
+            v.double() if isinstance(v, torch.Tensor) else torch.full((), v, dtype=torch.float64, device=device)
+            for v in values
+        ]
+    )
 
 
 def _decay_kw(cfg: RunConfig) -> dict:
@@ -148,8 +168,8 @@ class InMemoryClassification(Task):
         self.qdata = qdata
         self.data = qdata.load(cfg.dataset, cfg.data_dir, download=False, split_seed=cfg.split_seed)
         if cfg.train_limit:
-            self.data.x_train = self.data.x_train[:cfg.train_limit]
-            self.data.y_train = self.data.y_train[:cfg.train_limit]
+            self.data.x_train = self.data.x_train[: cfg.train_limit]
+            self.data.y_train = self.data.y_train[: cfg.train_limit]
         if cfg.data_on_device:  # every rank holds the set on its GPU and augments batches there
             self.data = qdata.to_device(self.data, self.device)
         self.num_classes, self.in_chans = self.data.num_classes, self.data.in_chans
@@ -193,8 +213,9 @@ class ImageFolderClassification(Task):
         root = Path(cfg.data_dir)
         if cfg.dataset == "digits":
             if rank == 0:
-                imagenet.write_digits_folder(root, kw["image_size"], split_seed=cfg.split_seed,
-                                             max_per_class=kw["max_per_class"])
+                imagenet.write_digits_folder(
+                    root, kw["image_size"], split_seed=cfg.split_seed, max_per_class=kw["max_per_class"]
+                )
             if world > 1:
                 import torch.distributed as dist
 
@@ -213,8 +234,9 @@ class ImageFolderClassification(Task):
 
         cfg = self.cfg
         if self._train_loader is None:  # once per run: workers start once and stay
-            self._sampler = _SeededIndices(DistributedSampler(self.train_set, num_replicas=self.world,
-                                                              rank=self.rank, shuffle=True, seed=cfg.seed))
+            self._sampler = _SeededIndices(
+                DistributedSampler(self.train_set, num_replicas=self.world, rank=self.rank, shuffle=True, seed=cfg.seed)
+            )
             data = self.train_set
             if loader_workers(cfg):  # augmentation seeded per image (with workers=0: torch's RNG, seeded below)
                 data = _Reseeded(self.train_set)
@@ -249,8 +271,13 @@ class ImageFolderClassification(Task):
         if self.world > 1:
             all_reduce(tot, device)
         loss, top1, top5, n = tot.cpu().tolist()
-        return dict(val_loss=_finite(loss / n), top1_error=100.0 - 100.0 * top1 / n,
-                    top5_error=100.0 - 100.0 * top5 / n, val_images=int(n), n_crops=10)
+        return dict(
+            val_loss=_finite(loss / n),
+            top1_error=100.0 - 100.0 * top1 / n,
+            top5_error=100.0 - 100.0 * top5 / n,
+            val_images=int(n),
+            n_crops=10,
+        )
 
 
 class DepthRegression(Task):
@@ -269,8 +296,9 @@ class DepthRegression(Task):
         self.kw = kw = _task_kwargs("depth", lapdepth.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
         if cfg.dataset == "synthetic" and rank == 0:
-            kitti.write_synthetic_kitti(root, kw["n_train"], kw["n_test"], kw["height"], kw["width"],
-                                        seed=cfg.split_seed, sizes=kw["sizes"])
+            kitti.write_synthetic_kitti(
+                root, kw["n_train"], kw["n_test"], kw["height"], kw["width"], seed=cfg.split_seed, sizes=kw["sizes"]
+            )
         if world > 1:
             import torch.distributed as dist
 
@@ -279,8 +307,9 @@ class DepthRegression(Task):
         # centred columns: the KB crop) so batches stack; training then takes random kw["train_crop"] crops.
         crop = tuple(kw["crop"]) if kw["crop"] else None
         self.train_crop = tuple(kw["train_crop"]) if kw["train_crop"] else None
-        self.train_set = kitti.KittiSplit(root, kw["train_split"], kw["max_depth"], garg=False,
-                                          limit=cfg.train_limit or None, crop=crop)
+        self.train_set = kitti.KittiSplit(
+            root, kw["train_split"], kw["max_depth"], garg=False, limit=cfg.train_limit or None, crop=crop
+        )
         self.test_set = kitti.KittiSplit(root, kw["test_split"], kw["max_depth"], garg=True, crop=crop)
         self._train_loader = None
 
@@ -290,11 +319,18 @@ class DepthRegression(Task):
 
     def param_groups(self, model, lr_g, lr_b):
         # ReLinear groups for the encoder (with the encoder's weight decay), one decoder group.
-        groups = relinear.param_groups(model.encoder, self.cfg.lr, lr_g, lr_b, self.cfg.weight_decay,
-                                       **_decay_kw(self.cfg))
+        groups = relinear.param_groups(
+            model.encoder, self.cfg.lr, lr_g, lr_b, self.cfg.weight_decay, **_decay_kw(self.cfg)
+        )
         groups = [g for g in groups if g["params"]]
-        groups.append(dict(name="decoder", params=model.decoder_parameters(), lr=self.cfg.lr,
-                           weight_decay=self.kw["weight_decay_decoder"]))
+        groups.append(
+            dict(
+                name="decoder",
+                params=model.decoder_parameters(),
+                lr=self.cfg.lr,
+                weight_decay=self.kw["weight_decay_decoder"],
+            )
+        )
         return groups
 
     def steps_per_epoch(self) -> int:
@@ -305,10 +341,10 @@ class DepthRegression(Task):
         from torch.utils.data import DistributedSampler
 
         if self._train_loader is None:  # once per run: workers start once and stay
-            self._sampler = DistributedSampler(self.train_set, num_replicas=self.world, rank=self.rank,
-                                               shuffle=True, seed=self.cfg.seed)
-            self._train_loader = self._loader(self.train_set, max(1, self.cfg.batch_size // self.world),
-                                              self._sampler)
+            self._sampler = DistributedSampler(
+                self.train_set, num_replicas=self.world, rank=self.rank, shuffle=True, seed=self.cfg.seed
+            )
+            self._train_loader = self._loader(self.train_set, max(1, self.cfg.batch_size // self.world), self._sampler)
         self._sampler.set_epoch(epoch)
         gen = _epoch_generator(self.cfg, epoch)
         for rgb, gt, mask in self._train_loader:
@@ -352,7 +388,7 @@ def _random_crops(size, gen: torch.Generator, *batches: torch.Tensor):
         raise ValueError(f"train_crop {h}x{w} is larger than the images ({H}x{W})")
     oy = torch.randint(0, H - h + 1, (n,), generator=gen).tolist()
     ox = torch.randint(0, W - w + 1, (n,), generator=gen).tolist()
-    return tuple(torch.stack([b[i, :, y:y + h, x:x + w] for i, (y, x) in enumerate(zip(oy, ox))]) for b in batches)
+    return tuple(torch.stack([b[i, :, y : y + h, x : x + w] for i, (y, x) in enumerate(zip(oy, ox))]) for b in batches)
 
 
 class _SeededIndices(torch.utils.data.Sampler):
@@ -392,8 +428,11 @@ def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
-TASK_CLASSES = {"classification": InMemoryClassification, "imagefolder": ImageFolderClassification,
-                "depth": DepthRegression}
+TASK_CLASSES = {
+    "classification": InMemoryClassification,
+    "imagefolder": ImageFolderClassification,
+    "depth": DepthRegression,
+}
 
 
 def task_settings(task: str) -> dict:

@@ -180,7 +180,8 @@ def resources(cfg: RunConfig, max_gpus: int | None = None) -> dict:
     return dict(
         gpus=gpus,
         tasks_per_node=tasks,
-        cpus_per_task=max(CPUS_PER_GPU * gpus // tasks, cfg.workers + 1),
+        # workers="auto" (ImageNet) takes what the task is given (SLURM_CPUS_PER_TASK), so it asks no more
+        cpus_per_task=max(CPUS_PER_GPU * gpus // tasks, (cfg.workers if isinstance(cfg.workers, int) else 0) + 1),
         mem_gb=MEM_GB_PER_GPU * gpus,
     )
 

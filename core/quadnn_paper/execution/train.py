@@ -9,6 +9,7 @@ anything runs (a bad value ends in a usage error naming the value and what is va
 go to ``OUT/<run id>/``; a finished configuration is not run again and an interrupted one
 resumes from its last checkpoint.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,10 +19,10 @@ import math
 import os
 import sys
 
-from ..engine import RunConfig, run
-from ..engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
 from ..common.files import CacheWriteError
 from ..common.profiles import PROFILES
+from ..engine import RunConfig, run
+from ..engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
 
 __all__ = ["main", "config_from_args", "PROFILE_DEFAULTS", "ddp_session", "print_result"]
 
@@ -36,11 +37,12 @@ assert set(PROFILE_DEFAULTS) == set(PROFILES)
 
 def _number(kind, lo=None, hi=None, lo_open=False):
     """An argparse type: a finite ``kind`` within [lo, hi] (lo excluded when ``lo_open``)."""
+
     def parse(text: str):
         try:
             v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
         if not math.isfinite(v):
             raise argparse.ArgumentTypeError(f"{text!r} is not finite")
         if lo is not None and (v < lo or (lo_open and v == lo)):
@@ -48,6 +50,7 @@ def _number(kind, lo=None, hi=None, lo_open=False):
         if hi is not None and v > hi:
             raise argparse.ArgumentTypeError(f"{text} must be <= {hi}")
         return v
+
     return parse
 
 
@@ -60,8 +63,9 @@ def _device(text: str) -> str:
     """An argparse type: one of DEVICES, or cuda:N with N a non-negative integer (what torch accepts)."""
     name, colon, index = text.partition(":")
     if name not in DEVICES or (colon and (name in ("auto", "cpu") or not index.isdigit())):
-        raise argparse.ArgumentTypeError(f"{text!r}: device must be one of {', '.join(DEVICES)} or cuda:N "
-                                         "(N the GPU's index, e.g. cuda:0)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: device must be one of {', '.join(DEVICES)} or cuda:N (N the GPU's index, e.g. cuda:0)"
+        )
     return text
 
 
@@ -69,20 +73,29 @@ def _json_object(text: str) -> dict:
     try:
         v = json.loads(text)
     except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({e.msg})")
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({e.msg})") from None
     if not isinstance(v, dict):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a JSON object of keyword arguments, e.g. '{{\"drop_rate\": 0.1}}'")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a JSON object of keyword arguments, e.g. '{{\"drop_rate\": 0.1}}'"
+        )
     return v
 
 
 def _parser() -> argparse.ArgumentParser:
     d = RunConfig()
-    p = argparse.ArgumentParser(prog="quadnn-train", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="quadnn-train",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     a = p.add_argument
     pos, nonneg, frac = _number(float, 0, lo_open=True), _number(float, 0), _number(float, 0, 1, lo_open=True)
-    a("--profile", choices=PROFILES, default=None,
-      help="fill defaults for a profile (smoke/cpu: digits with few epochs; full: CIFAR-10, 200 epochs)")
+    a(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help="fill defaults for a profile (smoke/cpu: digits with few epochs; full: CIFAR-10, 200 epochs)",
+    )
     a("--task", choices=TASKS, default=None, help=f"what is trained (default {d.task})")
     a("--model", default=None, help=f"timm model name, e.g. cifar_qresnet20, cifar_resnet56 (default {d.model})")
     width = _number(float, 0, MAX_WIDTH, lo_open=True)
@@ -96,19 +109,43 @@ def _parser() -> argparse.ArgumentParser:
     a("--batch-size", type=_number(int, 1, MAX_BATCH), default=None, help=f"global batch size (default {d.batch_size})")
     a("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimiser (default {d.optimizer})")
     a("--lr", type=nonneg, default=None, help=f"learning rate gamma_r of the linear parameters (default {d.lr})")
-    a("--momentum", type=_number(float, 0, 0.999999), default=None, help=f"SGD momentum / Adam beta1 (default {d.momentum})")
+    a(
+        "--momentum",
+        type=_number(float, 0, 0.999999),
+        default=None,
+        help=f"SGD momentum / Adam beta1 (default {d.momentum})",
+    )
     a("--weight-decay", type=nonneg, default=None, help=f"weight decay (default {d.weight_decay})")
-    a("--quadratic-decay", choices=QUADRATIC_DECAY, default=None,
-      help="weight decay of the quadratic terms: toward their ReLinear reference, decoupled ('reference'), "
-           f"or coupled L2 toward 0 as the official code ('zero') (default {d.quadratic_decay})")
+    a(
+        "--quadratic-decay",
+        choices=QUADRATIC_DECAY,
+        default=None,
+        help="weight decay of the quadratic terms: toward their ReLinear reference, decoupled ('reference'), "
+        f"or coupled L2 toward 0 as the official code ('zero') (default {d.quadratic_decay})",
+    )
     a("--relinear", choices=RELINEAR, default=None, help=f"ReLinear variant (default {d.relinear})")
-    a("--lr-g", type=nonneg, default=None, help=f"learning rate gamma_g of the gate terms, ReLinear-sg (default {d.lr_g})")
-    a("--lr-b", type=nonneg, default=None, help="learning rate gamma_b of the power terms, ReLinear-sg (default: --lr-g)")
+    a(
+        "--lr-g",
+        type=nonneg,
+        default=None,
+        help=f"learning rate gamma_g of the gate terms, ReLinear-sg (default {d.lr_g})",
+    )
+    a(
+        "--lr-b",
+        type=nonneg,
+        default=None,
+        help="learning rate gamma_b of the power terms, ReLinear-sg (default: --lr-g)",
+    )
     a("--alpha-g", type=nonneg, default=None, help=f"shrink factor of the gate terms (default {d.alpha_g})")
     a("--alpha-b", type=nonneg, default=None, help="shrink factor of the power terms (default: --alpha-g)")
     a("--schedule", choices=SCHEDULES, default=None, help=f"learning-rate schedule (default {d.schedule})")
-    a("--milestones", type=frac, nargs="+", default=None,
-      help=f"multistep milestones as fractions of --epochs in (0, 1] (default {' '.join(map(str, d.milestones))})")
+    a(
+        "--milestones",
+        type=frac,
+        nargs="+",
+        default=None,
+        help=f"multistep milestones as fractions of --epochs in (0, 1] (default {' '.join(map(str, d.milestones))})",
+    )
     a("--lr-decay", type=pos, default=None, help=f"multistep decay factor (default {d.lr_decay})")
     a("--dim-alpha", type=pos, default=None, help=f"diminishing schedule: lr_t = lr*a/(a+t) (default {d.dim_alpha})")
     a("--rezero", action="store_true", default=None, help="ReZero residual blocks (cifar_* models)")
@@ -149,9 +186,8 @@ def config_from_args(argv=None) -> tuple[RunConfig, str]:
 @contextlib.contextmanager
 def ddp_session(device: str):
     """Initialise torch.distributed when launched by torchrun (WORLD_SIZE > 1); tear it down after."""
-    import torch.distributed as dist
-
     import torch
+    import torch.distributed as dist
 
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized()
     if ddp:
