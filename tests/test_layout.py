@@ -12,7 +12,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "core" / "quadnn"
 COMPANION = ROOT / "core" / "quadnn_paper"
-HEAVY = ("sklearn", "scipy", "matplotlib", "papermill", "pandas", "submitit")
+HEAVY = ("sklearn", "scipy", "matplotlib", "papermill", "pandas", "submitit", "torchao")
 
 
 def imported_top_modules(package: Path) -> dict[str, set[str]]:
@@ -29,13 +29,30 @@ def imported_top_modules(package: Path) -> dict[str, set[str]]:
     return found
 
 
+# Integrations a user opts into by calling them (quadnn.convert.quantize_ needs torchao): imported
+# inside the function that uses them, never at module level, and not a requirement of the library.
+OPTIONAL = {"torchao"}
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
 def test_library_never_imports_the_companion_or_experiment_dependencies():
     allowed_third_party = {"torch", "torchvision", "timm", "numpy"}
     stdlib = set(sys.stdlib_module_names)
     for path, names in imported_top_modules(LIBRARY).items():
         assert "quadnn_paper" not in names, f"{path} imports the paper companion"
-        extra = names - stdlib - allowed_third_party - {"quadnn"}
+        extra = names - stdlib - allowed_third_party - {"quadnn"} - OPTIONAL
         assert not extra, f"{path} imports {sorted(extra)}: quadnn may need only {sorted(allowed_third_party)}"
+        at_top = _module_level_imports(ROOT / path) & OPTIONAL
+        assert not at_top, f"{path} imports the optional {sorted(at_top)} at module level"
 
 
 def test_companion_imports_the_library_by_its_public_name():
