@@ -96,7 +96,9 @@ def two_ranks_on_a_standin_device(monkeypatch):
     monkeypatch.setattr(loop, "_device", lambda cfg, nranks: DEVICE)
     monkeypatch.setattr(nn.parallel, "DistributedDataParallel", _NoDDP)
     save = RunStore.save_checkpoint
-    monkeypatch.setattr(RunStore, "save_checkpoint", lambda self, cfg, name, obj: save(self, cfg, name, to_cpu(obj)))
+    monkeypatch.setattr(
+        RunStore, "save_checkpoint", lambda self, cfg, name, obj, *a, **kw: save(self, cfg, name, to_cpu(obj), *a, **kw)
+    )
     _NoDDP.calls.clear()
     return nccl
 

@@ -80,7 +80,10 @@ def verdict(iv: Interval | None) -> str:
     return "undecided"
 
 
-def detectable(sd: float, n: int, level: float = LEVEL, power: float = 0.8) -> float:
+POWER = 0.8  # the probability with which :func:`detectable`'s difference is found
+
+
+def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
     """The smallest true paired difference decided (interval clear of zero) with probability
     ``power`` at ``n`` seeds when the differences spread with standard deviation ``sd``:
     ``(t_{1-a/2} + t_{power}) sd / sqrt(n)``, t with n-1 degrees of freedom."""

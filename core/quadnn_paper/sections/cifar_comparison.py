@@ -292,6 +292,7 @@ def variables(S: dict, params: dict) -> dict:
         ClaimsUndecided=verdicts.count("undecided"),
         ClaimsNotTested=verdicts.count("not tested"),
         Level=round(100 * stats.LEVEL),
+        Power=round(100 * stats.POWER),
         DetectSd="--" if math.isnan(sd) else sd,
         Detectable="--" if math.isnan(mde) else mde,
         DetectSeeds=n,

@@ -469,6 +469,7 @@ def variables(S: dict, exact: dict) -> dict:
         TestImages=S["test_images"] or "--",
         TrainImages=P["train_limit"] or "all",
         Level=round(100 * stats.LEVEL),
+        Power=round(100 * stats.POWER),
         DetectSd="--" if math.isnan(sd) else sd,
         Detectable="--" if math.isnan(mde) else mde,
         DetectSeeds=n,

@@ -230,4 +230,5 @@ def variables(S: dict, params: dict) -> dict:
         Detectable="--" if math.isnan(mde) else mde,
         DetectSeeds=n,
         Level=round(100 * stats.LEVEL),
+        Power=round(100 * stats.POWER),
     )
