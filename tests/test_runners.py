@@ -397,10 +397,11 @@ def test_slurm_sbatch_timing_out_while_slurm_takes_the_job_submits_it_once(slurm
     job = Job("stall", Toy(out, "stall", epochs=2, sleep_s=0.2))
     with paused(slurm_cluster, "slurmctld", 14):  # sbatch gives up after MessageTimeout (10 s)
         runner.submit([job])
-    assert (
-        "sbatch for stall failed (sbatch: error: Batch job submission failed: Socket timed out"
-        in capsys.readouterr().out
-    )
+    # The precondition really happened: sbatch timed out. The runner then either found the job by its
+    # name at once (adopted, silently) or kept the key as submitted-unconfirmed (and said so); both
+    # must end with one job for the key, as checked below.
+    seen = capsys.readouterr()
+    assert "Socket timed out" in seen.out + seen.err
     assert runner.wait(["stall"], timeout=120) == {"stall": "done"}, runner.log_tail("stall")
     runner.submit([job])
     assert runner.last_submitted == []
