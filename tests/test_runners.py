@@ -421,12 +421,13 @@ def test_slurm_states_unknown_while_slurmdbd_is_stopped_stay_pending(slurm_clust
     runner.submit([Job("dark", Toy(out, "dark", epochs=2, sleep_s=0.5))])
     job_id = runner.record("dark")["job_id"]
     seen = []
-    with paused(slurm_cluster, "slurmdbd", 40):
-        # squeue answers while the controller holds the job; once it forgets it (MinJobAge=10 s),
-        # nobody can say, and the run stays pending: not failed, not resubmitted.
+    with paused(slurm_cluster, "slurmdbd", 70):
+        # squeue answers while the controller holds the job; once it forgets it (MinJobAge=10 s after
+        # the job ends, which on a loaded machine can take half a minute), nobody can say, and the run
+        # stays pending: not failed, not resubmitted.
         wait_until(
             lambda: seen.append(runner.state("dark")) or seen[-1][1].startswith("state unknown"),
-            35,
+            65,
             "the controller to forget the job",
         )
         assert runner.submit([Job("dark", Toy(out, "dark"))]) == {"dark": "pending"}
