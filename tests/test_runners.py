@@ -338,7 +338,8 @@ def test_slurm_two_tasks_form_a_torch_process_group(slurm):
 def test_two_racing_slurm_submitters_submit_each_key_once(slurm_cluster, tmp_path):
     out, submitted = race(tmp_path, "slurm")
     assert sorted(submitted[0] + submitted[1]) == ["r1", "r2", "r3"], submitted
-    assert len([d for d in (tmp_path / "runs" / "slurm").iterdir() if d.name.isdigit()]) == 3  # sbatch'ed once
+    job_ids = {f.name.split("_")[0] for f in (tmp_path / "runs" / "slurm" / "jobs").glob("[0-9]*")}
+    assert len(job_ids) == 3, job_ids  # sbatch'ed once each
     for key in ("r1", "r2", "r3"):
         assert result(out, key)["attempts"] == 1
 
@@ -402,7 +403,8 @@ def test_slurm_sbatch_timing_out_while_slurm_takes_the_job_submits_it_once(slurm
     # must end with one job for the key, as checked below.
     seen = capsys.readouterr()
     assert "Socket timed out" in seen.out + seen.err
-    assert runner.wait(["stall"], timeout=120) == {"stall": "done"}, runner.log_tail("stall")
+    states = runner.wait(["stall"], timeout=120)
+    assert states == {"stall": "done"}, (runner.record("stall"), runner.states(["stall"]), runner.log_tail("stall"))
     runner.submit([job])
     assert runner.last_submitted == []
     record = runner.record("stall")

@@ -56,6 +56,7 @@ ACTIVE = {
     "SIGNALING": "running",
     "STOPPED": "running",
 }
+JOBS = "jobs"  # submitit's folder: pickles and logs of every job, named by job id
 GRACE_S = 300  # how long SLURM may not know a job it was asked to take
 SACCT_TIMEOUT_S = 20  # a sacct whose database does not answer hangs: give up after this ...
 SACCT_RETRIES = 2  # ... this many more times (1 s, 2 s, ... apart), then ask squeue
@@ -238,11 +239,12 @@ class SlurmRunner(Runner):
             params["cpus_per_task"] = int(cpus)
         if mem:
             params["mem"] = f"{int(float(mem) * 1024)}M"
-        # If sbatch's answer was lost, nobody moved the pickle into place: the job does it.
+        # If sbatch's answer was lost, nobody moved the pickle into place: the job does it (through a
+        # copy renamed into place, since the submitter may move the same pickle there meanwhile).
         q = shlex.quote
         params["setup"] = self.setup + [
-            f'p={q(str(self.folder))}/"$SLURM_JOB_ID/${{SLURM_JOB_ID}}_submitted.pkl"; '
-            f'[ -e "$p" ] || {{ mkdir -p "${{p%/*}}" && cp {q(str(intent))} "$p"; }} || true'
+            f'p={q(str(self.folder / JOBS))}/"${{SLURM_JOB_ID}}_submitted.pkl"; '
+            f'[ -e "$p" ] || {{ cp {q(str(intent))} "$p.$$" && mv -f "$p.$$" "$p"; }} || rm -f "$p.$$"'
         ]
         params["additional_parameters"] = _parse_sbatch(o["sbatch"])
         return params
@@ -265,7 +267,10 @@ class SlurmRunner(Runner):
             "job_id": None,
             "sources": {k: r["job_id"] for k, r in sources.items()},
         }
-        executor = submitit.SlurmExecutor(folder=self.folder / "%j", max_num_timeout=self.max_requeues)
+        # One flat folder that exists before sbatch: SLURM opens a job's log there when it starts,
+        # which may be before we learn its id (a per-job "%j" folder would not exist yet).
+        folder = private_dir(self.folder / JOBS)
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=self.max_requeues)
         params = self._parameters(job, name, intent)
         if sources:
             params["additional_parameters"].update(
@@ -376,7 +381,7 @@ def adopt(runner: Runner, record: dict, ids: list[str]) -> dict:
     for extra in ids[1:]:
         _call(["scancel", extra])
     intent = Path(record["intent"])
-    job = submitit.SlurmJob(folder=intent.parent.parent / "%j", job_id=ids[0])
+    job = submitit.SlurmJob(folder=intent.parent.parent / JOBS, job_id=ids[0])
     if intent.exists():
         job.paths.move_temporary_file(intent, "submitted_pickle")
     private_dir(job.paths.folder)
