@@ -213,6 +213,7 @@ def test_sbatch_script_from_a_cuda_less_host_asks_for_what_the_protocol_needs(tm
         "#SBATCH --nodes=1",
         "#SBATCH --cpus-per-task=8",
         f"#SBATCH --mem={32 * gpus * 1024}M",
+        'export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"',  # torch's threads on the task's CPUs only
     ):
         assert line in script.splitlines(), (line, script)
 

@@ -370,15 +370,22 @@ def test_up_sh_says_why_it_cannot_bring_slurm_up():
 
 @contextlib.contextmanager
 def paused(state_dir, daemon, seconds):
-    """SIGSTOP ``daemon`` (slurmctld, slurmdbd) of the test cluster; SIGCONT after ``seconds``."""
+    """SIGSTOP ``daemon`` (slurmctld, slurmdbd) of the test cluster; SIGCONT after ``seconds``, or
+    after what ``resume_in(s)`` (yielded) asks for once the test has seen what it waited for."""
     pid = int((Path(state_dir) / f"{daemon}.pid").read_text())
     os.kill(pid, signal.SIGSTOP)
-    timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
-    timer.start()
+    timers = [threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))]
+    timers[0].start()
+
+    def resume_in(s):
+        timers[-1].cancel()
+        timers.append(threading.Timer(s, os.kill, (pid, signal.SIGCONT)))
+        timers[-1].start()
+
     try:
-        yield
+        yield resume_in
     finally:
-        timer.join()
+        timers[-1].join()
         os.kill(pid, signal.SIGCONT)
 
 
@@ -423,17 +430,18 @@ def test_slurm_states_unknown_while_slurmdbd_is_stopped_stay_pending(slurm_clust
     runner.submit([Job("dark", Toy(out, "dark", epochs=2, sleep_s=0.5))])
     job_id = runner.record("dark")["job_id"]
     seen = []
-    with paused(slurm_cluster, "slurmdbd", 70):
+    with paused(slurm_cluster, "slurmdbd", 150) as resume_in:  # a generous bound; resumed when seen
         # squeue answers while the controller holds the job; once it forgets it (MinJobAge=10 s after
         # the job ends, which on a loaded machine can take half a minute), nobody can say, and the run
         # stays pending: not failed, not resubmitted.
         wait_until(
             lambda: seen.append(runner.state("dark")) or seen[-1][1].startswith("state unknown"),
-            65,
+            140,
             "the controller to forget the job",
         )
         assert runner.submit([Job("dark", Toy(out, "dark"))]) == {"dark": "pending"}
         assert runner.last_submitted == []
+        resume_in(3)  # the database comes back while we wait
         assert runner.wait(["dark"], timeout=120) == {"dark": "done"}  # waits through the outage
     assert all(state in ("pending", "running", "done") for state, _ in seen), seen
     assert runner.record("dark")["job_id"] == job_id
