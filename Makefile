@@ -155,11 +155,12 @@ lint: $(INSTALLED)
 	$(BIN)/ruff format --check .
 
 test-fast: $(INSTALLED)
-	$(PYTEST) tests -m "not slow and not slurm and not notebook and not pdf" -q
+	$(PYTEST) tests -m "not slow and not slurm and not notebook and not pdf and not e2e" -q
 
 test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
-	$(PYTEST) tests $(wildcard notebooks/*.ipynb) --nbval-lax
+	@# nbval first: the smoke PDF test then builds from the outputs nbval wrote in this session.
+	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e"
 
 E2E_DIR := build/e2e
 test-e2e: $(INSTALLED)
@@ -174,6 +175,7 @@ test-e2e: $(INSTALLED)
 	  $(MAKE) --no-print-directory paper PROFILE=full TINY=1 RUNNER=slurm && \
 	  $(MAKE) --no-print-directory paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 && \
 	  echo "test-e2e: the full profile at TINY=1 through SLURM in $$(( $$(date +%s) - start )) s"
+	QUADNN_E2E_DIR="$(CURDIR)/$(E2E_DIR)" $(PYTEST) tests/test_e2e.py -q
 
 clean:
 	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile paper/.stamps paper/.staging

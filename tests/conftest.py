@@ -1,3 +1,5 @@
+import time
+
 import pytest
 import torch
 
@@ -23,3 +25,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.notebook)
         if item.path.name == "test_paper.py":
             item.add_marker(pytest.mark.pdf)
+
+
+def pytest_configure(config):
+    config.quadnn_started = time.time()  # test_paper: outputs written by nbval in this session only

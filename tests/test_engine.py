@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from runs import small_run
 
 import quadnn_paper.data.cifar as qdata
 from quadnn_paper.engine import RunConfig, RunStore, lr_factor, run, stage_ends
@@ -27,22 +28,8 @@ PY = sys.executable
 
 def tiny(**kw):
     """A seconds-long run: digits, a quarter-width QResNet20, 256 training images."""
-    base = dict(
-        model="cifar_qresnet20",
-        width=0.25,
-        dataset="digits",
-        train_limit=256,
-        epochs=2,
-        batch_size=64,
-        optimizer="sgd",
-        lr=0.05,
-        relinear="sg",
-        lr_g=1e-3,
-        threads=1,
-        progress=False,
-    )
-    base.update(kw)
-    return RunConfig(**base)
+    quadratic = dict(model="cifar_qresnet20", train_limit=256, batch_size=64, relinear="sg", lr_g=1e-3, device="auto")
+    return small_run(**{**quadratic, **kw})
 
 
 def run_dir(cfg, out):

@@ -1,39 +1,21 @@
 """The engine's runs through the runners: local and a real SLURM give inline's results, a
-weight-transfer run waits for its source, a notebook at the full profile submits and collects."""
+weight-transfer run waits for its source. (Every notebook at the full profile through SLURM:
+`make test-e2e` and tests/test_e2e.py.)"""
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from runs import small_run
 from slurm_fixture import slurm_cluster  # noqa: F401
 
-from quadnn_paper.engine import RunConfig, RunStore
+from quadnn_paper.engine import RunStore
 from quadnn_paper.execution.execute import TrainRun, execute, job_dir, with_dependencies
 from quadnn_paper.execution.runners import Job, make_runner
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def tiny(**kw):
-    base = dict(
-        model="cifar_resnet20",
-        width=0.25,
-        dataset="digits",
-        train_limit=96,
-        epochs=2,
-        batch_size=32,
-        optimizer="sgd",
-        lr=0.05,
-        relinear="none",
-        threads=1,
-        progress=False,
-        device="cpu",
-    )
-    base.update(kw)
-    return RunConfig(**base)
+    return small_run(**kw)
 
 
 def sweep():
@@ -109,54 +91,6 @@ def test_slurm_multi_task_run_is_ddp_from_submitits_environment(slurm_cluster, t
     for a, b in zip(ddp["history"], one["history"]):
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
         assert a["test_loss"] == pytest.approx(b["test_loss"], rel=1e-3)
-
-
-@pytest.mark.parametrize("notebook", ["vgg_stability", "kitti_lapdepth"])
-def test_full_profile_notebook_through_slurm_on_tiny_data(slurm_cluster, tmp_path, notebook):
-    """The full profile's code path (its protocol, CIFAR-100 pickles / a KITTI tree with 16-bit
-    depth PNGs) through the SLURM runner: submitted, waited for, collected, nothing pending."""
-    env = dict(
-        os.environ,
-        QUADNN_WAIT="1",
-        QUADNN_PENDING=str(tmp_path / "pending"),
-        QUADNN_GENERATED=str(tmp_path / "generated"),
-        QUADNN_NOTEBOOK=notebook,
-    )
-    papermill = Path(sys.executable).with_name("papermill")
-    proc = subprocess.run(
-        [
-            str(papermill),
-            "--cwd",
-            str(ROOT / "notebooks"),
-            str(ROOT / f"notebooks/{notebook}.ipynb"),
-            str(tmp_path / "out.ipynb"),
-            "-p",
-            "profile",
-            "full",
-            "-p",
-            "tiny",
-            "True",
-            "-p",
-            "runner",
-            "slurm",
-            "-p",
-            "paper_dir",
-            str(tmp_path / "paper"),
-            "-p",
-            "cache_dir",
-            str(tmp_path / "cache"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert not (tmp_path / "pending").exists()
-    records = list((tmp_path / "cache" / "runs" / ".jobs").glob("*.json"))
-    assert records and all(json.loads(p.read_text())["runner"] == "slurm" for p in records)
-    stamp = json.loads(next((tmp_path / "paper" / ".stamps").glob("*.json")).read_text())
-    assert stamp["profile"] == "full" and "TINY=1" in stamp["data"]
-    assert "pending" not in "".join(p.read_text() for p in (tmp_path / "paper" / "tables").glob("*.csv"))
 
 
 def test_resources_come_from_the_run_not_from_the_submitting_host(monkeypatch):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from runs import small_run
 from standin_device import DEVICE, StandInDevice, StrictCuda, StrictNCCL, to_cpu
 from torch import nn
 
@@ -26,21 +27,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_cfg(**kw):
-    base = dict(
-        model="cifar_qresnet20",
-        width=0.25,
-        dataset="digits",
-        train_limit=64,
-        epochs=2,
-        batch_size=32,
-        lr=0.05,
-        relinear="sg",
-        lr_g=1e-3,
-        threads=1,
-        progress=False,
-        eval_batch_size=256,
+    quadratic = dict(
+        model="cifar_qresnet20", train_limit=64, relinear="sg", lr_g=1e-3, eval_batch_size=256, device="auto"
     )
-    return RunConfig(**dict(base, **kw))
+    return small_run(**{**quadratic, **kw})
 
 
 # -- 1. the device of a single-GPU run ----------------------------------------------------------

@@ -9,29 +9,15 @@ from dataclasses import asdict
 
 import pytest
 import torch
+from runs import small_run
 
-from quadnn_paper.engine import RunConfig, RunStore, cached, run
+from quadnn_paper.engine import RunStore, cached, run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(**kw):
-    base = dict(
-        model="cifar_resnet20",
-        width=0.25,
-        dataset="digits",
-        train_limit=96,
-        epochs=3,
-        batch_size=32,
-        optimizer="sgd",
-        lr=0.05,
-        relinear="none",
-        threads=1,
-        progress=False,
-        device="cpu",
-    )
-    base.update(kw)
-    return RunConfig(**base)
+    return small_run(**{"epochs": 3, **kw})
 
 
 def curve(res):
