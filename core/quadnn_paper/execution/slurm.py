@@ -247,7 +247,7 @@ class SlurmRunner(Runner):
             # four 1-CPU tasks on one node otherwise spin against each other (TINY ResNet20 epoch 3.5 s vs 0.33 s here).
             'export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"',
             f'p={q(str(self.folder / JOBS))}/"${{SLURM_JOB_ID}}_submitted.pkl"; '
-            f'[ -e "$p" ] || {{ cp {q(str(intent))} "$p.$$" && mv -f "$p.$$" "$p"; }} || rm -f "$p.$$"'
+            f'[ -e "$p" ] || {{ cp {q(str(intent))} "$p.$$" && mv -f "$p.$$" "$p"; }} || rm -f "$p.$$"',
         ]
         params["additional_parameters"] = _parse_sbatch(o["sbatch"])
         return params

@@ -122,9 +122,17 @@ NAME = "expressivity"
 
 
 def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the protocol of ``profile`` (see :data:`PROTOCOLS`); TINY=1 keeps full's sizes
-    (the section is exact arithmetic and small random draws, minutes at full)."""
-    return protocol_of(PROTOCOLS, profile, tiny)
+    """A copy of the protocol of ``profile`` (see :data:`PROTOCOLS`); TINY=1 keeps full's
+    architectures, depths and functions (the code paths) on fewer draws, points and trials."""
+    P = protocol_of(PROTOCOLS, profile, tiny)
+    if tiny:
+        P["oscillation"].update(
+            n_points=min(P["oscillation"]["n_points"], 201), n_draws=min(P["oscillation"]["n_draws"], 100)
+        )
+        P["spline"].update(n_h=min(P["spline"]["n_h"], 5))
+        P["variety"].update(n_trials=1)
+        P["amplification"].update(n_draws=min(P["amplification"]["n_draws"], 100))
+    return P
 
 
 def runs(profile: str, tiny: bool = False) -> list:
