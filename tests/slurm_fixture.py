@@ -139,7 +139,7 @@ class AllReduce:
 
         from quadnn_paper.execution.runners import init_distributed
 
-        assert init_distributed("gloo")
+        assert init_distributed("cpu")
         total = torch.tensor([float(dist.get_rank() + 1)])
         dist.all_reduce(total)
         if dist.get_rank() == 0:

@@ -5,7 +5,7 @@ from .convert import quadratize
 from .layers import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear, Square
 from .recompute import plan_recompute
 
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 
 __all__ = [
     "NEURONS",

@@ -153,7 +153,7 @@ class TrainRun:
     def __call__(self) -> str:
         from ..engine import run
 
-        ddp = init_distributed()
+        ddp = init_distributed(self.cfg.device)
         try:
             return run(self.cfg, self.out, run_dependencies=False)["status"]
         finally:

@@ -93,19 +93,21 @@ def make_runner(name: str, state_dir: str | os.PathLike, **options) -> Runner:
     raise ValueError(f"unknown runner {name!r}; choose one of: {', '.join(RUNNERS)}")
 
 
-def init_distributed(backend: str | None = None) -> bool:
-    """Join the process group the runner's environment describes (``env://``) when the job has
-    more than one task; returns whether one is active. ``backend``: ``nccl`` with CUDA, else ``gloo``."""
+def init_distributed(device: str = "auto") -> bool:
+    """Join the process group the launcher's environment describes (``env://``: a runner's job,
+    SLURM tasks through submitit, torchrun) when there is more than one process; returns whether one
+    is active. NCCL when the run computes on CUDA (``device`` ``cuda*``, or ``auto`` with CUDA), with
+    the process's GPU set first (NCCL's communicators use the current device); else gloo."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
     import torch
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-        if backend == "nccl":
+        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        if cuda:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group(backend, init_method="env://")
+        dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
     return True
 
 

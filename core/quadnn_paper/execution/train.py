@@ -185,16 +185,13 @@ def config_from_args(argv=None) -> tuple[RunConfig, str]:
 
 @contextlib.contextmanager
 def ddp_session(device: str):
-    """Initialise torch.distributed when launched by torchrun (WORLD_SIZE > 1); tear it down after."""
-    import torch
+    """The process group for the run when launched with WORLD_SIZE > 1 (torchrun, SLURM tasks),
+    torn down after it."""
     import torch.distributed as dist
 
-    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized()
-    if ddp:
-        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-        if cuda:  # before NCCL starts: its barriers and communicators use the current device
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        dist.init_process_group("nccl" if cuda else "gloo")
+    from .runners import init_distributed
+
+    ddp = not dist.is_initialized() and init_distributed(device)
     try:
         yield
     finally:
