@@ -91,7 +91,9 @@ class Report:
             )
         self.dir = Path(paper_dir)
         self.section, self.profile, self.data = section, check_profile(profile), data
-        self.notebook = os.environ.get(NOTEBOOK_ENV) or None
+        # A section and its notebook share one name (tests/test_sections.py), so a run outside make
+        # (nbval, Jupyter) stamps the section's own notebook.
+        self.notebook = os.environ.get(NOTEBOOK_ENV) or section
         self._stage: Path | None = None
         self._files: set[str] = set()
         self.committed = False
