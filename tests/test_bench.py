@@ -13,6 +13,7 @@ import torch
 from quadnn import bench
 
 
+@pytest.mark.slow  # a subprocess or two: seconds each
 def test_bench_json_rows_and_equality_check():
     out = subprocess.run(
         [
@@ -355,6 +356,7 @@ def test_cuda_step_memory_reads_the_peak_of_that_step_alone(monkeypatch):
     assert fake.log == ["sync", "reset", "allocated", "sync", "max"]  # synchronised before the peak is read
 
 
+@pytest.mark.slow  # a subprocess or two: seconds each
 def test_cuda_rows_are_the_cpu_rows(monkeypatch):
     kw = dict(batch_size=2, input_shape=(3, 8, 8), steps=2, warmup=1, implementations=("default", "naive"), threads=1)
     cpu = bench.run(["cifar_qresnet20"], memory=False, **kw)

@@ -225,6 +225,7 @@ def test_relocated_cache_reads_its_own_checkpoints(tmp_path):
 
 
 # -- resume after kill -----------------------------------------------------------------------
+@pytest.mark.slow  # a subprocess or two: seconds each
 def test_killed_run_resumes_to_the_same_numbers(tmp_path):
     cfg, out = tiny(epochs=4, train_limit=512), tmp_path / "runs"
     code = f"from quadnn_paper.engine import RunConfig, run; run(RunConfig(**{asdict(cfg)!r}), {str(out)!r})"
@@ -248,6 +249,7 @@ def test_killed_run_resumes_to_the_same_numbers(tmp_path):
 
 
 # -- DDP ----------------------------------------------------------------------------------------
+@pytest.mark.slow  # a subprocess or two: seconds each
 def test_ddp_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
     args = [
         "--model",

@@ -60,6 +60,7 @@ def test_companion_imports_the_library_by_its_public_name():
     assert uses_library, "the companion is expected to build on quadnn"
 
 
+@pytest.mark.slow  # a subprocess or two: seconds each
 def test_import_quadnn_loads_no_heavy_dependency():
     code = "import sys, quadnn, timm; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
     loaded = set(

@@ -96,6 +96,7 @@ def test_truncated_cached_entry_is_recomputed(tmp_path):
     assert len(calls) == 2
 
 
+@pytest.mark.slow  # a subprocess or two: seconds each
 def test_two_processes_asking_for_one_configuration_train_it_once(tmp_path):
     cfg, out = tiny(epochs=4, train_limit=256), tmp_path / "runs"
     code = (
