@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from runs import small_run
 
 from quadnn_paper.common import files
 from quadnn_paper.data import cifar, imagefolder, kitti
@@ -29,21 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cfg_of(**kw):
-    base = dict(
-        model="cifar_resnet20",
-        width=0.25,
-        dataset="digits",
-        train_limit=64,
-        epochs=1,
-        batch_size=32,
-        optimizer="sgd",
-        lr=0.05,
-        relinear="none",
-        threads=1,
-        progress=False,
-        device="cpu",
-    )
-    return RunConfig(**dict(base, **kw))
+    return small_run(**{"train_limit": 64, "epochs": 1, **kw})
 
 
 def fake_result(cfg, **extra):
