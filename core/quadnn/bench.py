@@ -30,9 +30,9 @@ implementation in every layer, see ``QuadraticLayer``; ``budget=B``: every layer
 - ``conv_share``: the fraction of the step spent in convolutions, forward and backward
   (``torch.profiler``), for conventional and compiled rows;
 - ``extra_mb``: peak memory of one training step above the memory held before it (model,
-  optimiser state, batch) and ``mem_ratio``. On the CPU, measured for each row in its own
+  optimiser state, batch) and ``mem_ratio``. On the CPU, measured row after row in one fresh
   process as the rise of the resident-set high-water mark (``VmHWM``, reset just before the
-  step); on CUDA, ``torch.cuda.max_memory_allocated`` above ``memory_allocated`` before the step;
+  step, after the row's warm-up step); on CUDA, ``torch.cuda.max_memory_allocated`` above ``memory_allocated`` before the step;
 - ``max_rel_err``: for quadratic rows, the largest difference (relative to the tensor's largest
   entry) between this implementation's output and parameter gradients and the naive
   formulation's, on the same weights with random quadratic terms; ``equal`` says whether it is
@@ -478,7 +478,7 @@ def step_memory(
 
     One warm-up step first (gradients and optimiser state then exist, as in training), then
     the high-water mark is reset (``/proc/self/clear_refs``) and one more step is taken.
-    Meant to run in a fresh process: :func:`run` starts one per row.
+    Meant to run in a fresh process: :func:`run` starts one for all its rows.
     """
     if threads:
         torch.set_num_threads(threads)
@@ -518,19 +518,13 @@ def cuda_step_memory(step: Callable[[], None], device) -> float:
     return (torch.cuda.max_memory_allocated(device) - before) / 2**20
 
 
-def _memory_in_subprocess(name, implementation, batch_size, shape, threads) -> float:
-    cmd = [
-        sys.executable,
-        "-m",
-        "quadnn.bench",
-        "--_memory",
-        name,
-        implementation,
-        "--batch-size",
-        str(batch_size),
-        "--input",
-        "x".join(map(str, shape)),
-    ]
+def _memory_in_subprocess(rows, batch_size, shape, threads) -> list[float]:
+    """:func:`step_memory` of each ``(model, implementation)`` in ``rows``, one after the other in
+    one fresh process (each row's peak is taken above the resident set after its own warm-up step,
+    so what earlier rows leave behind does not count; one process instead of one per row saves
+    torch's import per row)."""
+    cmd = [sys.executable, "-m", "quadnn.bench", "--_memory", *[str(v) for row in rows for v in row]]
+    cmd += ["--batch-size", str(batch_size), "--input", "x".join(map(str, shape))]
     if threads:
         cmd += ["--threads", str(threads)]
     # A fixed mmap threshold makes glibc hand every large block back to the system when it is
@@ -538,7 +532,10 @@ def _memory_in_subprocess(name, implementation, batch_size, shape, threads) -> f
     # resident set follows the memory actually in use.
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536")
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
-    return float(out.stdout.strip().splitlines()[-1])
+    values = [float(v) for v in out.stdout.split()[-len(rows) :]]
+    if len(values) != len(rows):
+        raise RuntimeError(f"the memory subprocess printed {out.stdout!r} for {len(rows)} rows")
+    return values
 
 
 # -- the benchmark ------------------------------------------------------------------------------
@@ -723,12 +720,16 @@ def run(
             ref = to_device(create(name, in_chans=shape[0]), device)
             row["max_rel_err"] = compare_implementations(ref, ex, ey, impl)
             row["equal"] = row["max_rel_err"] <= EQUAL_RTOL
-        if memory and not compiled:
-            if clock.cuda:
-                row["extra_mb"] = cuda_step_memory(steps_fn[key], device)
-            else:
-                row["extra_mb"] = _memory_in_subprocess(name, impl or "default", batch_size, shape, threads)
+        if memory and not compiled and clock.cuda:
+            row["extra_mb"] = cuda_step_memory(steps_fn[key], device)
         results.append(row)
+    if memory and not clock.cuda:
+        measured = [r for r in results if not r["compiled"]]
+        rows_mem = [
+            (r["model"], "default" if r["implementation"] == "conventional" else r["implementation"]) for r in measured
+        ]
+        for r, mb in zip(measured, _memory_in_subprocess(rows_mem, batch_size, shape, threads)):
+            r["extra_mb"] = mb
     base_rows = {(r["model"], r["compiled"]): r for r in results if r["implementation"] == "conventional"}
     eager_rows = {(r["model"], r["implementation"]): r for r in results if not r["compiled"]}
     for r in results:
@@ -810,7 +811,7 @@ def main(argv=None) -> int:
         help="also time the baseline and each model's first implementation under torch.compile",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per row")
-    p.add_argument("--_memory", nargs=2, metavar=("MODEL", "IMPL"), help=argparse.SUPPRESS)
+    p.add_argument("--_memory", nargs="+", metavar="MODEL IMPL", help=argparse.SUPPRESS)  # pairs
     args = p.parse_args(argv)
     try:
         shape = parse_input(args.input)
@@ -824,7 +825,11 @@ def main(argv=None) -> int:
     except (ValueError, RuntimeError) as e:
         p.error(str(e))
     if args._memory:
-        print(step_memory(args._memory[0], args._memory[1], args.batch_size, shape, args.threads))
+        pairs = args._memory
+        if len(pairs) % 2:
+            p.error(f"--_memory takes MODEL IMPL pairs, got {pairs}")
+        for name, impl in zip(pairs[::2], pairs[1::2]):
+            print(step_memory(name, impl, args.batch_size, shape, args.threads), flush=True)
         return 0
     try:
         rows = run(
