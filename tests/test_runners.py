@@ -250,8 +250,13 @@ def test_slurm_sweep_gives_inline_results_and_dependent_waits_for_source(slurm, 
     jobs = sweep(out)
     keys = [j.key for j in jobs]
     assert runner.submit(jobs) == dict.fromkeys(keys, "pending")
-    # The dependent was queued at once, behind its source (afterok), not on a later pass.
-    assert runner.record("transfer")["sources"] == {"lr2": runner.record("lr2")["job_id"]}
+    # The three independent runs are one job array (one sbatch), task i the i-th key; the dependent
+    # was queued at once, alone, behind its source's task (afterok:<array>_<i>), not on a later pass.
+    ids = [runner.record(f"lr{i}")["job_id"] for i in range(3)]
+    array = ids[0].split("_")[0]
+    assert ids == [f"{array}_{i}" for i in range(3)]
+    assert runner.record("transfer")["sources"] == {"lr2": f"{array}_2"}
+    assert "_" not in runner.record("transfer")["job_id"]
     first_ids = {k: runner.record(k)["job_id"] for k in keys}
     runner.submit(jobs)  # while queued or running: nothing is submitted again
     assert runner.last_submitted == []
@@ -259,6 +264,12 @@ def test_slurm_sweep_gives_inline_results_and_dependent_waits_for_source(slurm, 
     runner.submit(jobs)  # and nothing once done
     assert runner.last_submitted == [] and {k: runner.record(k)["job_id"] for k in keys} == first_ids
     assert spans(out, "transfer")[0][0] >= spans(out, "lr2")[0][1]
+    sacct = ["sacct", "-X", "-n", "-P", "-o", "JobID,JobName", "-j", array]
+    in_sacct = [f"{i}|{runner.record('lr0')['job_name']}" for i in ids]  # one array of 3 (once accounted)
+    wait_until(
+        lambda: sorted(subprocess.run(sacct, capture_output=True, text=True).stdout.split()) == in_sacct, 30, "sacct"
+    )
+    assert f"JobEnvironment(job_id={array}_1," in runner.log_tail("lr1", 50)  # each task shows its own log
 
     inline_out = tmp_path / "inline"
     inline_out.mkdir()

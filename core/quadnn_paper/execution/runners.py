@@ -25,6 +25,7 @@ submitit and reads states from SLURM.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import graphlib
 import json
@@ -190,8 +191,9 @@ def order(jobs: list[Job]) -> list[Job]:
 
 class Runner:
     """Records, locks, states, waiting and the submission decision. A subclass implements
-    ``_launch(job, sources) -> record`` (``sources``: records of queued jobs it must wait for) and
-    ``_record_state(record) -> (state, reason)``, and may override ``_can_follow`` and ``_discard``."""
+    ``_launch(jobs, sources, records) -> records`` (``jobs`` launched together; ``sources``: records
+    of the queued jobs a single job must wait for) and ``_record_state(record) -> (state, reason)``,
+    and may override ``_group``/``max_group``, ``_can_follow`` and ``_discard``."""
 
     name = ""
     max_gpus: int | None = None  # the most GPUs one job can get (None: unknown)
@@ -287,21 +289,40 @@ class Runner:
     # submission
     def submit(self, jobs: Iterable[Job], is_done: Callable[[str], bool] | None = None) -> dict[str, str]:
         """Submit every job that is not done and not already pending or running; returns every
-        job's state afterwards."""
+        job's state afterwards. Jobs go in waves (a job after the jobs of this batch it needs), and
+        within a wave in groups of up to :attr:`max_group` jobs asking alike (:meth:`_group`): each
+        group is decided and launched holding its keys' submit locks, taken in sorted order."""
         self.is_done = is_done or self.is_done
         jobs = order(list(jobs))
-        in_batch = {job.key for job in jobs}
         self.last_submitted = []
-        decided: dict[str, tuple[str, dict | None]] = {}  # key -> (state, record)
+        wave: dict[str, int] = {}
         for job in jobs:
             self._check(job)
-            with self.lock(f"{job.key}.submit"):
-                decided[job.key] = self._decide(job, decided, in_batch)
-            if decided[job.key][0] == "submitted":
-                decided[job.key] = (self._after_submit(job), self.record(job.key))
+            wave[job.key] = max((wave[d] + 1 for d in job.deps if d in wave), default=0)
+        groups: dict[tuple, list[Job]] = {}
+        for job in jobs:
+            groups.setdefault((wave[job.key], self._group(job)), []).append(job)
+        decided: dict[str, tuple[str, Any]] = {}  # key -> (state, record), or ("launch", sources)
+        for _, alike in sorted(groups.items(), key=lambda item: item[0][0]):
+            for start in range(0, len(alike), self.max_group):
+                group = sorted(alike[start : start + self.max_group], key=lambda job: job.key)
+                with contextlib.ExitStack() as locks:
+                    for job in group:
+                        locks.enter_context(self.lock(f"{job.key}.submit"))
+                    for job in group:
+                        decided[job.key] = self._decide(job, decided)
+                    launch = [job for job in group if decided[job.key][0] == "launch"]
+                    alone = [[job] for job in launch if decided[job.key][1]]  # each waits for its sources
+                    together = [job for job in launch if not decided[job.key][1]]
+                    for batch in alone + ([together] if together else []):
+                        self._start(batch, decided[batch[0].key][1], decided)
+                for job in group:
+                    if decided[job.key][0] == "submitted":
+                        decided[job.key] = (self._after_submit(job), self.record(job.key))
         return {key: state for key, (state, _) in decided.items()}
 
-    def _decide(self, job: Job, decided: dict, in_batch: set) -> tuple[str, dict | None]:
+    def _decide(self, job: Job, decided: dict) -> tuple[str, Any]:
+        """``(state, record)`` of a job not to submit now, else ``("launch", sources)``."""
         if self._done(job.key):
             return "done", None
         old = self.record(job.key)
@@ -322,15 +343,26 @@ class Runner:
             if dep_state not in ACTIVE or not self._can_follow(dep_record):
                 return "missing", None  # its source is not queued: a later pass submits it
             sources[dep] = dep_record
-        if old is not None:
+        return "launch", sources
+
+    def _start(self, jobs: list[Job], sources: dict[str, dict], decided: dict) -> None:
+        """Launch ``jobs`` together (``sources``: of a single job) and write their records."""
+        for old in filter(None, map(self.record, (job.key for job in jobs))):
             self._discard(old)
-        record = dict(
-            key=job.key, runner=self.name, deps=list(job.deps), submitted_at=time.time(), submitted_by=os.getpid()
-        )
-        record.update(self._launch(job, sources, record))
-        self.write_record(record)
-        self.last_submitted.append(job.key)
-        return "submitted", record
+        now, pid = time.time(), os.getpid()
+        records = [
+            dict(key=job.key, runner=self.name, deps=list(job.deps), submitted_at=now, submitted_by=pid) for job in jobs
+        ]
+        for record in self._launch(jobs, sources, records):
+            self.write_record(record)
+            self.last_submitted.append(record["key"])
+            decided[record["key"]] = ("submitted", record)
+
+    max_group = 1  # the most jobs launched together
+
+    def _group(self, job: Job) -> Any:
+        """Jobs of one wave with equal values may be launched together."""
+        return None
 
     def _check(self, job: Job) -> None:
         """Raise ValueError when this runner cannot run ``job`` at all."""
@@ -345,7 +377,7 @@ class Runner:
     def _after_submit(self, job: Job) -> str:
         return "pending"
 
-    def _launch(self, job: Job, sources: dict[str, dict], record: dict) -> dict:
+    def _launch(self, jobs: list[Job], sources: dict[str, dict], records: list[dict]) -> list[dict]:
         raise NotImplementedError
 
 
@@ -360,8 +392,8 @@ class InlineRunner(Runner):
         super().__init__(state_dir, is_done)
         self.raise_errors = raise_errors
 
-    def _launch(self, job, sources, record):
-        return {"logs": [str(self.log_path(job.key))]}
+    def _launch(self, jobs, sources, records):
+        return [{**record, "logs": [str(self.log_path(job.key))]} for job, record in zip(jobs, records)]
 
     def _after_submit(self, job):
         record = self.record(job.key)
