@@ -99,7 +99,7 @@ class LocalRunner(Runner):
         with os.fdopen(fd, "wb") as f:
             f.write(cloudpickle.dumps(dict(key=job.key, fn=job.fn, is_done=self.is_done, tasks=job.tasks_per_node)))
         os.replace(spec.with_suffix(".tmp"), spec)
-        return [{**record, "spec": str(spec), "logs": [str(self.log_path(job.key))]}]
+        return [{**record, "spec": str(spec)}]
 
     def _after_submit(self, job):
         self._phase[job.key] = "pending"

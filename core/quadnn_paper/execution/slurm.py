@@ -8,27 +8,26 @@ Options (keyword, else environment, else the job's own request): ``partition``
 ``QUADNN_SLURM_SBATCH``), ``max_requeues`` (default 10), ``setup`` (shell lines run first). A job's
 ``gpus`` become ``--gpus-per-node`` (every task sees the node's GPUs and takes ``cuda:LOCAL_RANK``),
 ``tasks_per_node`` ``--ntasks-per-node``, ``cpus_per_task``/``mem_gb`` ``--cpus-per-task``/``--mem``.
-Jobs of one ``submit`` that wait for no queued source and ask alike (GPUs, nodes, tasks, CPUs,
-memory) go as one job array (one ``sbatch``, submitit's ``--array`` and ``%A_%a`` paths), task ``i``
-recorded as job ``<array id>_<i>``; a group of one is a plain job. A job whose source is queued is
-submitted alone with ``--dependency=afterok:<id>`` (an array task's id names that task). The callable runs inside a
-:class:`submitit.helpers.Checkpointable`: on preemption or timeout submitit requeues it and it
-resumes from its own checkpoint; a job killed outright is ``failed`` and the next submit resubmits it.
+The jobs of one ``submit`` that wait for no queued source and ask alike go to SLURM as one job array
+(one ``sbatch``: submitit's ``--array`` and ``%A_%a`` paths), task ``i`` recorded as job ``<array
+id>_<i>``; a group of one is a plain job. A job whose source is queued is submitted alone with
+``--dependency=afterok:<source's id>``. The callable runs inside a
+:class:`submitit.helpers.Checkpointable`: on preemption or timeout submitit requeues it (an array's
+task alone) and it resumes from its own checkpoint; a job killed outright is ``failed`` and the
+next submit resubmits it alone.
 
 Submission survives a controller that does not answer: the records (with a job name unique to the
-attempt, shared by an array's tasks) and the jobs' pickles are written *before* ``sbatch``, holding
-every key's submit lock; the job script itself puts its task's pickle in place if the submitter
-never could. After a failed ``sbatch`` the runner looks the name up with ``squeue``/``sacct``: a job
-(array) found is adopted; none, with the controller answering and the error a
-rejection, is an error; otherwise the record stays "submitted, unconfirmed" (pending) and later
-passes look again. A name unknown for :data:`GRACE_S` with the controller answering becomes
-``missing`` (submitted again).
+attempt, an array's for all its tasks) and the pickles are written *before* ``sbatch``, under the
+keys' submit locks; the job script itself puts its pickle in place if the submitter never could.
+After a failed ``sbatch`` the runner looks the name up with ``squeue``/``sacct``: a job found is
+adopted; none, with the controller answering and the error a rejection, is an error; otherwise
+the records stay "submitted, unconfirmed" (pending) and later passes look again. A name unknown
+for :data:`GRACE_S` with the controller answering becomes ``missing`` (submitted again).
 
-States come from ``sacct`` on the jobs and arrays (retried with backoff; a pending ``123_[0-5]`` line
-is expanded by submitit's parser), then from ``squeue -r`` (what the controller still holds); a job
-neither can tell about stays ``pending``, never failed or resubmitted. A failed or cancelled task is
-resubmitted alone (its key's job) by the next submit. The record's
-job name is compared, so a job id reused after SLURM's state was wiped is not taken for ours.
+States come from ``sacct`` on the jobs and arrays (retried with backoff; submitit's parser expands
+a pending array's ``123_[0-5]``), then from ``squeue -r`` (what the controller still holds); a job
+neither can tell about stays ``pending``, never failed or resubmitted. The record's job name is
+compared, so a job id reused after SLURM's state was wiped is not taken for ours.
 """
 
 from __future__ import annotations
@@ -43,41 +42,22 @@ import time
 import uuid
 from pathlib import Path
 
-from submitit import SlurmJob
-from submitit.core.utils import JobPaths
+from submitit import SlurmExecutor, SlurmJob
+from submitit.core.utils import DelayedSubmission, JobPaths
 from submitit.helpers import Checkpointable
 
 from .runners import Job, Runner, private_dir
 
 __all__ = ["SlurmRunner", "SlurmCall", "GRACE_S"]
 
-ACTIVE = {
-    "PENDING": "pending",
-    "REQUEUED": "pending",
-    "REQUEUE_HOLD": "pending",
-    "REQUEUE_FED": "pending",
-    "RESIZING": "pending",
-    "SUSPENDED": "pending",
-    "CONFIGURING": "pending",
-    "RUNNING": "running",
-    "COMPLETING": "running",
-    "STAGE_OUT": "running",
-    "SIGNALING": "running",
-    "STOPPED": "running",
-}
+ACTIVE = dict.fromkeys("PENDING REQUEUED REQUEUE_HOLD REQUEUE_FED RESIZING SUSPENDED CONFIGURING".split(), "pending")
+ACTIVE |= dict.fromkeys("RUNNING COMPLETING STAGE_OUT SIGNALING STOPPED".split(), "running")
 JOBS = "jobs"  # submitit's folder: pickles and logs of every job, named by job id
 GRACE_S = 300  # how long SLURM may not know a job it was asked to take
 SACCT_TIMEOUT_S = 20  # a sacct whose database does not answer hangs: give up after this ...
 SACCT_RETRIES = 2  # ... this many more times (1 s, 2 s, ... apart), then ask squeue
-_TRANSIENT = (
-    "timed out",
-    "Unable to contact",
-    "Zero Bytes",
-    "Connection refused",
-    "temporarily unavailable",
-    "Socket",
-    "TimeoutExpired",
-)
+# sbatch errors that say nothing about the job (the controller did not answer in time)
+_TRANSIENT = "timed out|Unable to contact|Zero Bytes|Connection refused|temporarily unavailable|Socket|TimeoutExpired"
 
 
 def _call(cmd: list[str], timeout: float = 60) -> str | None:
@@ -100,9 +80,8 @@ def query(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], bool]:
     ``1 + SACCT_RETRIES`` times with backoff), then ``squeue -r`` for what sacct could not say."""
     if not job_ids:
         return {}, True
-    text = None
+    text, bases = None, ",".join(sorted({i.split("_")[0] for i in job_ids}))
     for attempt in range(SACCT_RETRIES + 1):
-        bases = ",".join(sorted({i.split("_")[0] for i in job_ids}))
         text = _call(["sacct", "-X", "-P", "-o", "JobID,State,JobName", "-j", bases], timeout=SACCT_TIMEOUT_S)
         if text is not None or attempt == SACCT_RETRIES:
             break
@@ -159,6 +138,7 @@ class SlurmRunner(Runner):
     """Submits through submitit's SlurmExecutor; see the module doc."""
 
     name = "slurm"
+    max_group = 500  # tasks of one array (SLURM's MaxArraySize defaults to 1001)
     _ENV = {
         "partition": "QUADNN_SLURM_PARTITION",
         "account": "QUADNN_SLURM_ACCOUNT",
@@ -268,15 +248,7 @@ class SlurmRunner(Runner):
         base = re.sub(r"[^A-Za-z0-9._=+-]", "_", job.name or job.key)[:80]
         return f"{base}.{job.key[:12]}.{uuid.uuid4().hex[:6]}"
 
-    max_group = 500  # tasks of one array (SLURM's MaxArraySize defaults to 1001)
-
-    def _group(self, job):
-        return (job.gpus, job.nodes, job.tasks_per_node, job.cpus_per_task, job.mem_gb)
-
     def _launch(self, jobs, sources, records):
-        import submitit
-        from submitit.core.utils import DelayedSubmission
-
         name, array = self._job_name(jobs[0]), len(jobs) > 1
         intents = private_dir(self.folder / "intents")
         ids = {k: r["job_id"] for k, r in sources.items()}
@@ -287,7 +259,7 @@ class SlurmRunner(Runner):
         ]
         # One flat folder that exists before sbatch: SLURM opens a job's log there when it starts,
         # which may be before we learn its id (a per-job "%j" folder would not exist yet).
-        executor = submitit.SlurmExecutor(folder=private_dir(self.folder / JOBS), max_num_timeout=self.max_requeues)
+        executor = SlurmExecutor(folder=private_dir(self.folder / JOBS), max_num_timeout=self.max_requeues)
         params = self._parameters(jobs[0], name, intents)
         if sources:
             params["additional_parameters"].update(
@@ -318,14 +290,14 @@ class SlurmRunner(Runner):
             time.sleep(delay)
         if ids:
             return adopt(self, records, ids)
-        if answered and not any(t in message for t in _TRANSIENT):
+        if answered and not re.search(_TRANSIENT, message):
             for record in records:
                 Path(record["intent"]).unlink(missing_ok=True)
                 self.record_path(record["key"]).unlink(missing_ok=True)
             known, _ = query(list(records[0]["sources"].values()))
             if sources and all(known.get(i, ("",))[0] == "COMPLETED" for i in records[0]["sources"].values()):
                 # SLURM refuses a dependency on a job it has forgotten; every source completed.
-                return self._launch(jobs, {}, [{k: v for k, v in r.items() if k in _BASE} for r in records])
+                return self._launch(jobs, {}, records)
             hint = (
                 f" (the job asks for {jobs[0].gpus} GPU(s); on a cluster without GPUs set QUADNN_GPUS_PER_RUN=0)"
                 if jobs[0].gpus and "configuration is not available" in message
@@ -344,20 +316,15 @@ class SlurmRunner(Runner):
         return dep_record is not None and dep_record.get("runner") == "slurm" and bool(dep_record.get("job_id"))
 
     def _discard(self, old):
-        if old.get("runner") == "slurm" and old.get("job_id"):
+        if old and old.get("runner") == "slurm" and old.get("job_id"):
             _call(["scancel", old["job_id"]])  # e.g. still queued behind a source that failed
 
     def job(self, key: str):
         """The :class:`submitit.SlurmJob` of ``key``'s latest submission (or None)."""
-        import submitit
-
         record = self.record(key)
         if not record or not record.get("job_id"):
             return None
-        return submitit.SlurmJob(folder=record["folder"], job_id=record["job_id"])
-
-
-_BASE = ("key", "runner", "deps", "submitted_at", "submitted_by")
+        return SlurmJob(folder=record["folder"], job_id=record["job_id"])
 
 
 def record_state(runner: Runner, record: dict) -> tuple[str, str]:
@@ -404,12 +371,7 @@ def adopt(runner: Runner, records: list[dict], ids: list[str]) -> list[dict]:
         paths = JobPaths(private_dir(intent.parent.parent / JOBS), job_id=job_id)  # task 0's logs
         if intent.exists():
             paths.move_temporary_file(intent, "submitted_pickle")
-        record = {
-            **record,
-            "job_id": job_id,
-            "folder": str(paths.folder),
-            "logs": [str(paths.stderr), str(paths.stdout)],
-        }
+        record = dict(record, job_id=job_id, folder=str(paths.folder), logs=[str(paths.stderr), str(paths.stdout)])
         record.pop("error", None)
         runner.write_record(record)
         adopted.append(record)
