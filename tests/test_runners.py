@@ -250,8 +250,13 @@ def test_slurm_sweep_gives_inline_results_and_dependent_waits_for_source(slurm, 
     jobs = sweep(out)
     keys = [j.key for j in jobs]
     assert runner.submit(jobs) == dict.fromkeys(keys, "pending")
-    # The dependent was queued at once, behind its source (afterok), not on a later pass.
-    assert runner.record("transfer")["sources"] == {"lr2": runner.record("lr2")["job_id"]}
+    # The three independent runs are one job array (one sbatch), task i the i-th key; the dependent
+    # was queued at once, alone, behind its source's task (afterok:<array>_<i>), not on a later pass.
+    ids = [runner.record(f"lr{i}")["job_id"] for i in range(3)]
+    array = ids[0].split("_")[0]
+    assert ids == [f"{array}_{i}" for i in range(3)]
+    assert runner.record("transfer")["sources"] == {"lr2": f"{array}_2"}
+    assert "_" not in runner.record("transfer")["job_id"]
     first_ids = {k: runner.record(k)["job_id"] for k in keys}
     runner.submit(jobs)  # while queued or running: nothing is submitted again
     assert runner.last_submitted == []
@@ -259,6 +264,12 @@ def test_slurm_sweep_gives_inline_results_and_dependent_waits_for_source(slurm, 
     runner.submit(jobs)  # and nothing once done
     assert runner.last_submitted == [] and {k: runner.record(k)["job_id"] for k in keys} == first_ids
     assert spans(out, "transfer")[0][0] >= spans(out, "lr2")[0][1]
+    sacct = ["sacct", "-X", "-n", "-P", "-o", "JobID,JobName", "-j", array]
+    in_sacct = [f"{i}|{runner.record('lr0')['job_name']}" for i in ids]  # one array of 3 (once accounted)
+    wait_until(
+        lambda: sorted(subprocess.run(sacct, capture_output=True, text=True).stdout.split()) == in_sacct, 30, "sacct"
+    )
+    assert f"JobEnvironment(job_id={array}_1," in runner.log_tail("lr1", 50)  # each task shows its own log
 
     inline_out = tmp_path / "inline"
     inline_out.mkdir()
@@ -268,10 +279,12 @@ def test_slurm_sweep_gives_inline_results_and_dependent_waits_for_source(slurm, 
 
 def test_slurm_preempted_job_requeues_and_resumes(slurm):
     runner, out = slurm
-    runner.submit([Job("pre", Toy(out, "pre", epochs=6, sleep_s=0.5))])
+    runner.submit([Job("pre", Toy(out, "pre", epochs=6, sleep_s=0.5)), Job("pre2", Toy(out, "pre2", epochs=2))])
+    assert runner.record("pre")["job_id"].endswith("_0")  # a task of an array: requeued alone
     wait_until(lambda: (checkpoint(out, "pre") or {}).get("epoch", 0) >= 2, 60, "epoch 2")
     runner.job("pre")._interrupt()  # SIGTERM then USR2, as a preemption: submitit requeues
-    assert runner.wait(["pre"], timeout=90) == {"pre": "done"}
+    assert runner.wait(["pre", "pre2"], timeout=90) == {"pre": "done", "pre2": "done"}
+    assert result(out, "pre2")["attempts"] == 1
     assert result(out, "pre") == {"value": expected_value("pre", 6), "epochs": 6, "attempts": 2}
     assert "this job is preempted" in runner.log_tail("pre", 50)
 
@@ -279,18 +292,21 @@ def test_slurm_preempted_job_requeues_and_resumes(slurm):
 def test_slurm_cancelled_job_is_resubmitted_and_resumes(slurm):
     runner, out = slurm
     # scancel sends SIGTERM (which submitit ignores, waiting for USR2) and SIGKILL KillWait (5 s)
-    # later: the run must outlast that to be killed mid-run.
-    job = Job("cut", Toy(out, "cut", epochs=16, sleep_s=0.5))
-    runner.submit([job])
+    # later: the run must outlast that to be killed mid-run. "cut" is task 0 of an array of two.
+    jobs = [Job("cut", Toy(out, "cut", epochs=16, sleep_s=0.5)), Job("kept", Toy(out, "kept", epochs=12, sleep_s=0.5))]
+    runner.submit(jobs)
     wait_until(lambda: (checkpoint(out, "cut") or {}).get("epoch", 0) >= 2, 60, "epoch 2")
     first = runner.record("cut")["job_id"]
+    assert first.endswith("_0") and runner.record("kept")["job_id"] == first[:-1] + "1"
     subprocess.run(["scancel", first], check=True)  # killed outright: no checkpoint() call
     wait_until(lambda: runner.states(["cut"]) == {"cut": "failed"}, 30, "the cancelled state")
     assert f"SLURM job {first} is CANCELLED" == runner.state("cut")[1]
-    assert runner.submit([job]) == {"cut": "pending"} and runner.last_submitted == ["cut"]
-    assert runner.record("cut")["job_id"] != first
-    assert runner.wait(["cut"], timeout=60) == {"cut": "done"}
+    # Resubmitted alone (a plain job); its array sibling keeps running, untouched.
+    assert runner.submit(jobs) == {"cut": "pending", "kept": "running"} and runner.last_submitted == ["cut"]
+    assert "_" not in runner.record("cut")["job_id"]
+    assert runner.wait(["cut", "kept"], timeout=60) == {"cut": "done", "kept": "done"}
     assert result(out, "cut") == {"value": expected_value("cut", 16), "epochs": 16, "attempts": 2}
+    assert result(out, "kept") == {"value": expected_value("kept", 12), "epochs": 12, "attempts": 1}
 
 
 @pytest.fixture(scope="module")
@@ -338,8 +354,9 @@ def test_slurm_two_tasks_form_a_torch_process_group(slurm):
 def test_two_racing_slurm_submitters_submit_each_key_once(slurm_cluster, tmp_path):
     out, submitted = race(tmp_path, "slurm")
     assert sorted(submitted[0] + submitted[1]) == ["r1", "r2", "r3"], submitted
-    job_ids = {f.name.split("_")[0] for f in (tmp_path / "runs" / "slurm" / "jobs").glob("[0-9]*")}
-    assert len(job_ids) == 3, job_ids  # sbatch'ed once each
+    files = [f.name for f in (tmp_path / "runs" / "slurm" / "jobs").glob("[0-9]*")]
+    assert len({f.split("_")[0] for f in files}) == 1, files  # sbatch'ed once: one array for the three
+    assert len([f for f in files if f.endswith("_submitted.pkl")]) == 3, files
     for key in ("r1", "r2", "r3"):
         assert result(out, key)["attempts"] == 1
 
@@ -392,33 +409,38 @@ def paused(state_dir, daemon, seconds):
 
 
 def jobs_named(name):
-    """Ids of the jobs called ``name`` that the controller holds or accounting has recorded."""
+    """Ids of the jobs (arrays: the array's) called ``name`` that the controller holds or accounting
+    has recorded."""
     ids = set()
     for cmd in (
-        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"],
-        ["sacct", "-X", "-n", "-P", "--name", name, "-S", "now-1hour", "-o", "JobIDRaw"],
+        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%F"],
+        ["sacct", "-X", "-n", "-P", "--name", name, "-S", "now-1hour", "-o", "JobID"],
     ):
-        ids |= set(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split())
+        ids |= {i.split("_")[0] for i in subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()}
     return sorted(ids)
 
 
 def test_slurm_sbatch_timing_out_while_slurm_takes_the_job_submits_it_once(slurm_cluster, slurm, capsys):
     runner, out = slurm
-    job = Job("stall", Toy(out, "stall", epochs=2, sleep_s=0.2))
+    jobs = [Job(k, Toy(out, k, epochs=2, sleep_s=0.2)) for k in ("stall", "stall2")]  # one array
+    keys = [j.key for j in jobs]
     with paused(slurm_cluster, "slurmctld", 14):  # sbatch gives up after MessageTimeout (10 s)
-        runner.submit([job])
+        runner.submit(jobs)
     # The precondition really happened: sbatch timed out. The runner then either found the job by its
     # name at once (adopted, silently) or kept the key as submitted-unconfirmed (and said so); both
     # must end with one job for the key, as checked below.
     seen = capsys.readouterr()
     assert "Socket timed out" in seen.out + seen.err
-    states = runner.wait(["stall"], timeout=120)
-    assert states == {"stall": "done"}, (runner.record("stall"), runner.states(["stall"]), runner.log_tail("stall"))
-    runner.submit([job])
+    states = runner.wait(keys, timeout=120)
+    assert states == dict.fromkeys(keys, "done"), ([runner.record(k) for k in keys], runner.log_tail("stall"))
+    runner.submit(jobs)
     assert runner.last_submitted == []
-    record = runner.record("stall")
-    assert jobs_named(record["job_name"]) == [record["job_id"]]  # SLURM has one job for this key
-    assert result(out, "stall") == {"value": expected_value("stall", 2), "epochs": 2, "attempts": 1}
+    records = [runner.record(k) for k in keys]
+    array = records[0]["job_id"].split("_")[0]
+    assert [r["job_id"] for r in records] == [f"{array}_0", f"{array}_1"]
+    assert jobs_named(records[0]["job_name"]) == [array]  # SLURM has one array, one task per key
+    for key in keys:
+        assert result(out, key) == {"value": expected_value(key, 2), "epochs": 2, "attempts": 1}
 
 
 def test_slurm_states_unknown_while_slurmdbd_is_stopped_stay_pending(slurm_cluster, tmp_path, monkeypatch):

@@ -90,15 +90,16 @@ class LocalRunner(Runner):
     def _can_follow(self, dep_record):
         return dep_record is not None and dep_record["key"] in self._phase
 
-    def _launch(self, job, sources, record):
+    def _launch(self, jobs, sources, records):
         import cloudpickle
 
+        (job,), (record,) = jobs, records  # max_group is 1
         spec = private_dir(self.state_dir / "jobs") / f"{job.key}.pkl"
         fd = os.open(spec.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(cloudpickle.dumps(dict(key=job.key, fn=job.fn, is_done=self.is_done, tasks=job.tasks_per_node)))
         os.replace(spec.with_suffix(".tmp"), spec)
-        return {"spec": str(spec), "logs": [str(self.log_path(job.key))]}
+        return [{**record, "spec": str(spec)}]
 
     def _after_submit(self, job):
         self._phase[job.key] = "pending"

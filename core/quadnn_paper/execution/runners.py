@@ -25,6 +25,7 @@ submitit and reads states from SLURM.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import graphlib
 import json
@@ -190,8 +191,9 @@ def order(jobs: list[Job]) -> list[Job]:
 
 class Runner:
     """Records, locks, states, waiting and the submission decision. A subclass implements
-    ``_launch(job, sources) -> record`` (``sources``: records of queued jobs it must wait for) and
-    ``_record_state(record) -> (state, reason)``, and may override ``_can_follow`` and ``_discard``."""
+    ``_launch(jobs, sources, records) -> records`` (``jobs`` launched together; ``sources``: records
+    of the queued jobs a single job must wait for) and ``_record_state(record) -> (state, reason)``,
+    and may override ``max_group``, ``_can_follow`` and ``_discard``."""
 
     name = ""
     max_gpus: int | None = None  # the most GPUs one job can get (None: unknown)
@@ -285,23 +287,45 @@ class Runner:
             time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
 
     # submission
+    max_group = 1  # the most jobs launched together (see submit)
+
     def submit(self, jobs: Iterable[Job], is_done: Callable[[str], bool] | None = None) -> dict[str, str]:
         """Submit every job that is not done and not already pending or running; returns every
-        job's state afterwards."""
+        job's state afterwards. Jobs go in waves (a job after the jobs of this batch it depends on);
+        in a wave, up to :attr:`max_group` jobs asking alike are decided holding their submit locks
+        (taken in key order), and those that wait for no queued source are launched together."""
         self.is_done = is_done or self.is_done
-        jobs = order(list(jobs))
-        in_batch = {job.key for job in jobs}
-        self.last_submitted = []
-        decided: dict[str, tuple[str, dict | None]] = {}  # key -> (state, record)
-        for job in jobs:
+        self.last_submitted, decided, wave, groups = [], {}, {}, {}
+        for job in order(list(jobs)):
             self._check(job)
-            with self.lock(f"{job.key}.submit"):
-                decided[job.key] = self._decide(job, decided, in_batch)
-            if decided[job.key][0] == "submitted":
-                decided[job.key] = (self._after_submit(job), self.record(job.key))
+            wave[job.key] = max((wave[d] + 1 for d in job.deps if d in wave), default=0)
+            alike = (wave[job.key], job.gpus, job.nodes, job.tasks_per_node, job.cpus_per_task, job.mem_gb)
+            groups.setdefault(alike, []).append(job)
+        for alike in sorted(groups, key=lambda alike: alike[0]):
+            for i in range(0, len(groups[alike]), self.max_group):
+                group = sorted(groups[alike][i : i + self.max_group], key=lambda job: job.key)
+                with contextlib.ExitStack() as locks:
+                    for job in group:
+                        locks.enter_context(self.lock(f"{job.key}.submit"))
+                    decided.update({job.key: self._decide(job, decided) for job in group})
+                    launch = [job for job in group if decided[job.key][0] == "launch"]
+                    together = [job for job in launch if not decided[job.key][1]]  # wait for no queued source
+                    for batch in filter(None, [[job] for job in launch if decided[job.key][1]] + [together]):
+                        made = dict(runner=self.name, submitted_at=time.time(), submitted_by=os.getpid())
+                        records = [
+                            dict(made, key=j.key, deps=list(j.deps), logs=[str(self.log_path(j.key))]) for j in batch
+                        ]
+                        for record in self._launch(batch, decided[batch[0].key][1], records):
+                            self.write_record(record)
+                            self.last_submitted.append(record["key"])
+                            decided[record["key"]] = ("submitted", record)
+                for job in group:
+                    if decided[job.key][0] == "submitted":
+                        decided[job.key] = (self._after_submit(job), self.record(job.key))
         return {key: state for key, (state, _) in decided.items()}
 
-    def _decide(self, job: Job, decided: dict, in_batch: set) -> tuple[str, dict | None]:
+    def _decide(self, job: Job, decided: dict) -> tuple[str, Any]:
+        """``(state, record)`` of a job not to launch now, else ``("launch", sources)``."""
         if self._done(job.key):
             return "done", None
         old = self.record(job.key)
@@ -322,15 +346,8 @@ class Runner:
             if dep_state not in ACTIVE or not self._can_follow(dep_record):
                 return "missing", None  # its source is not queued: a later pass submits it
             sources[dep] = dep_record
-        if old is not None:
-            self._discard(old)
-        record = dict(
-            key=job.key, runner=self.name, deps=list(job.deps), submitted_at=time.time(), submitted_by=os.getpid()
-        )
-        record.update(self._launch(job, sources, record))
-        self.write_record(record)
-        self.last_submitted.append(job.key)
-        return "submitted", record
+        self._discard(old)
+        return "launch", sources
 
     def _check(self, job: Job) -> None:
         """Raise ValueError when this runner cannot run ``job`` at all."""
@@ -339,14 +356,15 @@ class Runner:
         """Whether a job submitted now can wait for that queued source."""
         return False
 
-    def _discard(self, old: dict) -> None:
-        """Called before a stale record is replaced."""
+    def _discard(self, old: dict | None) -> None:
+        """Called before a stale record (if any) is replaced."""
 
     def _after_submit(self, job: Job) -> str:
         return "pending"
 
-    def _launch(self, job: Job, sources: dict[str, dict], record: dict) -> dict:
-        raise NotImplementedError
+    def _launch(self, jobs: list[Job], sources: dict[str, dict], records: list[dict]) -> list[dict]:
+        """Start ``jobs`` together (``sources``: of a single job); their complete records."""
+        return records
 
 
 class InlineRunner(Runner):
@@ -359,9 +377,6 @@ class InlineRunner(Runner):
     def __init__(self, state_dir, is_done=None, raise_errors: bool = True):
         super().__init__(state_dir, is_done)
         self.raise_errors = raise_errors
-
-    def _launch(self, job, sources, record):
-        return {"logs": [str(self.log_path(job.key))]}
 
     def _after_submit(self, job):
         record = self.record(job.key)

@@ -1,4 +1,4 @@
-"""The SLURM runner: one ``sbatch`` per job through submitit, states from SLURM, never a key twice.
+"""The SLURM runner: jobs to ``sbatch`` through submitit, states from SLURM, never a key twice.
 
 Options (keyword, else environment, else the job's own request): ``partition``
 (``QUADNN_SLURM_PARTITION``), ``account`` (``QUADNN_SLURM_ACCOUNT``), ``qos``
@@ -8,25 +8,31 @@ Options (keyword, else environment, else the job's own request): ``partition``
 ``QUADNN_SLURM_SBATCH``), ``max_requeues`` (default 10), ``setup`` (shell lines run first). A job's
 ``gpus`` become ``--gpus-per-node`` (every task sees the node's GPUs and takes ``cuda:LOCAL_RANK``),
 ``tasks_per_node`` ``--ntasks-per-node``, ``cpus_per_task``/``mem_gb`` ``--cpus-per-task``/``--mem``.
-A job whose source is queued gets ``--dependency=afterok:<id>``. The callable runs inside a
-:class:`submitit.helpers.Checkpointable`: on preemption or timeout submitit requeues it and it
-resumes from its own checkpoint; a job killed outright is ``failed`` and the next submit resubmits it.
+The jobs of one ``submit`` that wait for no queued source and ask alike go to SLURM as one job array
+(one ``sbatch``: submitit's ``--array`` and ``%A_%a`` paths), task ``i`` recorded as job ``<array
+id>_<i>``; a group of one is a plain job. A job whose source is queued is submitted alone with
+``--dependency=afterok:<source's id>``. The callable runs inside a
+:class:`submitit.helpers.Checkpointable`: on preemption or timeout submitit requeues it (an array's
+task alone) and it resumes from its own checkpoint; a job killed outright is ``failed`` and the
+next submit resubmits it alone.
 
-Submission survives a controller that does not answer: the record (with a job name unique to the
-attempt) and the job's pickle are written *before* ``sbatch``; the job script itself puts the pickle
-in place if the submitter never could. After a failed ``sbatch`` the runner looks the name up with
-``squeue``/``sacct``: a job found is adopted; none, with the controller answering and the error a
-rejection, is an error; otherwise the record stays "submitted, unconfirmed" (pending) and later
-passes look again. A name unknown for :data:`GRACE_S` with the controller answering becomes
-``missing`` (submitted again).
+Submission survives a controller that does not answer: the records (with a job name unique to the
+attempt, an array's for all its tasks) and the pickles are written *before* ``sbatch``, under the
+keys' submit locks; the job script itself puts its pickle in place if the submitter never could.
+After a failed ``sbatch`` the runner looks the name up with ``squeue``/``sacct``: a job found is
+adopted; none, with the controller answering and the error a rejection, is an error; otherwise
+the records stay "submitted, unconfirmed" (pending) and later passes look again. A name unknown
+for :data:`GRACE_S` with the controller answering becomes ``missing`` (submitted again).
 
-States come from ``sacct`` (retried with backoff), then from ``squeue`` (what the controller still
-holds); a job neither can tell about stays ``pending``, never failed or resubmitted. The record's
-job name is compared, so a job id reused after SLURM's state was wiped is not taken for ours.
+States come from ``sacct`` on the jobs and arrays (retried with backoff; submitit's parser expands
+a pending array's ``123_[0-5]``), then from ``squeue -r`` (what the controller still holds); a job
+neither can tell about stays ``pending``, never failed or resubmitted. The record's job name is
+compared, so a job id reused after SLURM's state was wiped is not taken for ours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -36,39 +42,22 @@ import time
 import uuid
 from pathlib import Path
 
+from submitit import SlurmExecutor, SlurmJob
+from submitit.core.utils import DelayedSubmission, JobPaths
 from submitit.helpers import Checkpointable
 
 from .runners import Job, Runner, private_dir
 
 __all__ = ["SlurmRunner", "SlurmCall", "GRACE_S"]
 
-ACTIVE = {
-    "PENDING": "pending",
-    "REQUEUED": "pending",
-    "REQUEUE_HOLD": "pending",
-    "REQUEUE_FED": "pending",
-    "RESIZING": "pending",
-    "SUSPENDED": "pending",
-    "CONFIGURING": "pending",
-    "RUNNING": "running",
-    "COMPLETING": "running",
-    "STAGE_OUT": "running",
-    "SIGNALING": "running",
-    "STOPPED": "running",
-}
+ACTIVE = dict.fromkeys("PENDING REQUEUED REQUEUE_HOLD REQUEUE_FED RESIZING SUSPENDED CONFIGURING".split(), "pending")
+ACTIVE |= dict.fromkeys("RUNNING COMPLETING STAGE_OUT SIGNALING STOPPED".split(), "running")
 JOBS = "jobs"  # submitit's folder: pickles and logs of every job, named by job id
 GRACE_S = 300  # how long SLURM may not know a job it was asked to take
 SACCT_TIMEOUT_S = 20  # a sacct whose database does not answer hangs: give up after this ...
 SACCT_RETRIES = 2  # ... this many more times (1 s, 2 s, ... apart), then ask squeue
-_TRANSIENT = (
-    "timed out",
-    "Unable to contact",
-    "Zero Bytes",
-    "Connection refused",
-    "temporarily unavailable",
-    "Socket",
-    "TimeoutExpired",
-)
+# sbatch errors that say nothing about the job (the controller did not answer in time)
+_TRANSIENT = "timed out|Unable to contact|Zero Bytes|Connection refused|temporarily unavailable|Socket|TimeoutExpired"
 
 
 def _call(cmd: list[str], timeout: float = 60) -> str | None:
@@ -86,35 +75,33 @@ def _rows(text: str | None) -> dict[str, tuple[str, str]]:
 
 
 def query(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], bool]:
-    """``({job id: (STATE, job name)}, whether SLURM answered)``: sacct (tried
-    ``1 + SACCT_RETRIES`` times with backoff), then squeue for what sacct could not say."""
+    """``({job id: (STATE, job name)}, whether SLURM answered)`` for plain jobs and array tasks
+    (``<array id>_<i>``, sacct's JobID, not its JobIDRaw): sacct on their jobs and arrays (tried
+    ``1 + SACCT_RETRIES`` times with backoff), then ``squeue -r`` for what sacct could not say."""
     if not job_ids:
         return {}, True
-    text = None
+    text, bases = None, ",".join(sorted({i.split("_")[0] for i in job_ids}))
     for attempt in range(SACCT_RETRIES + 1):
-        text = _call(
-            ["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,State,JobName", "-j", ",".join(job_ids)],
-            timeout=SACCT_TIMEOUT_S,
-        )
+        text = _call(["sacct", "-X", "-P", "-o", "JobID,State,JobName", "-j", bases], timeout=SACCT_TIMEOUT_S)
         if text is not None or attempt == SACCT_RETRIES:
             break
         time.sleep(2**attempt)
-    known = _rows(text)
-    if len(known) < len(job_ids):
-        queued = _call(["squeue", "-h", "-t", "all", "-o", "%i|%T|%j"])
+    info = SlurmJob.watcher.read_info(text or "")  # expands a pending array's 123_[0-5] line
+    known = {i: ((r.get("State", "").split() or ["UNKNOWN"])[0], r.get("JobName", "")) for i, r in info.items()}
+    if any(i not in known for i in job_ids):
+        queued = _call(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%j"])
         known = {**{k: v for k, v in _rows(queued).items() if k in job_ids}, **known}
         return known, text is not None and queued is not None
     return known, True
 
 
 def find(name: str, since: float) -> tuple[list[str], bool]:
-    """Job ids named ``name`` (submitted since ``since``), and whether the controller answered."""
-    queued = _call(["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"], timeout=30)
+    """Ids of the jobs or arrays named ``name`` (submitted since ``since``), and whether the
+    controller answered."""
+    queued = _call(["squeue", "-h", "-t", "all", "-n", name, "-o", "%F"], timeout=30)
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 60))
-    accounted = _call(
-        ["sacct", "-X", "-n", "-P", "--name", name, "-S", start, "-o", "JobIDRaw"], timeout=SACCT_TIMEOUT_S
-    )
-    ids = {i.strip() for text in (queued, accounted) for i in (text or "").split() if i.strip()}
+    accounted = _call(["sacct", "-X", "-n", "-P", "--name", name, "-S", start, "-o", "JobID"], timeout=SACCT_TIMEOUT_S)
+    ids = {i.split("_")[0] for text in (queued, accounted) for i in (text or "").split() if i.strip()}
     return sorted(ids, key=int), queued is not None
 
 
@@ -151,6 +138,7 @@ class SlurmRunner(Runner):
     """Submits through submitit's SlurmExecutor; see the module doc."""
 
     name = "slurm"
+    max_group = 500  # tasks of one array (SLURM's MaxArraySize defaults to 1001)
     _ENV = {
         "partition": "QUADNN_SLURM_PARTITION",
         "account": "QUADNN_SLURM_ACCOUNT",
@@ -185,7 +173,7 @@ class SlurmRunner(Runner):
                 "tools/slurm/up.sh starts a local one)"
             )
         self.folder = private_dir(self.state_dir / "slurm")
-        self._known: dict | None = None  # one query's answers while a submit/states call lasts
+        self._known, self._names = None, None  # one query's answers while a submit/states call lasts
 
     @property
     def max_gpus(self) -> int | None:
@@ -200,26 +188,27 @@ class SlurmRunner(Runner):
     # states
     def states(self, keys, is_done=None):
         keys = list(keys)
-        self._prefetch(keys)
-        try:
+        with self._asking(keys):
             return super().states(keys, is_done)
-        finally:
-            self._known = None
 
     def submit(self, jobs, is_done=None):
         jobs = list(jobs)
-        self._prefetch({j.key for j in jobs} | {d for j in jobs for d in j.deps})
-        try:
+        with self._asking({j.key for j in jobs} | {d for j in jobs for d in j.deps}):
             return super().submit(jobs, is_done)
-        finally:
-            self._known = None
 
-    def _prefetch(self, keys) -> None:
+    @contextlib.contextmanager
+    def _asking(self, keys):
+        """One query for the jobs of ``keys`` (and one lookup per unconfirmed job name) while a
+        states or submit call lasts."""
         ids = [r["job_id"] for r in map(self.record, keys) if r and r.get("job_id")]
-        self._known = query(ids)
+        self._known, self._names = query(ids), {}
+        try:
+            yield
+        finally:
+            self._known = self._names = None
 
     # submission
-    def _parameters(self, job: Job, name: str, intent: Path) -> dict:
+    def _parameters(self, job: Job, name: str, intents: Path) -> dict:
         o = self.options
         params = dict(
             job_name=name,
@@ -241,13 +230,15 @@ class SlurmRunner(Runner):
             params["mem"] = f"{int(float(mem) * 1024)}M"
         # If sbatch's answer was lost, nobody moved the pickle into place: the job does it (through a
         # copy renamed into place, since the submitter may move the same pickle there meanwhile).
+        # Array task i's pickle is submitit's <array id>_<i>_submitted.pkl, its intent <name>_<i>.pkl.
         q = shlex.quote
         params["setup"] = self.setup + [
             # torch's intra-op threads on the CPUs SLURM gave the task, not on every core of the node:
             # four 1-CPU tasks on one node otherwise spin against each other (TINY ResNet20 epoch 3.5 s vs 0.33 s here).
             'export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"',
-            f'p={q(str(self.folder / JOBS))}/"${{SLURM_JOB_ID}}_submitted.pkl"; '
-            f'[ -e "$p" ] || {{ cp {q(str(intent))} "$p.$$" && mv -f "$p.$$" "$p"; }} || rm -f "$p.$$"',
+            f'i="${{SLURM_ARRAY_TASK_ID:+_$SLURM_ARRAY_TASK_ID}}"; '
+            f'p={q(str(self.folder / JOBS))}/"${{SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}}$i"_submitted.pkl; '
+            f'[ -e "$p" ] || {{ cp {q(str(intents / name))}"$i.pkl" "$p.$$" && mv -f "$p.$$" "$p"; }} || rm -f "$p.$$"',
         ]
         params["additional_parameters"] = _parse_sbatch(o["sbatch"])
         return params
@@ -257,94 +248,83 @@ class SlurmRunner(Runner):
         base = re.sub(r"[^A-Za-z0-9._=+-]", "_", job.name or job.key)[:80]
         return f"{base}.{job.key[:12]}.{uuid.uuid4().hex[:6]}"
 
-    def _launch(self, job, sources, record):
-        import submitit
-        from submitit.core.utils import DelayedSubmission
-
-        name = self._job_name(job)
-        intent = private_dir(self.folder / "intents") / f"{name}.pkl"
-        record = {
-            **record,
-            "job_name": name,
-            "intent": str(intent),
-            "job_id": None,
-            "sources": {k: r["job_id"] for k, r in sources.items()},
-        }
+    def _launch(self, jobs, sources, records):
+        name, array = self._job_name(jobs[0]), len(jobs) > 1
+        intents = private_dir(self.folder / "intents")
+        ids = {k: r["job_id"] for k, r in sources.items()}
+        records = [
+            {**r, "job_name": name, "job_id": None, "sources": ids, "intent": str(intents / f"{name}.pkl")}
+            | ({"array_index": i, "intent": str(intents / f"{name}_{i}.pkl")} if array else {})
+            for i, r in enumerate(records)
+        ]
         # One flat folder that exists before sbatch: SLURM opens a job's log there when it starts,
         # which may be before we learn its id (a per-job "%j" folder would not exist yet).
-        folder = private_dir(self.folder / JOBS)
-        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=self.max_requeues)
-        params = self._parameters(job, name, intent)
+        executor = SlurmExecutor(folder=private_dir(self.folder / JOBS), max_num_timeout=self.max_requeues)
+        params = self._parameters(jobs[0], name, intents)
         if sources:
             params["additional_parameters"].update(
-                dependency="afterok:" + ":".join(record["sources"].values()), **{"kill-on-invalid-dep": "yes"}
+                dependency="afterok:" + ":".join(ids.values()), **{"kill-on-invalid-dep": "yes"}
             )
         executor.update_parameters(**params)
-        delayed = DelayedSubmission(SlurmCall(job.fn, job.key))
-        delayed.set_timeout(params["time"], self.max_requeues)
-        delayed.dump(intent)
-        self.write_record(record)  # the intent, before sbatch
+        if array:  # --array=0-<n-1> and %A_%a logs, as submitit's executor.batch() asks for them
+            executor.parameters["map_count"] = len(jobs)
+        for job, record in zip(jobs, records):
+            delayed = DelayedSubmission(SlurmCall(job.fn, job.key))
+            delayed.set_timeout(params["time"], self.max_requeues)
+            delayed.dump(record["intent"])
+            self.write_record(record)  # the intent, before sbatch
         try:
             sub = executor._submit_command(executor._submitit_command_str)
         except Exception as error:  # noqa: BLE001  (submitit raises several kinds)
-            return self._after_error(job, record, sources, error)
-        return adopt(self, record, [sub.job_id])
+            return self._after_error(jobs, records, sources, error)
+        return adopt(self, records, [sub.job_id])
 
-    def _after_error(self, job, record, sources, error) -> dict:
+    def _after_error(self, jobs, records, sources, error) -> list[dict]:
         message = " ".join(str(error).split())[-300:]
+        what = jobs[0].key + (f" and {len(jobs) - 1} more (one array)" if len(jobs) > 1 else "")
         ids, answered = [], False
         for delay in (1, 2, 4, 8):  # the controller may take the job while we ask
-            ids, answered = find(record["job_name"], record["submitted_at"])
+            ids, answered = find(records[0]["job_name"], records[0]["submitted_at"])
             if ids or answered:
                 break
             time.sleep(delay)
         if ids:
-            return adopt(self, record, ids)
-        if answered and not any(t in message for t in _TRANSIENT):
-            Path(record["intent"]).unlink(missing_ok=True)
-            self.record_path(job.key).unlink(missing_ok=True)
-            known, _ = query(list(record["sources"].values()))
-            if sources and all(known.get(i, ("",))[0] == "COMPLETED" for i in record["sources"].values()):
+            return adopt(self, records, ids)
+        if answered and not re.search(_TRANSIENT, message):
+            for record in records:
+                Path(record["intent"]).unlink(missing_ok=True)
+                self.record_path(record["key"]).unlink(missing_ok=True)
+            known, _ = query(list(records[0]["sources"].values()))
+            if sources and all(known.get(i, ("",))[0] == "COMPLETED" for i in records[0]["sources"].values()):
                 # SLURM refuses a dependency on a job it has forgotten; every source completed.
-                return self._launch(job, {}, {k: v for k, v in record.items() if k in _BASE})
+                return self._launch(jobs, {}, records)
             hint = (
-                f" (the job asks for {job.gpus} GPU(s); on a cluster without GPUs set QUADNN_GPUS_PER_RUN=0)"
-                if job.gpus and "configuration is not available" in message
+                f" (the job asks for {jobs[0].gpus} GPU(s); on a cluster without GPUs set QUADNN_GPUS_PER_RUN=0)"
+                if jobs[0].gpus and "configuration is not available" in message
                 else ""
             )
-            raise RuntimeError(f"sbatch refused job {job.key}: {message}{hint}") from None
+            raise RuntimeError(f"sbatch refused job {what}: {message}{hint}") from None
         print(
-            f"slurm: sbatch for {job.key} failed ({message}); the controller "
+            f"slurm: sbatch for {what} failed ({message}); the controller "
             f"{'answers but does not list it yet' if answered else 'does not answer'}: kept as submitted, "
             "unconfirmed, and looked up again on the next pass",
             flush=True,
         )
-        return {**record, "error": message}
+        return [{**r, "error": message} for r in records]
 
     def _can_follow(self, dep_record):
         return dep_record is not None and dep_record.get("runner") == "slurm" and bool(dep_record.get("job_id"))
 
     def _discard(self, old):
-        if old.get("runner") == "slurm" and old.get("job_id"):
+        if old and old.get("runner") == "slurm" and old.get("job_id"):
             _call(["scancel", old["job_id"]])  # e.g. still queued behind a source that failed
-
-    def log_tail(self, key, lines=20):
-        from .runners import tail
-
-        record = self.record(key) or {}
-        return tail([Path(p.replace("%j", record.get("job_id") or "%j")) for p in record.get("logs", [])], lines)
 
     def job(self, key: str):
         """The :class:`submitit.SlurmJob` of ``key``'s latest submission (or None)."""
-        import submitit
-
         record = self.record(key)
         if not record or not record.get("job_id"):
             return None
-        return submitit.SlurmJob(folder=record["folder"], job_id=record["job_id"])
-
-
-_BASE = ("key", "runner", "deps", "submitted_at", "submitted_by")
+        return SlurmJob(folder=record["folder"], job_id=record["job_id"])
 
 
 def record_state(runner: Runner, record: dict) -> tuple[str, str]:
@@ -368,32 +348,31 @@ def record_state(runner: Runner, record: dict) -> tuple[str, str]:
 
 def _unconfirmed(runner: Runner, record: dict) -> tuple[str, str]:
     """A submission whose sbatch failed: adopt the job SLURM took under its name, if any."""
-    ids, answered = find(record["job_name"], record["submitted_at"])
+    names, name = getattr(runner, "_names", None), record["job_name"]
+    names = {} if names is None else names  # an array's tasks share one lookup
+    ids, answered = names[name] = names.get(name) or find(name, record["submitted_at"])
     if ids:
-        adopt(runner, record, ids)
+        adopt(runner, [record], ids)
         return "pending", ""
     if answered and time.time() - record["submitted_at"] > GRACE_S:
-        return "missing", f"sbatch failed ({record.get('error')}) and SLURM has no job {record['job_name']}"
+        return "missing", f"sbatch failed ({record.get('error')}) and SLURM has no job {name}"
     return "pending", f"submitted, unconfirmed: {record.get('error')}"
 
 
-def adopt(runner: Runner, record: dict, ids: list[str]) -> dict:
-    """Record SLURM's job for this attempt with its pickle in place; extra ones are cancelled."""
-    import submitit
-
+def adopt(runner: Runner, records: list[dict], ids: list[str]) -> list[dict]:
+    """Record SLURM's job (an array: task ``array_index`` of it) for each record of this attempt,
+    with its pickle in place; extra ones are cancelled."""
     for extra in ids[1:]:
         _call(["scancel", extra])
-    intent = Path(record["intent"])
-    job = submitit.SlurmJob(folder=intent.parent.parent / JOBS, job_id=ids[0])
-    if intent.exists():
-        job.paths.move_temporary_file(intent, "submitted_pickle")
-    private_dir(job.paths.folder)
-    record = {
-        **record,
-        "job_id": ids[0],
-        "folder": str(job.paths.folder),
-        "logs": [str(job.paths.stderr).replace("%t", "0"), str(job.paths.stdout).replace("%t", "0")],
-    }
-    record.pop("error", None)
-    runner.write_record(record)
-    return record
+    adopted = []
+    for record in records:
+        job_id = ids[0] if "array_index" not in record else f"{ids[0]}_{record['array_index']}"
+        intent = Path(record["intent"])
+        paths = JobPaths(private_dir(intent.parent.parent / JOBS), job_id=job_id)  # task 0's logs
+        if intent.exists():
+            paths.move_temporary_file(intent, "submitted_pickle")
+        record = dict(record, job_id=job_id, folder=str(paths.folder), logs=[str(paths.stderr), str(paths.stdout)])
+        record.pop("error", None)
+        runner.write_record(record)
+        adopted.append(record)
+    return adopted
