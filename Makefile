@@ -112,10 +112,12 @@ tex: build/.tex-ok
 # variables into paper/.
 # A notebook whose runs are not all finished (submitted to SLURM, WAIT unset) keeps no executed
 # copy, so the next `make paper` runs it again and collects what has finished meanwhile.
+# torch.compile's kernels are kept under build/ too, so `make clean` starts as cold as a new machine.
 build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	@mkdir -p $(@D)
 	@rm -f $(basename $@).pending
 	QUADNN_NOTEBOOK=$* QUADNN_PENDING="$(CURDIR)/$(basename $@).pending" \
+	  TORCHINDUCTOR_CACHE_DIR="$${TORCHINDUCTOR_CACHE_DIR:-$(CURDIR)/build/inductor}" \
 	  $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
 	  -p profile $(PROFILE) -p paper_dir "$(CURDIR)/paper" -p cache_dir "$(CURDIR)/build/cache" \
 	  -p runner $(RUNNER) $(if $(TINY),-p tiny True)

@@ -14,14 +14,15 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-def run_notebooks(paper, cache):
+def run_notebooks(paper, work):
+    """Every notebook at the smoke profile: outputs into ``paper``, executed copies and cache into ``work``."""
     papermill = Path(sys.executable).with_name("papermill")
     for nb in NOTEBOOKS:
         ran = subprocess.run(
             [
                 str(papermill),
                 str(nb),
-                str(cache.parent / nb.name),
+                str(work / nb.name),
                 "--cwd",
                 str(ROOT / "notebooks"),
                 "-p",
@@ -32,7 +33,7 @@ def run_notebooks(paper, cache):
                 str(paper),
                 "-p",
                 "cache_dir",
-                str(cache),
+                str(work / "cache"),
             ],
             capture_output=True,
             text=True,
@@ -41,11 +42,23 @@ def run_notebooks(paper, cache):
         assert ran.returncode == 0, f"{nb.name} failed at the smoke profile:\n{ran.stderr[-3000:]}"
 
 
+def embedded_paper_dir(nb: Path) -> Path:
+    """The ``paper_dir`` a notebook's parameters cell sets (where nbval's run writes), absolute."""
+    import ast
+    import json
+
+    cell = next(c for c in json.loads(nb.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+    for node in ast.parse("".join(cell["source"])).body:
+        if isinstance(node, ast.Assign) and node.targets[0].id == "paper_dir":
+            return (nb.parent / ast.literal_eval(node.value)).resolve()
+    raise AssertionError(f"{nb.name}: no paper_dir in its parameters cell")
+
+
 def from_nbval(paper, since):
-    """Copy the outputs nbval wrote (each notebook's embedded default: smoke, into build/smoke/paper)
+    """Copy the outputs nbval wrote (each notebook's embedded default: smoke, into its ``paper_dir``)
     into ``paper``: only when every notebook's stamp is from this pytest session, so a notebook that
     did not run here (or failed) cannot lend an old output to the PDF."""
-    built = ROOT / "build" / "smoke" / "paper"
+    (built,) = {embedded_paper_dir(nb) for nb in NOTEBOOKS}  # one folder for all, or this fails
     stamps = {nb.stem: built / ".stamps" / f"{nb.stem}.json" for nb in NOTEBOOKS}
     old = [name for name, p in stamps.items() if not p.exists() or p.stat().st_mtime < since]
     assert not old, f"nbval did not write these notebooks' outputs in this session: {old}"
@@ -69,7 +82,7 @@ def test_smoke_pdf_builds(tmp_path, request):
     if os.environ.get("QUADNN_PDF_FROM_NBVAL") == "1":
         from_nbval(paper, request.config.quadnn_started)
     else:
-        run_notebooks(paper, tmp_path / "cache")
+        run_notebooks(paper, tmp_path)
     published.write(paper / "variables" / "published.tex")
     check = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "paper_check.py"), "check", "--profile", "smoke", "--paper", str(paper)],
