@@ -137,7 +137,7 @@ class AllReduce:
         import torch
         import torch.distributed as dist
 
-        from quadnn_paper.execution.runners import init_distributed
+        from quadnn_paper.engine.distributed import init_distributed
 
         assert init_distributed("cpu")
         total = torch.tensor([float(dist.get_rank() + 1)])

@@ -476,7 +476,7 @@ def test_slurm_states_unknown_while_slurmdbd_is_stopped_stay_pending(slurm_clust
 
 
 def test_a_job_pickle_in_a_folder_others_can_write_is_refused(tmp_path):
-    from quadnn_paper.execution.runners import load_job
+    from quadnn_paper.common.files import load_private_pickle as load_job
 
     top = tmp_path / "jobs"
     top.mkdir(mode=0o755)

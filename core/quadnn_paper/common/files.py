@@ -1,5 +1,6 @@
 """Files written all or nothing (a temporary file unique to the writer, then a rename), their
-checksums, and file locks. Free of torch, so the report tools (``tools/paper_check.py``) and the
+checksums, file locks, and folders only their owner can write (a runner loads pickles from
+them). Free of torch, so the report tools (``tools/paper_check.py``) and the
 runners' job processes can use it too.
 
 A cache a team shares: every file is created with the mode the writer's umask gives (``mkstemp``
@@ -15,7 +16,9 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,6 +35,10 @@ __all__ = [
     "umask",
     "CacheWriteError",
     "remove_stale_temps",
+    "private_dir",
+    "check_private",
+    "load_private_pickle",
+    "read_json",
 ]
 
 # Errors of the file system, not of the program: reported as one line naming the file.
@@ -181,3 +188,49 @@ def lock_held(path: str | os.PathLike) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` created if missing and made writable by its owner only (whatever the umask), since
+    job pickles are loaded from under it."""
+    path.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode
+    if mode & 0o022 and path.stat().st_uid == os.getuid():
+        os.chmod(path, stat.S_IMODE(mode) & ~0o022)
+    return path
+
+
+def check_private(path: Path, top: Path) -> None:
+    """Refuse ``path`` when it, or a folder between it and ``top``, is not ours or is writable by
+    others: whoever can write there could make us unpickle (run) their code. As ssh does for keys."""
+    path, top = Path(path).absolute(), Path(top).absolute()
+    for p in (path, *[q for q in path.parents if q == top or top in q.parents]):
+        st = p.stat()
+        if st.st_uid not in (os.getuid(), 0):
+            raise PermissionError(
+                f"refusing to load {path}: {p} belongs to uid {st.st_uid}, not to us "
+                f"(uid {os.getuid()}), so another user could have put code there"
+            )
+        if st.st_mode & 0o022:
+            raise PermissionError(
+                f"refusing to load {path}: {p} is writable by "
+                f"{'group and others' if st.st_mode & 0o002 else 'its group'} "
+                f"(mode {stat.filemode(st.st_mode)}), so others could have put code there; "
+                f"`chmod go-w {p}` if that is wanted"
+            )
+
+
+def load_private_pickle(path: Path, top: Path):
+    """The pickled object (a runner's job) at ``path``, after :func:`check_private` up to ``top``."""
+    import pickle
+
+    check_private(path, top)
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

@@ -1,13 +1,30 @@
-"""DDP helpers: rank/world, collectives that keep NCCL's rule on every backend, and batch norm
+"""DDP helpers: joining the process group a launcher describes, rank/world, collectives that keep NCCL's rule on every backend, and batch norm
 whose statistics span all ranks (torch's own on CUDA, ours on CPU)."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["world", "all_reduce", "SyncBatchNorm2d", "sync_batchnorm"]
+__all__ = ["init_distributed", "world", "all_reduce", "SyncBatchNorm2d", "sync_batchnorm"]
+
+
+def init_distributed(device: str = "auto") -> bool:
+    """Join the process group the launcher's environment describes (``env://``: a runner's job,
+    SLURM tasks through submitit, torchrun) when there is more than one process; returns whether one
+    is active. NCCL when the run computes on CUDA (``device`` ``cuda*``, or ``auto`` with CUDA), with
+    the process's GPU set first (NCCL's communicators use the current device); else gloo."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    if not dist.is_initialized():
+        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
+    return True
 
 
 def world() -> tuple[int, int]:

@@ -7,6 +7,6 @@ torch (the engine is imported where it is used), so a job process starts quickly
 """
 
 from .execute import execute, pending_note
-from .runners import RUNNERS, Job, init_distributed, make_runner
+from .runners import RUNNERS, Job, make_runner
 
-__all__ = ["execute", "pending_note", "RUNNERS", "Job", "make_runner", "init_distributed"]
+__all__ = ["execute", "pending_note", "RUNNERS", "Job", "make_runner"]

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .runners import RUNNERS, Job, init_distributed, make_runner
+from .runners import RUNNERS, Job, make_runner
 
 if TYPE_CHECKING:  # the engine (torch) is imported where it is used: job processes start without it
     from ..engine import RunConfig
@@ -152,6 +152,7 @@ class TrainRun:
 
     def __call__(self) -> str:
         from ..engine import run
+        from ..engine.distributed import init_distributed
 
         ddp = init_distributed(self.cfg.device)
         try:

@@ -25,7 +25,8 @@ import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from .runners import Job, Runner, load_job, private_dir, read_json
+from ..common.files import load_private_pickle, private_dir, read_json
+from .runners import Job, Runner
 
 __all__ = ["LocalRunner", "visible_gpus"]
 _MODULE = "quadnn_paper.execution.local"  # what job processes run (not __name__: "__main__" there)
@@ -163,7 +164,7 @@ def main(spec: str, state_dir: str, task: bool = False) -> int:
 
     record_path = Path(state_dir) / f"{Path(spec).stem}.json"
     try:
-        job = load_job(Path(spec), Path(state_dir))
+        job = load_private_pickle(Path(spec), Path(state_dir))
     except PermissionError as refused:
         print(refused, file=sys.stderr)
         if not task:

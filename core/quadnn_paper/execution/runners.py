@@ -31,16 +31,15 @@ import graphlib
 import json
 import os
 import re
-import stat
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..common.files import atomic_write_text, file_lock, lock_held
+from ..common.files import atomic_write_text, file_lock, lock_held, private_dir, read_json
 
-__all__ = ["Job", "Runner", "InlineRunner", "make_runner", "init_distributed", "load_job", "RUNNERS", "STATES"]
+__all__ = ["Job", "Runner", "InlineRunner", "make_runner", "RUNNERS", "STATES"]
 
 RUNNERS = ("inline", "local", "slurm")
 STATES = ("done", "running", "pending", "failed", "missing")
@@ -94,71 +93,7 @@ def make_runner(name: str, state_dir: str | os.PathLike, **options) -> Runner:
     raise ValueError(f"unknown runner {name!r}; choose one of: {', '.join(RUNNERS)}")
 
 
-def init_distributed(device: str = "auto") -> bool:
-    """Join the process group the launcher's environment describes (``env://``: a runner's job,
-    SLURM tasks through submitit, torchrun) when there is more than one process; returns whether one
-    is active. NCCL when the run computes on CUDA (``device`` ``cuda*``, or ``auto`` with CUDA), with
-    the process's GPU set first (NCCL's communicators use the current device); else gloo."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return False
-    import torch
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-        if cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
-    return True
-
-
 # --- files ------------------------------------------------------------------------------------------
-
-
-def private_dir(path: Path) -> Path:
-    """``path`` created if missing and made writable by its owner only (whatever the umask), since
-    job pickles are loaded from under it."""
-    path.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode
-    if mode & 0o022 and path.stat().st_uid == os.getuid():
-        os.chmod(path, stat.S_IMODE(mode) & ~0o022)
-    return path
-
-
-def check_private(path: Path, top: Path) -> None:
-    """Refuse ``path`` when it, or a folder between it and ``top``, is not ours or is writable by
-    others: whoever can write there could make us unpickle (run) their code. As ssh does for keys."""
-    path, top = Path(path).absolute(), Path(top).absolute()
-    for p in (path, *[q for q in path.parents if q == top or top in q.parents]):
-        st = p.stat()
-        if st.st_uid not in (os.getuid(), 0):
-            raise PermissionError(
-                f"refusing to load the job {path}: {p} belongs to uid {st.st_uid}, not to us "
-                f"(uid {os.getuid()}), so another user could have put code there"
-            )
-        if st.st_mode & 0o022:
-            raise PermissionError(
-                f"refusing to load the job {path}: {p} is writable by "
-                f"{'group and others' if st.st_mode & 0o002 else 'its group'} "
-                f"(mode {stat.filemode(st.st_mode)}), so others could have put code there; "
-                f"`chmod go-w {p}` if that is wanted"
-            )
-
-
-def load_job(path: Path, top: Path):
-    """The pickled job at ``path``, after :func:`check_private` up to ``top``."""
-    import pickle
-
-    check_private(path, top)
-    with open(path, "rb") as f:
-        return pickle.load(f)
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(Path(path).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
 
 
 def tail(paths: Iterable[Path], lines: int) -> str:

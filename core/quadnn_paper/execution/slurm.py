@@ -46,7 +46,8 @@ from submitit import SlurmExecutor, SlurmJob
 from submitit.core.utils import DelayedSubmission, JobPaths
 from submitit.helpers import Checkpointable
 
-from .runners import Job, Runner, private_dir
+from ..common.files import private_dir
+from .runners import Job, Runner
 
 __all__ = ["SlurmRunner", "SlurmCall", "GRACE_S"]
 

@@ -189,7 +189,7 @@ def ddp_session(device: str):
     torn down after it."""
     import torch.distributed as dist
 
-    from .runners import init_distributed
+    from ..engine.distributed import init_distributed
 
     ddp = not dist.is_initialized() and init_distributed(device)
     try:
