@@ -289,6 +289,17 @@ def test_slurm_preempted_job_requeues_and_resumes(slurm):
     assert "this job is preempted" in runner.log_tail("pre", 50)
 
 
+def test_slurm_job_submitted_from_inside_an_array_task_runs(slurm, monkeypatch):
+    # A notebook run as task 3 of some array submits a plain job: sbatch exports the submitter's
+    # environment, SLURM_ARRAY_* included, and the job must not take itself for that task.
+    runner, out = slurm
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "999999")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    runner.submit([Job("nested", Toy(out, "nested", epochs=1))])
+    assert "_" not in runner.record("nested")["job_id"]
+    assert runner.wait(["nested"], timeout=90) == {"nested": "done"}, runner.log_tail("nested", 40)
+
+
 def test_slurm_cancelled_job_is_resubmitted_and_resumes(slurm):
     runner, out = slurm
     # scancel sends SIGTERM (which submitit ignores, waiting for USR2) and SIGKILL KillWait (5 s)
