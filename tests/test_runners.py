@@ -300,6 +300,28 @@ def test_slurm_job_submitted_from_inside_an_array_task_runs(slurm, monkeypatch):
     assert runner.wait(["nested"], timeout=90) == {"nested": "done"}, runner.log_tail("nested", 40)
 
 
+def test_a_late_adoption_keeps_the_pickle_the_job_put_in_place(tmp_path):
+    # sbatch's answer was lost; the job copied its intent into place, ran, was requeued with a
+    # newer pickle; the submitter adopts it only now: the job's pickle must stay.
+    from quadnn_paper.execution.slurm import JOBS, adopt
+
+    runner = make_runner("inline", tmp_path / "runs")
+    intent = tmp_path / "runs" / "slurm" / "intents" / "x.abc.pkl"
+    intent.parent.mkdir(parents=True)
+    intent.write_bytes(b"intent")
+    placed = tmp_path / "runs" / "slurm" / JOBS / "42_submitted.pkl"
+    placed.parent.mkdir()
+    placed.write_bytes(b"requeued")
+    record = dict(key="x", runner="slurm", deps=[], submitted_at=time.time(), job_name="x.abc", intent=str(intent))
+    (adopted,) = adopt(runner, [record], ["42"])
+    assert adopted["job_id"] == "42" and runner.record("x")["job_id"] == "42"
+    assert placed.read_bytes() == b"requeued" and not intent.exists()
+    intent.write_bytes(b"intent")  # and when the job never ran, the intent is moved into place
+    (tmp_path / "runs" / "slurm" / JOBS / "43_submitted.pkl").unlink(missing_ok=True)
+    adopt(runner, [record], ["43"])
+    assert (tmp_path / "runs" / "slurm" / JOBS / "43_submitted.pkl").read_bytes() == b"intent"
+
+
 def test_slurm_cancelled_job_is_resubmitted_and_resumes(slurm):
     runner, out = slurm
     # scancel sends SIGTERM (which submitit ignores, waiting for USR2) and SIGKILL KillWait (5 s)

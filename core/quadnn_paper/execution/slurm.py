@@ -373,7 +373,9 @@ def adopt(runner: Runner, records: list[dict], ids: list[str]) -> list[dict]:
         job_id = ids[0] if "array_index" not in record else f"{ids[0]}_{record['array_index']}"
         intent = Path(record["intent"])
         paths = JobPaths(private_dir(intent.parent.parent / JOBS), job_id=job_id)  # task 0's logs
-        if intent.exists():
+        if paths.submitted_pickle.exists():  # the job put it there itself, and may have re-pickled
+            intent.unlink(missing_ok=True)  # itself since (a requeue): keep the job's
+        elif intent.exists():
             paths.move_temporary_file(intent, "submitted_pickle")
         record = dict(record, job_id=job_id, folder=str(paths.folder), logs=[str(paths.stderr), str(paths.stdout)])
         record.pop("error", None)
