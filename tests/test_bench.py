@@ -393,3 +393,17 @@ def test_cuda_bench_on_a_gpu():
     )
     assert all(r["step_ms"] > 0 and r["extra_mb"] > 0 for r in rows)
     assert all(r["equal"] for r in rows if r["implementation"] != "conventional")
+
+
+def test_efficiency_dominates_needs_less_memory_and_a_resolved_faster_step():
+    from quadnn_paper.sections.efficiency import dominates
+
+    def row(mem, q1, q2, q3):
+        return dict(mem_ratio=mem, time_ratio=q2, time_ratio_q1=q1, time_ratio_q3=q3)
+
+    naive = row(2.4, 2.7, 2.8, 2.9)
+    assert dominates(row(1.9, 2.5, 2.6, 2.65), naive) == "yes"
+    assert dominates(row(1.9, 2.6, 2.75, 2.8), naive) == "not shown (less memory, time unresolved)"
+    assert dominates(row(2.5, 2.5, 2.6, 2.65), naive) == "no"  # faster, more memory
+    assert dominates(row(1.9, 3.0, 3.1, 3.2), naive) == "no"  # less memory, slower
+    assert dominates(None, naive) == "--"

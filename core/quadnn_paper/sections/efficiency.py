@@ -22,6 +22,7 @@ __all__ = [
     "find",
     "spread",
     "verdict",
+    "dominates",
 ]
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
@@ -228,3 +229,14 @@ def verdict(a: dict | None, b: dict | None, key: str = "time_ratio") -> str:
     if a is None or b is None:
         return "--"
     return {"lower": "faster", "higher": "slower", "unresolved": "unresolved"}[compare(a, b, key)]
+
+
+def dominates(default: dict | None, naive: dict | None) -> str:
+    """Whether ``default`` beats ``naive`` in both memory and time, in the report's words: "yes",
+    "not shown (less memory, time unresolved)", "no", or "--" where a row is not measured."""
+    if default is None or naive is None:
+        return "--"
+    time = verdict(default, naive)
+    if default["mem_ratio"] < naive["mem_ratio"] and time in ("faster", "unresolved"):
+        return "yes" if time == "faster" else "not shown (less memory, time unresolved)"
+    return "no"
