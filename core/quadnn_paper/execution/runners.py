@@ -238,26 +238,29 @@ class Runner:
             groups.setdefault(alike, []).append(job)
         for alike in sorted(groups, key=lambda alike: alike[0]):
             for i in range(0, len(groups[alike]), self.max_group):
-                group = sorted(groups[alike][i : i + self.max_group], key=lambda job: job.key)
-                with contextlib.ExitStack() as locks:
-                    for job in group:
-                        locks.enter_context(self.lock(f"{job.key}.submit"))
-                    decided.update({job.key: self._decide(job, decided) for job in group})
-                    launch = [job for job in group if decided[job.key][0] == "launch"]
-                    together = [job for job in launch if not decided[job.key][1]]  # wait for no queued source
-                    for batch in filter(None, [[job] for job in launch if decided[job.key][1]] + [together]):
-                        made = dict(runner=self.name, submitted_at=time.time(), submitted_by=os.getpid())
-                        records = [
-                            dict(made, key=j.key, deps=list(j.deps), logs=[str(self.log_path(j.key))]) for j in batch
-                        ]
-                        for record in self._launch(batch, decided[batch[0].key][1], records):
-                            self.write_record(record)
-                            self.last_submitted.append(record["key"])
-                            decided[record["key"]] = ("submitted", record)
-                for job in group:
-                    if decided[job.key][0] == "submitted":
-                        decided[job.key] = (self._after_submit(job), self.record(job.key))
+                self._submit_group(sorted(groups[alike][i : i + self.max_group], key=lambda job: job.key), decided)
         return {key: state for key, (state, _) in decided.items()}
+
+    def _submit_group(self, group: list[Job], decided: dict) -> None:
+        """Decide ``group`` holding its submit locks, launch what is to launch (alone when it waits
+        for a queued source, else together), then let each submitted job start (``_after_submit``)."""
+        with contextlib.ExitStack() as locks:
+            for job in group:
+                locks.enter_context(self.lock(f"{job.key}.submit"))
+            decided.update({job.key: self._decide(job, decided) for job in group})
+            launch = [job for job in group if decided[job.key][0] == "launch"]
+            alone = [[job] for job in launch if decided[job.key][1]]
+            together = [job for job in launch if not decided[job.key][1]]
+            for batch in filter(None, alone + [together]):
+                made = dict(runner=self.name, submitted_at=time.time(), submitted_by=os.getpid())
+                records = [dict(made, key=j.key, deps=list(j.deps), logs=[str(self.log_path(j.key))]) for j in batch]
+                for record in self._launch(batch, decided[batch[0].key][1], records):
+                    self.write_record(record)
+                    self.last_submitted.append(record["key"])
+                    decided[record["key"]] = ("submitted", record)
+        for job in group:
+            if decided[job.key][0] == "submitted":
+                decided[job.key] = (self._after_submit(job), self.record(job.key))
 
     def _decide(self, job: Job, decided: dict) -> tuple[str, Any]:
         """``(state, record)`` of a job not to launch now, else ``("launch", sources)``."""
