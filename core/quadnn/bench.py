@@ -32,7 +32,8 @@ implementation in every layer, see ``QuadraticLayer``; ``budget=B``: every layer
 - ``extra_mb``: peak memory of one training step above the memory held before it (model,
   optimiser state, batch) and ``mem_ratio``. On the CPU, measured row after row in one fresh
   process as the rise of the resident-set high-water mark (``VmHWM``, reset just before the
-  step, after the row's warm-up step); on CUDA, ``torch.cuda.max_memory_allocated`` above ``memory_allocated`` before the step;
+  step, after the row's warm-up step); on CUDA, ``torch.cuda.max_memory_allocated`` above
+  ``memory_allocated`` before the step;
 - ``max_rel_err``: for quadratic rows, the largest difference (relative to the tensor's largest
   entry) between this implementation's output and parameter gradients and the naive
   formulation's, on the same weights with random quadratic terms; ``equal`` says whether it is
