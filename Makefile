@@ -71,7 +71,7 @@ $(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build bu
 endif
 endif
 
-.PHONY: help setup test test-fast test-e2e lint paper tex clean status slurm-up slurm-down
+.PHONY: help setup test test-fast test-e2e lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
 	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (see the README)"
@@ -79,6 +79,7 @@ help:
 	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
 	@echo "make test-e2e                        make paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 in a fresh clone, empty cache"
+	@echo "make gpu-check [PYTHON=python3]      on one GPU node: a few minutes of checks, build/gpu-check/report.md"
 	@echo "make setup                           create .venv and install quadnn with its extras"
 	@echo "make clean                           remove build products (keeps .venv and data/)"
 
@@ -124,6 +125,20 @@ build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	@if [ -s $(basename $@).pending ]; then \
 	  echo "$*: $$(cat $(basename $@).pending); run the same 'make paper' again to collect them"; \
 	else mv $(basename $@).part.ipynb $@; fi
+
+# First contact with a GPU node: build/gpu-check/report.{json,md} (quadnn_paper.execution.gpu_check).
+# PYTHON=... given (command line or environment): that interpreter and its own torch, with
+# PYTHONPATH=core and nothing installed (no venv); otherwise the venv. GPU_CHECK_ARGS passes options.
+ifeq ($(origin PYTHON),file)
+GPU_CHECK_PYTHON := $(BIN)/python
+GPU_CHECK_DEPS   := $(INSTALLED)
+else
+GPU_CHECK_PYTHON := $(PYTHON)
+GPU_CHECK_DEPS   :=
+endif
+gpu-check: $(GPU_CHECK_DEPS)
+	PYTHONPATH="$(CURDIR)/core$${PYTHONPATH:+:$$PYTHONPATH}" $(GPU_CHECK_PYTHON) -m quadnn_paper.execution.gpu_check \
+	  --out build/gpu-check $(GPU_CHECK_ARGS)
 
 # The plan: runs per section and their states, with the GPU-hours still to spend.
 status: $(INSTALLED)

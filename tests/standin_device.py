@@ -146,13 +146,26 @@ class StrictCuda:
     ``torch.device("cuda")`` without an index, before touching CUDA) and the ordinal range.
     """
 
-    def __init__(self, n: int = 1):
-        self.n, self.current = n, None
+    def __init__(self, n: int = 1, memory_gb: int = 80):
+        self.n, self.current, self.memory_gb = n, None, memory_gb
+
+    def _index(self, device) -> int:
+        from torch.cuda._utils import _get_device_index
+
+        index = self.current or 0 if device is None else _get_device_index(device)
+        if not 0 <= index < self.n:
+            raise RuntimeError(f"CUDA error: invalid device ordinal {index} (this machine has {self.n})")
+        return index
 
     def install(self, monkeypatch):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: self.n > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: self.n)
         monkeypatch.setattr(torch.cuda, "set_device", self.set_device)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: f"Stand-in GPU {self._index(i)}")
+        monkeypatch.setattr(torch.cuda, "get_device_capability", self.get_device_capability)
+        monkeypatch.setattr(
+            torch.cuda, "get_device_properties", lambda i=None: SimpleNamespace(total_memory=self.memory_gb << 30)
+        )
         for name in ("benchmark", "allow_tf32"):  # set by the engine; restored after the test
             monkeypatch.setattr(torch.backends.cudnn, name, getattr(torch.backends.cudnn, name))
         # cuBLAS's flags cannot be monkeypatched one by one: a stand-in namespace for the test
@@ -161,10 +174,12 @@ class StrictCuda:
         )
         return self
 
+    def get_device_capability(self, device=None) -> tuple[int, int]:
+        self._index(device)
+        return (9, 0)  # a Hopper's
+
     def set_device(self, device):
         from torch.cuda._utils import _get_device_index
 
-        index = _get_device_index(device)
-        if not 0 <= index < self.n:
-            raise RuntimeError(f"CUDA error: invalid device ordinal {index} (this machine has {self.n})")
-        self.current = index
+        _get_device_index(device)  # refuses a bare "cuda", as torch does
+        self.current = self._index(device)

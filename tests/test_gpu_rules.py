@@ -5,7 +5,11 @@ whole runs train (every tensor of a step must be on it, as on a GPU), NCCL's col
 KITTI's mix of image sizes, and ImageNet loaders sized by the task's CPUs.
 """
 
+import json
 import os
+import re
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +23,7 @@ from quadnn_paper.data import tiny
 from quadnn_paper.engine import RunConfig, RunStore, loop, run
 from quadnn_paper.engine.distributed import SyncBatchNorm2d, sync_batchnorm
 from quadnn_paper.engine.tasks import ImageFolderClassification, loader_workers, make_task
+from quadnn_paper.execution import gpu_check
 from quadnn_paper.sections import imagenet
 from quadnn_paper.sections import kitti_lapdepth as depth
 from quadnn_paper.sections._tiny import tiny_runs
@@ -302,3 +307,165 @@ def test_in_memory_data_lives_on_the_device_and_augments_there():
     cpu_x, cpu_y, _ = next(make_task(tiny_cfg(), 0, 2).train_batches(0))
     torch.testing.assert_close(x.elem, cpu_x, rtol=0, atol=0)  # the same draws on every device
     assert torch.equal(y.elem, cpu_y)
+
+
+# -- 7. make gpu-check --------------------------------------------------------------------------------
+
+
+def test_gpu_check_without_cuda_says_so_in_one_line_and_fails(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_check.main(["--out", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "no CUDA device here" in err
+    assert not (tmp_path / "report.json").exists()
+
+
+def _fake_subprocess(calls, outputs):
+    """``gpu_check._subprocess`` recording each command, answering from ``outputs[name]``."""
+
+    def run(ctx, name, cmd, timeout=None):
+        calls.append((name, cmd))
+        code, text = outputs.get(name, (0, ""))
+        log = ctx.out / "logs" / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(text)
+        return code, "\n".join(text.splitlines()[-8:])
+
+    return run
+
+
+FINISHED = json.dumps(dict(status="finished", test_error=72.8, epoch_time=3.2))
+
+
+def _bench_rows(equal=True):
+    base = dict(machine="Stand-in GPU 0", batch_size=128, baseline="cifar_resnet20", time_ratio=1.0, launches=177)
+    return "".join(
+        json.dumps(dict(base, model=m, implementation=i, compiled=c, mem_ratio=1.5, max_rel_err=1e-5, equal=equal))
+        + "\n"
+        for m, i, c in [("cifar_resnet20", "conventional", False), ("cifar_qresnet20", "default", False)]
+    )
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_gpu_check_runs_every_check_under_the_strict_fake_and_reports(monkeypatch, tmp_path, capsys, gpus):
+    StrictCuda(gpus).install(monkeypatch)
+    calls = []
+    tiny = json.dumps(dict(section="kitti_lapdepth", runs=2, finished=2, gpus=gpus))
+    outputs = dict(smoke_train=(0, FINISHED), ddp=(0, FINISHED), tiny_section=(0, tiny), bench=(0, _bench_rows()))
+    monkeypatch.setattr(gpu_check, "_subprocess", _fake_subprocess(calls, outputs))
+    seen_devices = []
+
+    def errors(*args, **kw):  # the numerics run on the GPU named, in every mode asked for
+        modes, device = (args[2], args[3]) if len(args) > 2 else (args[0], args[1])
+        seen_devices.append(device)
+        return {m: 1e-6 for m in modes}
+
+    monkeypatch.setattr(gpu_check, "layer_step_errors", errors)
+    monkeypatch.setattr(gpu_check, "network_step_errors", errors)
+    assert gpu_check.main(["--out", str(tmp_path), "--device", "cuda"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    status = {c["name"]: c["status"] for c in report["checks"]}
+    assert list(status) == list(gpu_check.CHECKS) and report["passed"]
+    assert status["ddp"] == ("skip" if gpus == 1 else "pass")
+    assert set(status.values()) == ({"pass", "skip"} if gpus == 1 else {"pass"})
+    assert report["environment"]["gpus"][0] == dict(name="Stand-in GPU 0", capability="9.0", memory_gb=80.0)
+    assert set(seen_devices) == {"cuda:0"}  # a bare "cuda" became an indexed device
+    names = [n for n, _ in calls]
+    assert names == ["smoke_train"] + (["ddp"] if gpus > 1 else []) + ["tiny_section", "bench"]
+    cmd = dict(calls)
+    assert cmd["smoke_train"][-4:-2] == ["--device", "cuda:0"] and "--profile" in cmd["smoke_train"]
+    assert "--compile" in cmd["bench"] and {"default", "naive", "lean"} <= set(cmd["bench"])
+    if gpus > 1:
+        assert "--nproc-per-node=2" in cmd["ddp"]
+    assert (tmp_path / "bench.json").read_text() == _bench_rows()
+    md = (tmp_path / "report.md").read_text()
+    assert "All checks passed" in md and gpu_check.FAILURES in md and "| ddp | " in md
+
+
+def test_gpu_check_reports_each_failure_with_what_to_do(monkeypatch, tmp_path):
+    StrictCuda(1).install(monkeypatch)
+    outputs = dict(
+        smoke_train=(1, "Traceback ...\nRuntimeError: CUDA error: no kernel image is available"),
+        tiny_section=(0, json.dumps(dict(section="kitti_lapdepth", runs=2, finished=1, gpus=1))),
+        bench=(0, _bench_rows(equal=False)),
+    )
+    monkeypatch.setattr(gpu_check, "_subprocess", _fake_subprocess([], outputs))
+    monkeypatch.setattr(gpu_check, "layer_step_errors", lambda n, i, modes, d: {m: 0.2 for m in modes})
+    monkeypatch.setattr(gpu_check, "network_step_errors", lambda modes, d: {m: ValueError("boom") for m in modes})
+    assert gpu_check.main(["--out", str(tmp_path)]) == 1
+    checks = {c["name"]: c for c in json.loads((tmp_path / "report.json").read_text())["checks"]}
+    assert {n for n, c in checks.items() if c["status"] == "fail"} == {
+        "smoke_train",
+        "layers",
+        "network",
+        "tiny_section",
+        "bench",
+    }
+    assert "no kernel image" in checks["smoke_train"]["message"]
+    assert "fp32: 2.0e-01 > 1e-04" in checks["layers"]["message"]
+    assert "ValueError: boom" in checks["network"]["message"]
+    assert all(c["todo"] for c in checks.values() if c["status"] == "fail")
+    assert "Some checks FAILED" in (tmp_path / "report.md").read_text()
+
+
+def test_the_reports_link_names_a_readme_heading():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    anchor = gpu_check.FAILURES.split("#")[1]
+    assert anchor in {
+        re.sub(r"[^a-z0-9 -]", "", h.lower()).strip().replace(" ", "-") for h in re.findall(r"^#+ (.*)$", readme, re.M)
+    }
+
+
+def test_gpu_check_numerics_catch_a_fault_on_the_device(monkeypatch):
+    """On the stand-in device (every tensor of the step must be on it) the float64 comparison
+    passes; a layer that computes 0.1 % off on the device only (float32) fails it."""
+    with StandInDevice():
+        errs = gpu_check.layer_step_errors("full", "speed", ["fp32", "channels_last"], DEVICE)
+    assert all(0 <= e <= gpu_check.LAYER_TOLERANCE[m] for m, e in errs.items()), errs
+    from quadnn import QuadraticConv2d
+
+    forward = QuadraticConv2d.forward
+    monkeypatch.setattr(
+        QuadraticConv2d, "forward", lambda self, x: forward(self, x) * (1.001 if x.dtype == torch.float32 else 1)
+    )
+    with StandInDevice():
+        errs = gpu_check.layer_step_errors("full", "speed", ["fp32"], DEVICE)
+    assert errs["fp32"] > gpu_check.LAYER_TOLERANCE["fp32"]
+
+
+def test_gpu_check_network_step_on_the_standin_device():
+    with StandInDevice():
+        errs = gpu_check.network_step_errors(["fp32"], DEVICE, batch=4)
+    assert 0 <= errs["fp32"] <= gpu_check.NETWORK_TOLERANCE["fp32"]
+
+
+def test_make_gpu_check_with_python_given_uses_it_and_no_venv():
+    root = Path(__file__).parents[1]
+    given = subprocess.run(
+        ["make", "-n", "-B", "gpu-check", "PYTHON=python3"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    assert "python3 -m quadnn_paper.execution.gpu_check" in given and "pip" not in given and "venv" not in given
+    assert f'PYTHONPATH="{root}/core' in given
+    venv = subprocess.run(["make", "-n", "-B", "gpu-check"], cwd=root, capture_output=True, text=True, check=True)
+    assert ".venv/bin/python -m quadnn_paper.execution.gpu_check" in venv.stdout and "pip install" in venv.stdout
+
+
+def test_local_runner_jobs_pickle_without_cloudpickle(tmp_path, monkeypatch):
+    """The GPU machine's own PyTorch may lack cloudpickle: the local runner's jobs (a TrainRun and
+    the result check) pickle with the standard library, and a job that cannot says what to install."""
+    import sys
+
+    from quadnn_paper.common.files import load_private_pickle
+    from quadnn_paper.execution.execute import is_done, jobs
+    from quadnn_paper.execution.local import LocalRunner
+    from quadnn_paper.execution.runners import Job
+
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)  # import cloudpickle raises ImportError
+    runner = LocalRunner(tmp_path / "state", is_done=is_done(tmp_path / "runs"), workers=1, gpus=[])
+    (job,) = jobs([tiny_cfg()], tmp_path / "runs")
+    record = dict(key=job.key, logs=[str(tmp_path / "log")])
+    (launched,) = runner._launch([job], {}, [record])
+    spec = load_private_pickle(Path(launched["spec"]), tmp_path / "state")
+    assert spec["fn"].cfg.run_id == job.key and spec["is_done"](job.key) is False
+    with pytest.raises(RuntimeError, match="pip install cloudpickle"):
+        runner._launch([Job(key="k", fn=lambda: None)], {}, [dict(record, key="k")])

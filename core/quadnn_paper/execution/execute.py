@@ -132,10 +132,19 @@ def make(runner: str, out: str | os.PathLike, **options):
     return make_runner(runner, job_dir(out), **options)
 
 
+class _ResultStored:
+    """``is_done(key)``: the run's result is stored (a class, so a job pickles without cloudpickle)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def __call__(self, key: str) -> bool:
+        return (self.root / key / "result.json").exists()
+
+
 def is_done(out: str | os.PathLike):
     """The runners' notion of done: the run's result is stored (finished or did not converge)."""
-    root = Path(out)
-    return lambda key: (root / key / "result.json").exists()
+    return _ResultStored(Path(out))
 
 
 class TrainRun:

@@ -92,13 +92,22 @@ class LocalRunner(Runner):
         return dep_record is not None and dep_record["key"] in self._phase
 
     def _launch(self, jobs, sources, records):
-        import cloudpickle
+        try:
+            import cloudpickle as pickler
+        except ImportError:  # a machine's own PyTorch without it (make gpu-check): our jobs pickle plainly
+            import pickle as pickler
 
         (job,), (record,) = jobs, records  # max_group is 1
+        try:
+            blob = pickler.dumps(dict(key=job.key, fn=job.fn, is_done=self.is_done, tasks=job.tasks_per_node))
+        except (AttributeError, TypeError, pickler.PicklingError) as e:  # a lambda or local class, plain pickle
+            raise RuntimeError(
+                f"job {job.key} does not pickle without cloudpickle ({e}): pip install cloudpickle"
+            ) from e
         spec = private_dir(self.state_dir / "jobs") / f"{job.key}.pkl"
         fd = os.open(spec.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(cloudpickle.dumps(dict(key=job.key, fn=job.fn, is_done=self.is_done, tasks=job.tasks_per_node)))
+            f.write(blob)
         os.replace(spec.with_suffix(".tmp"), spec)
         return [{**record, "spec": str(spec)}]
 
