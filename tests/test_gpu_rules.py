@@ -469,3 +469,16 @@ def test_local_runner_jobs_pickle_without_cloudpickle(tmp_path, monkeypatch):
     assert spec["fn"].cfg.run_id == job.key and spec["is_done"](job.key) is False
     with pytest.raises(RuntimeError, match="pip install cloudpickle"):
         runner._launch([Job(key="k", fn=lambda: None)], {}, [dict(record, key="k")])
+
+
+def test_gpu_check_fp32_mode_keeps_tf32_off_through_backward(monkeypatch):
+    """cuDNN's TF32 is on by default on CUDA: a check of fp32 that turned it off for the forward
+    only would compare TF32 gradients with a float32 tolerance."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)  # CUDA's default; restored after
+    seen = []
+    layer = nn.Linear(3, 2)
+    layer.weight.register_hook(lambda g: seen.append(torch.backends.cudnn.allow_tf32))
+    x, target = torch.randn(4, 3), torch.randn(4, 2)
+    gpu_check._train_step(layer, x, target, torch.device("cpu"), "fp32")
+    gpu_check._train_step(layer, x, target, torch.device("cpu"), "tf32")
+    assert seen == [False, True] and torch.backends.cudnn.allow_tf32

@@ -133,33 +133,34 @@ def _rel_err(got, want) -> float:
 
 
 @contextlib.contextmanager
-def _mode(mode: str, device):
-    """The precision settings of ``mode`` (TF32 on only for "tf32"; bf16 autocast for "bf16")."""
+def _tf32(on: bool):
+    """TF32 in cuBLAS and cuDNN on or off (on CUDA cuDNN's is on by default), restored after."""
     import torch
 
     flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    tf32 = mode == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-    kind = "cuda" if device.type == "cuda" else "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
     try:
-        with torch.autocast(kind, dtype=torch.bfloat16, enabled=mode == "bf16"):
-            yield
+        yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
 
 
 def _train_step(model, x, target, device, mode: str, lr: float = 0.1) -> list:
-    """Output, input gradient, parameter gradients and parameters after one SGD step, in this order."""
+    """Output, input gradient, parameter gradients and parameters after one SGD step, in this order.
+    ``mode``: TF32 on for the whole step only in "tf32"; bf16 autocast around the forward in "bf16"."""
     import torch
+    import torch.nn.functional as F
 
     x = x.detach().clone().requires_grad_(True)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    with _mode(mode, device):
-        out = model(x)
-    loss = (out.float() * target).sum() if target.dim() == out.dim() else torch.nn.functional.cross_entropy(out, target)
-    loss.backward()
-    grads = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
-    opt.step()
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    with _tf32(mode == "tf32"):
+        with torch.autocast(kind, dtype=torch.bfloat16, enabled=mode == "bf16"):
+            out = model(x)
+        loss = (out.float() * target).sum() if target.is_floating_point() else F.cross_entropy(out.float(), target)
+        loss.backward()
+        grads = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+        opt.step()
     return [out.detach(), x.grad.detach()] + grads + [p.detach().clone() for p in model.parameters()]
 
 
@@ -211,8 +212,7 @@ def _errors(ref, x, target, modes, device) -> dict[str, float]:
         xd = x.float().to(device, memory_format=layout)
         td = (target.float() if target.is_floating_point() else target).to(device)
         try:
-            with _mode(run_mode, device):  # compiled: TF32 off while it compiles, too
-                got = _train_step(net, xd, td, device, run_mode)
+            got = _train_step(net, xd, td, device, run_mode)  # compiled: TF32 off while it compiles, too
             errs[mode] = max(_rel_err(g, w) for g, w in zip(got, want))
         except Exception as exc:  # noqa: BLE001 (a crash is a finding, reported with the others)
             errs[mode] = exc
