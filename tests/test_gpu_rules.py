@@ -284,19 +284,66 @@ def test_gpu_switches_do_not_rename_runs_but_tf32_off_does():
         RunConfig(workers="many")
 
 
-def test_quadratic_layers_keep_everything_on_a_gpu_unless_told():
+def test_quadratic_layers_keep_everything_on_a_gpu_unless_told(monkeypatch):
     from quadnn.layers import QuadraticLayer
 
+    StrictCuda(1).install(monkeypatch)
     cfg = tiny_cfg()
-    model = make_task(cfg, 0, 1).build_model()
+    task = make_task(cfg, 0, 1)
+    model = task.build_model()
     impls = lambda: {m.implementation for m in model.modules() if isinstance(m, QuadraticLayer)}  # noqa: E731
     before = impls()
-    loop._plan_for_device(model, cfg, torch.device("cpu"), 1)
+    loop._plan_for_device(model, cfg, torch.device("cpu"), task)
     assert impls() == before  # CPU: the model's own plan
-    loop._plan_for_device(model, cfg, torch.device("cuda", 0), 1)
+    loop._plan_for_device(model, cfg, torch.device("cuda", 0), task)
     assert impls() == {"speed"}
-    loop._plan_for_device(model, cfg.replace(recompute_budget=0.0), torch.device("cuda", 0), 1)
+    loop._plan_for_device(model, cfg.replace(recompute_budget=0.0), torch.device("cuda", 0), task)
     assert impls() == {"lean"}
+
+
+def _depth_task(tmp_path, batch_size=16, **kw):
+    cfg = depth.runs("smoke", data_dir=tmp_path / "kitti")[0]
+    cfg = cfg.replace(
+        model="quadratic_lapdepth",
+        batch_size=batch_size,
+        model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t"),
+        task_kwargs=dict(cfg.task_kwargs, n_train=2, n_test=1, height=64, width=128, **kw),
+    )
+    return cfg, make_task(cfg, 0, 1)
+
+
+def test_depth_recompute_budget_follows_the_gpus_memory_and_says_so(tmp_path, monkeypatch, capsys):
+    """Item 2: Quadratic-LapDepth keeping everything (budget 2) needs more than a 40 GB GPU has at
+    the paper's batch; the engine picks the largest budget that fits and says so in the log."""
+    from quadnn.layers import QuadraticLayer
+
+    cfg, task = _depth_task(tmp_path)
+    model = task.build_model()
+    assert task.train_input() == (3, 64, 128)
+    need = {b: loop.step_bytes(model, (3, 64, 128), 16, b, cfg.optimizer) for b in loop.BUDGETS}
+    assert need[2.0] > need[1.0] > need[0.0]
+    # a GPU between budget 1's and budget 2's needs
+    StrictCuda(1, memory_gb=(need[1.0] + need[2.0]) / 2 / loop.MEMORY_HEADROOM / 2**30).install(monkeypatch)
+    assert loop._plan_for_device(model, cfg, torch.device("cuda", 0), task) == 1.0
+    assert {m.implementation for m in model.modules() if isinstance(m, QuadraticLayer)} > {"speed"}  # some recompute
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("quadnn: recompute budget 1 on cuda:0") and "16 images of 3x64x128" in line
+    # two ranks: half the images per GPU, and budget 2 fits again
+    assert loop._plan_for_device(model, cfg, torch.device("cuda", 0), task, nranks=2) == 2.0
+    # smaller than budget 0 needs: budget 0, and the line says what to do
+    StrictCuda(1, memory_gb=need[0.0] / 2 / 2**30).install(monkeypatch)
+    assert loop._plan_for_device(model, cfg, torch.device("cuda", 0), task) == 0.0
+    assert "does not fit even recomputing everything" in capsys.readouterr().err
+
+
+def test_step_bytes_counts_each_saved_storage_once():
+    """The estimate is autograd's saved tensors: a ReLU after a convolution saves its output, the
+    next convolution saves the same tensor as its input; it is counted once."""
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1, bias=False))
+    got = loop.step_bytes(net, (3, 10, 10), 2, 2.0)
+    params = sum(p.numel() for p in net.parameters()) * 4
+    activations = (2 * 3 * 100 + 2 * 8 * 100) * 4  # the input (saved by conv 1) and relu's output
+    assert got == activations + 3 * params
 
 
 def test_in_memory_data_lives_on_the_device_and_augments_there():

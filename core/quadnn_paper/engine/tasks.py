@@ -81,6 +81,10 @@ class Task:
     def steps_per_epoch(self) -> int:
         raise NotImplementedError
 
+    def train_input(self) -> tuple[int, ...] | None:
+        """(C, H, W) of one training image as the model sees it (None: not known before loading)."""
+        return None
+
     def train_batches(self, epoch: int):
         raise NotImplementedError
 
@@ -177,6 +181,9 @@ class InMemoryClassification(Task):
 
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.data.y_train) / self.cfg.batch_size)
+
+    def train_input(self) -> tuple[int, ...]:
+        return tuple(self.data.x_train.shape[1:])
 
     def train_batches(self, epoch: int):
         gen = _epoch_generator(self.cfg, epoch)
@@ -332,6 +339,10 @@ class DepthRegression(Task):
             )
         )
         return groups
+
+    def train_input(self) -> tuple[int, ...]:
+        crop = self.train_crop or (tuple(self.kw["crop"]) if self.kw["crop"] else None)
+        return (3, *(crop or (self.kw["height"], self.kw["width"])))
 
     def steps_per_epoch(self) -> int:
         per_rank = max(1, self.cfg.batch_size // self.world)
