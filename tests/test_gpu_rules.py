@@ -161,6 +161,7 @@ def _imagefolder_task(tmp_path, **kw):
 def test_imagenet_workers_follow_slurm_cpus_per_task_and_loaders_are_built_once(tmp_path, monkeypatch):
     assert imagenet.protocol("full")["workers"] == "auto"
     assert {c.workers for c in imagenet.runs("full")} == {"auto"}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))  # a node's task, bound to 16
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
     task = _imagefolder_task(tmp_path, workers="auto", train_limit=8)
     first = task.train_batches(0)
@@ -529,3 +530,79 @@ def test_gpu_check_fp32_mode_keeps_tf32_off_through_backward(monkeypatch):
     gpu_check._train_step(layer, x, target, torch.device("cpu"), "fp32")
     gpu_check._train_step(layer, x, target, torch.device("cpu"), "tf32")
     assert seen == [False, True] and torch.backends.cudnn.allow_tf32
+
+
+# -- 8. a second review's hazards (issue 30) ------------------------------------------------------------
+FAKE_SBATCH = """#!/bin/sh
+cp "$1" "{keep}"
+echo "Submitted batch job 4242"
+"""
+
+
+def test_slurm_steps_get_the_jobs_cpus_per_task(tmp_path, monkeypatch):
+    """Item 1: SLURM >= 22.05 gives an srun step 1 CPU per task unless SRUN_CPUS_PER_TASK says
+    otherwise; the job script exports it before submitit's srun line."""
+    from quadnn_paper.execution import execute
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    keep = tmp_path / "job.sbatch"
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(keep=keep))
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'gpu:8'\n")
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")  # submitit looks for it before it submits
+    for tool in ("sbatch", "sinfo", "srun"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    for var in ("QUADNN_GPUS_PER_RUN", "QUADNN_SLURM_CPUS_PER_TASK", "QUADNN_SLURM_MEM_GB"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = imagenet.runs("full")[0]
+    execute([cfg], tmp_path / "runs", "slurm", wait=False, progress=False)
+    lines = keep.read_text().splitlines()
+    export = 'if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"; fi'
+    assert "#SBATCH --cpus-per-task=8" in lines and export in lines
+    srun = next(i for i, ln in enumerate(lines) if ln.startswith("srun"))
+    assert lines.index(export) < srun
+    # and the line does what it says, in a shell with and without the variable
+    for given, want in (("8", "8"), ("", "")):
+        sh = f"SLURM_CPUS_PER_TASK={given}; {export}; echo ${{SRUN_CPUS_PER_TASK:-}}"
+        assert subprocess.run(["sh", "-c", sh], capture_output=True, text=True).stdout.strip() == want
+
+
+def test_workers_and_threads_stay_within_the_cpus_the_task_is_bound_to(monkeypatch, tmp_path):
+    """Item 1: a step bound to 1 core (affinity) while SLURM_CPUS_PER_TASK says 8 gets no loader
+    workers and one intra-op thread, not 7 workers and 8 threads on that core."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")
+    assert loader_workers(RunConfig(workers="auto")) == 0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert loader_workers(RunConfig(workers="auto")) == 7  # bound to more: SLURM's figure holds
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)  # what OMP_NUM_THREADS=SLURM_CPUS_PER_TASK would give
+        run(small_run(threads=None, epochs=1), tmp_path)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_local_runner_gives_each_job_its_share_of_the_cpus(tmp_path, monkeypatch):
+    """Item 8: the README's claim, OMP_NUM_THREADS = CPUs (this process's affinity) // slots,
+    unless the user set it."""
+    from quadnn_paper.execution import local
+    from quadnn_paper.execution.runners import Job
+
+    envs = []
+    monkeypatch.setattr(local.subprocess, "call", lambda cmd, env, **kw: envs.append(env) or 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)  # the node's, not this process's
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    log = tmp_path / "log"
+    runner = local.LocalRunner(tmp_path / "state", workers=3, gpus=[])
+    runner._spawn(Job(key="k", fn=print), dict(logs=[str(log)], spec="x"), ["cpu0"])
+    gpus = local.LocalRunner(tmp_path / "state", gpus=["0", "1", "2", "3"])
+    gpus._spawn(Job(key="k", fn=print, gpus=1), dict(logs=[str(log)], spec="x"), ["2"])
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    runner._spawn(Job(key="k", fn=print), dict(logs=[str(log)], spec="x"), ["cpu0"])
+    assert [e["OMP_NUM_THREADS"] for e in envs] == ["4", "3", "5"]
+    assert envs[1]["CUDA_VISIBLE_DEVICES"] == "2"

@@ -29,7 +29,7 @@ from quadnn.layers import QuadraticLayer
 from .config import RunConfig
 from .distributed import all_reduce, sync_batchnorm, world
 from .store import CorruptFile, RunStore, atomic_write_text
-from .tasks import _autocast, data_fingerprint, generated_data, make_task
+from .tasks import _autocast, data_fingerprint, generated_data, make_task, task_cpus
 
 __all__ = [
     "run",
@@ -301,8 +301,9 @@ def _train(
     cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool, data: str | None = None
 ) -> dict:
     out = store.dir(cfg)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    # No more intra-op threads than CPUs this task may run on (a SLURM step may bind it to fewer
+    # than OMP_NUM_THREADS says): more only spin against each other and the loader's workers.
+    torch.set_num_threads(min(cfg.threads or torch.get_num_threads(), task_cpus()))
     device = _device(cfg, nranks)
     task = make_task(cfg, rank, nranks, device)
     if data is None:  # generated data (written by the task just now), or data absent when asked
