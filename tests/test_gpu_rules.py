@@ -606,3 +606,17 @@ def test_local_runner_gives_each_job_its_share_of_the_cpus(tmp_path, monkeypatch
     runner._spawn(Job(key="k", fn=print), dict(logs=[str(log)], spec="x"), ["cpu0"])
     assert [e["OMP_NUM_THREADS"] for e in envs] == ["4", "3", "5"]
     assert envs[1]["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def test_kitti_loads_with_the_tasks_cpus_in_the_full_profile(tmp_path, monkeypatch):
+    """Item 3: the full profile's KITTI runs decode PNGs in loader workers (the task's CPUs less
+    one), not in the training process; the smaller profiles keep 0 (one thread, tiny images)."""
+    assert {c.workers for c in depth.runs("full")} == {"auto"}
+    assert {c.workers for c in depth.runs("smoke")} == {0}
+    assert [c.run_id for c in depth.runs("full")] == [c.replace(workers=0).run_id for c in depth.runs("full")]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")
+    (cfg,) = [c for c in tiny_runs(depth.runs("full"), tmp_path) if c.model == "lapdepth"]
+    task = make_task(cfg.replace(model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t")), 0, 1)
+    loader = task._loader(task.train_set, 2)
+    assert loader.num_workers == 7 and loader.persistent_workers
