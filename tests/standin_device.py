@@ -146,7 +146,7 @@ class StrictCuda:
     ``torch.device("cuda")`` without an index, before touching CUDA) and the ordinal range.
     """
 
-    def __init__(self, n: int = 1, memory_gb: int = 80):
+    def __init__(self, n: int = 1, memory_gb: float = 80):
         self.n, self.current, self.memory_gb = n, None, memory_gb
 
     def _index(self, device) -> int:
@@ -164,7 +164,9 @@ class StrictCuda:
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: f"Stand-in GPU {self._index(i)}")
         monkeypatch.setattr(torch.cuda, "get_device_capability", self.get_device_capability)
         monkeypatch.setattr(
-            torch.cuda, "get_device_properties", lambda i=None: SimpleNamespace(total_memory=self.memory_gb << 30)
+            torch.cuda,
+            "get_device_properties",
+            lambda i=None: SimpleNamespace(total_memory=int(self.memory_gb * 2**30)),
         )
         for name in ("benchmark", "allow_tf32"):  # set by the engine; restored after the test
             monkeypatch.setattr(torch.backends.cudnn, name, getattr(torch.backends.cudnn, name))

@@ -161,6 +161,7 @@ def _imagefolder_task(tmp_path, **kw):
 def test_imagenet_workers_follow_slurm_cpus_per_task_and_loaders_are_built_once(tmp_path, monkeypatch):
     assert imagenet.protocol("full")["workers"] == "auto"
     assert {c.workers for c in imagenet.runs("full")} == {"auto"}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))  # a node's task, bound to 16
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
     task = _imagefolder_task(tmp_path, workers="auto", train_limit=8)
     first = task.train_batches(0)
@@ -284,19 +285,66 @@ def test_gpu_switches_do_not_rename_runs_but_tf32_off_does():
         RunConfig(workers="many")
 
 
-def test_quadratic_layers_keep_everything_on_a_gpu_unless_told():
+def test_quadratic_layers_keep_everything_on_a_gpu_unless_told(monkeypatch):
     from quadnn.layers import QuadraticLayer
 
+    StrictCuda(1).install(monkeypatch)
     cfg = tiny_cfg()
-    model = make_task(cfg, 0, 1).build_model()
+    task = make_task(cfg, 0, 1)
+    model = task.build_model()
     impls = lambda: {m.implementation for m in model.modules() if isinstance(m, QuadraticLayer)}  # noqa: E731
     before = impls()
-    loop._plan_for_device(model, cfg, torch.device("cpu"), 1)
+    loop._plan_for_device(model, cfg, torch.device("cpu"), task)
     assert impls() == before  # CPU: the model's own plan
-    loop._plan_for_device(model, cfg, torch.device("cuda", 0), 1)
+    loop._plan_for_device(model, cfg, torch.device("cuda", 0), task)
     assert impls() == {"speed"}
-    loop._plan_for_device(model, cfg.replace(recompute_budget=0.0), torch.device("cuda", 0), 1)
+    loop._plan_for_device(model, cfg.replace(recompute_budget=0.0), torch.device("cuda", 0), task)
     assert impls() == {"lean"}
+
+
+def _depth_task(tmp_path, batch_size=16, **kw):
+    cfg = depth.runs("smoke", data_dir=tmp_path / "kitti")[0]
+    cfg = cfg.replace(
+        model="quadratic_lapdepth",
+        batch_size=batch_size,
+        model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t"),
+        task_kwargs=dict(cfg.task_kwargs, n_train=2, n_test=1, height=64, width=128, **kw),
+    )
+    return cfg, make_task(cfg, 0, 1)
+
+
+def test_depth_recompute_budget_follows_the_gpus_memory_and_says_so(tmp_path, monkeypatch, capsys):
+    """Item 2: Quadratic-LapDepth keeping everything (budget 2) needs more than a 40 GB GPU has at
+    the paper's batch; the engine picks the largest budget that fits and says so in the log."""
+    from quadnn.layers import QuadraticLayer
+
+    cfg, task = _depth_task(tmp_path)
+    model = task.build_model()
+    assert task.train_input() == (3, 64, 128)
+    need = {b: loop.step_bytes(model, (3, 64, 128), 16, b, cfg.optimizer) for b in loop.BUDGETS}
+    assert need[2.0] > need[1.0] > need[0.0]
+    # a GPU between budget 1's and budget 2's needs
+    StrictCuda(1, memory_gb=(need[1.0] + need[2.0]) / 2 / loop.MEMORY_HEADROOM / 2**30).install(monkeypatch)
+    assert loop._plan_for_device(model, cfg, torch.device("cuda", 0), task) == 1.0
+    assert {m.implementation for m in model.modules() if isinstance(m, QuadraticLayer)} > {"speed"}  # some recompute
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("quadnn: recompute budget 1 on cuda:0") and "16 images of 3x64x128" in line
+    # two ranks: half the images per GPU, and budget 2 fits again
+    assert loop._plan_for_device(model, cfg, torch.device("cuda", 0), task, nranks=2) == 2.0
+    # smaller than budget 0 needs: budget 0, and the line says what to do
+    StrictCuda(1, memory_gb=need[0.0] / 2 / 2**30).install(monkeypatch)
+    assert loop._plan_for_device(model, cfg, torch.device("cuda", 0), task) == 0.0
+    assert "does not fit even recomputing everything" in capsys.readouterr().err
+
+
+def test_step_bytes_counts_each_saved_storage_once():
+    """The estimate is autograd's saved tensors: a ReLU after a convolution saves its output, the
+    next convolution saves the same tensor as its input; it is counted once."""
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1, bias=False))
+    got = loop.step_bytes(net, (3, 10, 10), 2, 2.0)
+    params = sum(p.numel() for p in net.parameters()) * 4
+    activations = (2 * 3 * 100 + 2 * 8 * 100) * 4  # the input (saved by conv 1) and relu's output
+    assert got == activations + 3 * params
 
 
 def test_in_memory_data_lives_on_the_device_and_augments_there():
@@ -482,3 +530,93 @@ def test_gpu_check_fp32_mode_keeps_tf32_off_through_backward(monkeypatch):
     gpu_check._train_step(layer, x, target, torch.device("cpu"), "fp32")
     gpu_check._train_step(layer, x, target, torch.device("cpu"), "tf32")
     assert seen == [False, True] and torch.backends.cudnn.allow_tf32
+
+
+# -- 8. a second review's hazards (issue 30) ------------------------------------------------------------
+FAKE_SBATCH = """#!/bin/sh
+cp "$1" "{keep}"
+echo "Submitted batch job 4242"
+"""
+
+
+def test_slurm_steps_get_the_jobs_cpus_per_task(tmp_path, monkeypatch):
+    """Item 1: SLURM >= 22.05 gives an srun step 1 CPU per task unless SRUN_CPUS_PER_TASK says
+    otherwise; the job script exports it before submitit's srun line."""
+    from quadnn_paper.execution import execute
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    keep = tmp_path / "job.sbatch"
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(keep=keep))
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'gpu:8'\n")
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")  # submitit looks for it before it submits
+    for tool in ("sbatch", "sinfo", "srun"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    for var in ("QUADNN_GPUS_PER_RUN", "QUADNN_SLURM_CPUS_PER_TASK", "QUADNN_SLURM_MEM_GB"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = imagenet.runs("full")[0]
+    execute([cfg], tmp_path / "runs", "slurm", wait=False, progress=False)
+    lines = keep.read_text().splitlines()
+    export = 'if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"; fi'
+    assert "#SBATCH --cpus-per-task=8" in lines and export in lines
+    srun = next(i for i, ln in enumerate(lines) if ln.startswith("srun"))
+    assert lines.index(export) < srun
+    # and the line does what it says, in a shell with and without the variable
+    for given, want in (("8", "8"), ("", "")):
+        sh = f"SLURM_CPUS_PER_TASK={given}; {export}; echo ${{SRUN_CPUS_PER_TASK:-}}"
+        assert subprocess.run(["sh", "-c", sh], capture_output=True, text=True).stdout.strip() == want
+
+
+def test_workers_and_threads_stay_within_the_cpus_the_task_is_bound_to(monkeypatch, tmp_path):
+    """Item 1: a step bound to 1 core (affinity) while SLURM_CPUS_PER_TASK says 8 gets no loader
+    workers and one intra-op thread, not 7 workers and 8 threads on that core."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")
+    assert loader_workers(RunConfig(workers="auto")) == 0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert loader_workers(RunConfig(workers="auto")) == 7  # bound to more: SLURM's figure holds
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)  # what OMP_NUM_THREADS=SLURM_CPUS_PER_TASK would give
+        run(small_run(threads=None, epochs=1), tmp_path)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_local_runner_gives_each_job_its_share_of_the_cpus(tmp_path, monkeypatch):
+    """Item 8: the README's claim, OMP_NUM_THREADS = CPUs (this process's affinity) // slots,
+    unless the user set it."""
+    from quadnn_paper.execution import local
+    from quadnn_paper.execution.runners import Job
+
+    envs = []
+    monkeypatch.setattr(local.subprocess, "call", lambda cmd, env, **kw: envs.append(env) or 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)  # the node's, not this process's
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    log = tmp_path / "log"
+    runner = local.LocalRunner(tmp_path / "state", workers=3, gpus=[])
+    runner._spawn(Job(key="k", fn=print), dict(logs=[str(log)], spec="x"), ["cpu0"])
+    gpus = local.LocalRunner(tmp_path / "state", gpus=["0", "1", "2", "3"])
+    gpus._spawn(Job(key="k", fn=print, gpus=1), dict(logs=[str(log)], spec="x"), ["2"])
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    runner._spawn(Job(key="k", fn=print), dict(logs=[str(log)], spec="x"), ["cpu0"])
+    assert [e["OMP_NUM_THREADS"] for e in envs] == ["4", "3", "5"]
+    assert envs[1]["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def test_kitti_loads_with_the_tasks_cpus_in_the_full_profile(tmp_path, monkeypatch):
+    """Item 3: the full profile's KITTI runs decode PNGs in loader workers (the task's CPUs less
+    one), not in the training process; the smaller profiles keep 0 (one thread, tiny images)."""
+    assert {c.workers for c in depth.runs("full")} == {"auto"}
+    assert {c.workers for c in depth.runs("smoke")} == {0}
+    assert [c.run_id for c in depth.runs("full")] == [c.replace(workers=0).run_id for c in depth.runs("full")]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")
+    (cfg,) = [c for c in tiny_runs(depth.runs("full"), tmp_path) if c.model == "lapdepth"]
+    task = make_task(cfg.replace(model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t")), 0, 1)
+    loader = task._loader(task.train_set, 2)
+    assert loader.num_workers == 7 and loader.persistent_workers

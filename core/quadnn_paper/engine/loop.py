@@ -16,6 +16,7 @@ import json
 import math
 import os
 import socket
+import sys
 import time
 
 import torch
@@ -23,11 +24,12 @@ import torch.distributed as dist
 from torch import nn
 
 from quadnn import relinear
+from quadnn.layers import QuadraticLayer
 
 from .config import RunConfig
 from .distributed import all_reduce, sync_batchnorm, world
 from .store import CorruptFile, RunStore, atomic_write_text
-from .tasks import _autocast, data_fingerprint, generated_data, make_task
+from .tasks import _autocast, data_fingerprint, generated_data, make_task, task_cpus
 
 __all__ = [
     "run",
@@ -197,17 +199,84 @@ def _device(cfg: RunConfig, nranks: int) -> torch.device:
     return torch.device(name)
 
 
-def _plan_for_device(model: nn.Module, cfg: RunConfig, device: torch.device, in_chans: int) -> None:
-    """What quadratic layers keep for backward: ``cfg.recompute_budget``, or on CUDA 2.0 (keep
-    everything: a GPU has the memory, and recomputing spends convolutions); numerics do not change."""
+BUDGETS = (2.0, 1.0, 0.0)  # what a CUDA run tries, most kept first: speed, fast-or-lean per layer, lean
+MEMORY_HEADROOM = 0.85  # of the device's memory: cuDNN workspaces, the allocator's fragmentation, the batch
+
+
+def _plan_for_device(model: nn.Module, cfg: RunConfig, device: torch.device, task, nranks: int = 1) -> float | None:
+    """What quadratic layers keep for backward: ``cfg.recompute_budget``, or on CUDA the largest of
+    :data:`BUDGETS` whose step fits the device's memory (:func:`step_bytes`; 2.0, keep everything,
+    whenever it fits: recomputing spends convolutions), said in one line on stderr. Numerics do not
+    change. Returns the budget applied (None: the model's own plan)."""
     budget = cfg.recompute_budget
+    if "recompute_budget" in cfg.model_kwargs:
+        return None
+    shape = task.train_input()
     if budget is None and device.type == "cuda":
-        budget = 2.0
-    if budget is None or "recompute_budget" in cfg.model_kwargs:
-        return
+        budget = BUDGETS[0]
+        if shape is not None and any(isinstance(m, QuadraticLayer) for m in model.modules()):
+            budget = _budget_for_memory(model, cfg, device, shape, max(1, cfg.batch_size // nranks))
+    if budget is None:
+        return None
     from quadnn import plan_recompute
 
-    plan_recompute(model, torch.zeros(1, in_chans, 64, 64), budget=budget)
+    plan_recompute(model, torch.zeros(1, *(shape or (task.in_chans, 64, 64))), budget=budget)
+    return budget
+
+
+def _budget_for_memory(model, cfg, device, shape, per_rank: int) -> float:
+    total = torch.cuda.get_device_properties(device).total_memory
+    need = {}
+    for budget in BUDGETS:
+        need[budget] = step_bytes(model, shape, per_rank, budget, cfg.optimizer)
+        if need[budget] <= MEMORY_HEADROOM * total:
+            break
+    gb = lambda b: f"{b / 2**30:.1f} GB"  # noqa: E731
+    tried = ", ".join(f"budget {b:g}: {gb(n)}" for b, n in need.items())
+    fits = need[budget] <= MEMORY_HEADROOM * total
+    print(
+        f"quadnn: recompute budget {budget:g} on {device} ({gb(total)}, {per_rank} images of {'x'.join(map(str, shape))} "
+        f"per step; estimated {tried})"
+        + ("" if fits else " - does not fit even recomputing everything: fewer images per GPU or a larger GPU"),
+        file=sys.stderr,
+        flush=True,
+    )
+    return budget
+
+
+def step_bytes(model: nn.Module, shape, batch: int, budget: float, optimizer: str = "sgd") -> int:
+    """Estimated peak bytes of one training step of ``model`` at ``batch`` images of ``shape``
+    (C, H, W) with its quadratic layers planned at ``budget``: the tensors autograd saves for
+    backward (each storage once, measured on the meta device, so nothing is computed) plus
+    parameters, gradients and optimiser state (AdamW two buffers, SGD one)."""
+    import copy
+
+    from quadnn import plan_recompute
+
+    meta = copy.deepcopy(model).to("meta")
+    example = torch.zeros(1, *shape, device="meta")
+    plan_recompute(meta, example, budget=budget)
+
+    def key(t):
+        try:
+            return t.untyped_storage()._cdata
+        except (RuntimeError, NotImplementedError):
+            return id(t)
+
+    weights = {key(p) for p in meta.parameters()}  # saved by the layers, counted below once
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        if key(t) not in weights:
+            seen[key(t)] = max(seen.get(key(t), 0), t.numel() * t.element_size())
+        return t
+
+    meta.train()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        meta(torch.zeros(batch, *shape, device="meta", requires_grad=False))
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    states = 2 if optimizer in ("adam", "adamw") else 1
+    return sum(seen.values()) + params * (2 + states)
 
 
 class EpochTotals:
@@ -232,8 +301,9 @@ def _train(
     cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool, data: str | None = None
 ) -> dict:
     out = store.dir(cfg)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    # No more intra-op threads than CPUs this task may run on (a SLURM step may bind it to fewer
+    # than OMP_NUM_THREADS says): more only spin against each other and the loader's workers.
+    torch.set_num_threads(min(cfg.threads or torch.get_num_threads(), task_cpus()))
     device = _device(cfg, nranks)
     task = make_task(cfg, rank, nranks, device)
     if data is None:  # generated data (written by the task just now), or data absent when asked
@@ -268,7 +338,7 @@ def _train(
                     history=[],
                 ),
             )
-    _plan_for_device(model, cfg, device, task.in_chans)
+    _plan_for_device(model, cfg, device, task, nranks)
     synced = nranks > 1 and (cfg.task == "classification" or cfg.sync_bn)
     if synced:
         model = sync_batchnorm(model, device)

@@ -81,6 +81,10 @@ class Task:
     def steps_per_epoch(self) -> int:
         raise NotImplementedError
 
+    def train_input(self) -> tuple[int, ...] | None:
+        """(C, H, W) of one training image as the model sees it (None: not known before loading)."""
+        return None
+
     def train_batches(self, epoch: int):
         raise NotImplementedError
 
@@ -109,18 +113,22 @@ class Task:
         )
 
 
+def task_cpus() -> int:
+    """The CPUs this process may use: the ones it is bound to (``sched_getaffinity``: a SLURM step
+    given 1 CPU per task is bound to 1 core whatever ``SLURM_CPUS_PER_TASK`` says), at most
+    ``SLURM_CPUS_PER_TASK`` under SLURM, else shared among the node's ranks (``LOCAL_WORLD_SIZE``)."""
+    mine = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        return max(1, min(mine, int(os.environ["SLURM_CPUS_PER_TASK"])))
+    return max(1, mine // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+
+
 def loader_workers(cfg: RunConfig) -> int:
-    """DataLoader workers: ``cfg.workers``, or for ``"auto"`` the CPUs of this task less one (the
-    process feeding the GPU): SLURM_CPUS_PER_TASK under SLURM, else the CPUs this process may run on
-    shared among the node's ranks."""
+    """DataLoader workers: ``cfg.workers``, or for ``"auto"`` the task's CPUs (:func:`task_cpus`)
+    less one, the process feeding the GPU."""
     if cfg.workers != "auto":
         return cfg.workers
-    if os.environ.get("SLURM_CPUS_PER_TASK"):
-        cpus = int(os.environ["SLURM_CPUS_PER_TASK"])
-    else:
-        mine = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        cpus = mine // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
-    return max(0, cpus - 1)
+    return task_cpus() - 1
 
 
 def _autocast(device: torch.device, enabled: bool):
@@ -177,6 +185,9 @@ class InMemoryClassification(Task):
 
     def steps_per_epoch(self) -> int:
         return math.ceil(len(self.data.y_train) / self.cfg.batch_size)
+
+    def train_input(self) -> tuple[int, ...]:
+        return tuple(self.data.x_train.shape[1:])
 
     def train_batches(self, epoch: int):
         gen = _epoch_generator(self.cfg, epoch)
@@ -332,6 +343,10 @@ class DepthRegression(Task):
             )
         )
         return groups
+
+    def train_input(self) -> tuple[int, ...]:
+        crop = self.train_crop or (tuple(self.kw["crop"]) if self.kw["crop"] else None)
+        return (3, *(crop or (self.kw["height"], self.kw["width"])))
 
     def steps_per_epoch(self) -> int:
         per_rank = max(1, self.cfg.batch_size // self.world)

@@ -145,7 +145,7 @@ class LocalRunner(Runner):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # imports as here
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(slots) if job.gpus else ""
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(self.slots))))
+        env.setdefault("OMP_NUM_THREADS", str(max(1, _cpus() // len(self.slots))))
         with open(record["logs"][0], "a") as log:
             log.write(f"--- local attempt on {','.join(slots)}\n")
             log.flush()
@@ -156,6 +156,11 @@ class LocalRunner(Runner):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity, which a batch system may narrow), shared by the slots."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _free_port() -> int:

@@ -240,6 +240,9 @@ class SlurmRunner(Runner):
             # torch's intra-op threads on the CPUs SLURM gave the task, not on every core of the node:
             # four 1-CPU tasks on one node otherwise spin against each other (TINY ResNet20 epoch 3.5 s vs 0.33 s here).
             'export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"',
+            # SLURM >= 22.05: srun no longer passes sbatch's --cpus-per-task on to its tasks (each would
+            # get 1 CPU, workers and threads bound to it); it reads this variable instead.
+            'if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"; fi',
             f'i="${{SLURM_ARRAY_TASK_ID:+_$SLURM_ARRAY_TASK_ID}}"; '
             f'p={q(str(self.folder / JOBS))}/"${{SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}}$i"_submitted.pkl; '
             f'[ -e "$p" ] || {{ cp {q(str(intents / name))}"$i.pkl" "$p.$$" && mv -f "$p.$$" "$p"; }} || rm -f "$p.$$"',

@@ -97,6 +97,7 @@ PROTOCOLS = {
         epochs=50,
         batch_size=16,
         threads=None,
+        workers="auto",  # PNG decoding in the task's other CPUs (engine.tasks.loader_workers), not in the trainer
         amp=False,
     ),
 }
@@ -165,6 +166,7 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
             seed=s,
             data_dir=str(data_dir),
             threads=P["threads"],
+            workers=P.get("workers", 0),
             progress=False,
             split_seed=s,
             amp=P.get("amp", False),
