@@ -46,14 +46,18 @@ _UNSUPPORTED = {
 
 @dataclass
 class QuadratizeSummary:
-    """What :func:`quadratize` converts (``converted``: module name -> type name) and leaves
-    conventional: ``unconvertible`` (name -> reason; what ``strict=True`` refuses) and ``left``
-    (name -> reason: excluded, not in ``include``, already quadratic)."""
+    """What :func:`quadratize` converts (``converted``: module name -> type name; one name per
+    layer, its other names in ``shared``: name -> converted name) and leaves conventional:
+    ``unconvertible`` (name -> reason; what ``strict=True`` refuses) and ``left`` (name -> reason:
+    excluded, not in ``include``, already quadratic). ``other_kind`` names the layers already
+    quadratic with another neuron kind (quadratize refuses them)."""
 
     neuron: str
     converted: dict[str, str] = field(default_factory=dict)
     unconvertible: dict[str, str] = field(default_factory=dict)
     left: dict[str, str] = field(default_factory=dict)
+    shared: dict[str, str] = field(default_factory=dict)  # other name -> the converted name
+    other_kind: dict[str, str] = field(default_factory=dict)  # already quadratic, another neuron
 
     def counts(self) -> dict[str, int]:
         """Converted layers per type, e.g. ``{"Conv2d": 19, "Linear": 1}``."""
@@ -62,6 +66,9 @@ class QuadratizeSummary:
     def __str__(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts().items())) or "none"
         lines = [f"quadratize(neuron={self.neuron!r}): converted {len(self.converted)} layers ({counts})"]
+        if self.shared:
+            lines.append(f"the same layer under another name: {len(self.shared)}")
+            lines += [f"  {name} is {first}" for name, first in self.shared.items()]
         for title, items in (("could not convert", self.unconvertible), ("left conventional", self.left)):
             if items:
                 lines.append(f"{title}: {len(items)}")
@@ -70,9 +77,13 @@ class QuadratizeSummary:
 
 
 def _quadratic_like(layer: nn.Module, neuron: str) -> QuadraticLayer:
-    # Built on the meta device and then materialised: the random initialisation a new layer
-    # would draw is overwritten at once, and on a large layer it costs seconds.
-    dd = dict(device="meta", dtype=layer.weight.dtype)
+    """A quadratic layer computing what ``layer`` computes: its own ``weight``/``bias``
+    Parameters become the linear branch (so weights tied to other modules stay tied, and an
+    optimizer holding them still does), the quadratic terms are new, at their ReLinear values."""
+    # Built on the meta device: the random initialisation a new layer would draw is replaced at
+    # once, and on a large layer it costs seconds.
+    w = layer.weight
+    dd = dict(device="meta", dtype=w.dtype)
     if isinstance(layer, nn.Linear):
         q = QuadraticLinear(layer.in_features, layer.out_features, layer.bias is not None, neuron=neuron, **dd)
     else:
@@ -90,15 +101,20 @@ def _quadratic_like(layer: nn.Module, neuron: str) -> QuadraticLayer:
             neuron=neuron,
             **dd,
         )
-    q = q.to_empty(device=layer.weight.device)
-    with torch.no_grad():
-        q.weight.copy_(layer.weight)
-        if layer.bias is not None:
-            q.bias.copy_(layer.bias)
-    q.relinear_init_()
-    q.weight.requires_grad_(layer.weight.requires_grad)
+    q.weight = w
     if layer.bias is not None:
-        q.bias.requires_grad_(layer.bias.requires_grad)
+        q.bias = layer.bias
+    # A term is trainable as the tensor it joins is: weight_g/weight_b as the weight, the
+    # biases b_g and c as the bias (as the weight without one), so a frozen layer stays frozen.
+    for name, p, _, ref in list(q.quadratic_terms()):
+        source = w if name.startswith("weight") or layer.bias is None else layer.bias
+        term = torch.full(p.shape, ref, device=w.device, dtype=w.dtype)
+        setattr(q, name, nn.Parameter(term, requires_grad=source.requires_grad))
+    # Hooks (forward, backward, state_dict) move with the layer: the same dictionaries, so the
+    # handles the user holds still remove them.
+    for attr, value in vars(layer).items():
+        if "hook" in attr:
+            setattr(q, attr, value)
     q.train(layer.training)
     return q
 
@@ -114,7 +130,9 @@ def _check_arguments(model, neuron, include, exclude):
     bad = [t for t in include if t not in SUPPORTED]
     if bad:
         raise ValueError(f"include may hold only {tuple(t.__name__ for t in SUPPORTED)}, got {bad}")
-    if isinstance(exclude, str):
+    if exclude is None:
+        exclude = ()
+    elif isinstance(exclude, str):
         exclude = (exclude,)
     names = {name for name, _ in model.named_modules()}
     unknown = [pat for pat in exclude if not any(fnmatchcase(n, pat) for n in names)]
@@ -129,21 +147,31 @@ def _check_arguments(model, neuron, include, exclude):
 
 
 def _walk(model: nn.Module, neuron: str, include, exclude):
-    """(summary, [(parent, child_name, layer)] to convert), visiting the tree as the conversion does."""
-    summary, todo = QuadratizeSummary(neuron), []
+    """(summary, [(layer, [(parent, child_name), ...])] to convert), visiting the tree as the
+    conversion does. A module reachable under several names (``m.a = m.b = conv``, or inside a
+    container shared by two parents) is one layer: converted once and set under every name,
+    or, when one of its names is excluded, left conventional under all of them."""
+    summary = QuadratizeSummary(neuron)
+    places: dict[int, tuple[nn.Module, list]] = {}  # id -> (layer, [(parent, child_name, name)])
+    excluded: dict[int, str] = {}  # id of every module inside an excluded subtree -> that name
 
     def visit(parent: nn.Module, prefix: str) -> None:
-        for child_name, child in parent.named_children():
+        for child_name, child in parent._modules.items():
+            if child is None:
+                continue
             name = f"{prefix}{child_name}"
             kind = type(child)
             if _excluded(name, exclude):
                 summary.left[name] = f"excluded ({kind.__name__})"
+                for m in child.modules():
+                    excluded.setdefault(id(m), name)
             elif isinstance(child, QuadraticLayer):
-                summary.left[name] = f"already quadratic ({kind.__name__})"
+                if child.neuron != neuron:
+                    summary.other_kind[name] = child.neuron
+                summary.left[name] = f"already quadratic ({kind.__name__}, neuron={child.neuron!r})"
             elif kind in SUPPORTED:
                 if kind in include:
-                    summary.converted[name] = kind.__name__
-                    todo.append((parent, child_name, child))
+                    places.setdefault(id(child), (child, []))[1].append((parent, child_name, name))
                 else:
                     summary.left[name] = f"{kind.__name__} not in include"
             elif kind in _UNSUPPORTED:
@@ -160,6 +188,17 @@ def _walk(model: nn.Module, neuron: str, include, exclude):
                 visit(child, name + ".")
 
     visit(model, "")
+    todo = []
+    for layer, where in places.values():
+        names = [name for _, _, name in where]
+        if id(layer) in excluded:
+            for name in names:
+                summary.left[name] = f"{type(layer).__name__} shared with excluded {excluded[id(layer)]!r}"
+            continue
+        summary.converted[names[0]] = type(layer).__name__
+        for name in names[1:]:
+            summary.shared[name] = names[0]
+        todo.append((layer, [(parent, child_name) for parent, child_name, _ in where]))
     return summary, todo
 
 
@@ -186,7 +225,15 @@ def quadratize(
     weight-standardised conv, torch's ``NonDynamicallyQuantizableLinear``) has its own forward,
     and ``nn.MultiheadAttention`` reads its projection weights directly; such layers stay
     conventional and are reported. ``exclude`` holds module names or glob patterns (``"conv1"``,
-    ``"fc"``, ``"layer4.*"``); an excluded module keeps its whole subtree conventional.
+    ``"fc"``, ``"layer4.*"``; None: none); an excluded module keeps its whole subtree conventional.
+
+    What the model had stays: a new layer's linear branch is the old layer's own ``weight`` and
+    ``bias`` Parameters (tied weights stay tied); a layer under several names or parents is
+    converted once and the same quadratic layer set under each (:attr:`QuadratizeSummary.shared`);
+    its hooks move with it; the new terms are trainable only where the old layer's weight (for
+    ``weight_g``/``weight_b``) or bias (for ``bias_g``/``bias_b``) is. Layers already quadratic are
+    left as they are; with another neuron kind than ``neuron`` it raises ``ValueError``, changing
+    nothing (a kind's trained quadratic terms have no counterpart in another).
 
     The summary (:class:`QuadratizeSummary`: layers converted per type, layers left conventional
     and why) is logged at INFO and printed when ``verbose``; :func:`plan_quadratize` returns it
@@ -196,13 +243,22 @@ def quadratize(
     """
     include, exclude = _check_arguments(model, neuron, include, exclude)
     summary, todo = _walk(model, neuron, include, exclude)
+    if summary.other_kind:
+        raise ValueError(
+            f"quadratize(neuron={neuron!r}): layers already quadratic with another neuron kind: "
+            + ", ".join(f"{n} ({k!r})" for n, k in summary.other_kind.items())
+            + "; a neuron kind is not changed (its quadratic terms have no counterpart in another "
+            "kind): exclude them, or convert the conventional model"
+        )
     if strict and summary.unconvertible:
         raise ValueError(
             "quadratize(strict=True): cannot convert "
             + "; ".join(f"{n}: {why}" for n, why in summary.unconvertible.items())
         )
-    for parent, child_name, child in todo:
-        setattr(parent, child_name, _quadratic_like(child, neuron))
+    for layer, where in todo:
+        q = _quadratic_like(layer, neuron)
+        for parent, child_name in where:
+            setattr(parent, child_name, q)
     log.info("%s", summary)
     if verbose:
         print(summary)

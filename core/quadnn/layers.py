@@ -51,9 +51,11 @@ from __future__ import annotations
 import warnings
 
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parametrize
+from torch.nn.utils._expanded_weights import ExpandedWeight
 
 __all__ = [
     "NEURONS",
@@ -214,10 +216,19 @@ class QuadraticLayer(nn.Module):
         if conventional and names:
             if no_bias:
                 names.append(prefix + "bias")
-                with torch.no_grad():
-                    self.bias.zero_()
             missing_keys[before:] = [k for k in missing_keys[before:] if k not in names]
-            self.relinear_init_()
+            # load_state_dict(assign=True) into a layer built on the meta device gives the linear
+            # branch the checkpoint's tensors; the terms it did not hold are made alike (device,
+            # dtype) rather than left on meta
+            for name in [n[len(prefix) :] for n in names]:
+                p = getattr(self, name)
+                if p.device != self.weight.device or p.dtype != self.weight.dtype:
+                    new = torch.empty_like(p, device=self.weight.device, dtype=self.weight.dtype)
+                    setattr(self, name, nn.Parameter(new, requires_grad=p.requires_grad))
+            with torch.no_grad():
+                if no_bias:
+                    self.bias.zero_()
+                self.relinear_init_()
 
     # -- forward ----------------------------------------------------------------
     def _check_input(self, x: torch.Tensor) -> None:
@@ -335,22 +346,29 @@ class QuadraticLayer(nn.Module):
             return self._forward_plain(x)
         self._check_input(x)
         impl = self.implementation
-        if impl in _KEEP:
-            # torch.jit.trace (and what traces through it: fvcore's FLOP counter, timm's
-            # benchmark) records the plain operations too, so the trace passes its check, saves,
-            # and shows the convolutions a FLOP counter counts; see _forward_plain
-            if torch.compiler.is_compiling() or torch.jit.is_tracing():
-                return self._forward_plain(x)
-            # torch.func transforms (jacrev, vmap, ...) cannot trace the custom Function's
-            # backward; the plain formulation computes the same function for them.
-            if _functorch_wrapped(x, self.weight):
-                return self._forward_naive(x)
-            return self._forward_fast(x)
+        if impl not in self.IMPLEMENTATIONS:
+            raise ValueError(f"implementation must be one of {self.IMPLEMENTATIONS}, got {impl!r}")
+        if impl == "naive" or self._needs_plain_ops(x):
+            return self._forward_naive(x)
         if impl == "fused":
             return self._forward_fused(x)
-        if impl == "naive":
-            return self._forward_naive(x)
-        raise ValueError(f"implementation must be one of {self.IMPLEMENTATIONS}, got {impl!r}")
+        # torch.jit.trace (and what traces through it: fvcore's FLOP counter, timm's
+        # benchmark) records the plain operations too, so the trace passes its check, saves,
+        # and shows the convolutions a FLOP counter counts; see _forward_plain
+        if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return self._forward_plain(x)
+        return self._forward_fast(x)
+
+    def _needs_plain_ops(self, x) -> bool:
+        """Whether a transform that sees only torch's own ops is at work: torch.func transforms
+        (jacrev, vmap, ...) cannot trace the custom Function's backward, and ExpandedWeights
+        (per-sample gradients) know the conventional layers' ops only. The naive formulation
+        computes the same function for both. A transform may act on any parameter alone
+        (fine-tuning the gates only), so every one is looked at."""
+        params = [
+            p for p in (self.weight, self.bias, self.weight_g, self.bias_g, self.weight_b, self.bias_b) if p is not None
+        ]
+        return _functorch_wrapped(x, *params) or any(isinstance(p, ExpandedWeight) for p in params)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, neuron={self.neuron!r}"
@@ -502,17 +520,14 @@ class _Op:
         self.n = layer._out
         if self.conv:
             self.stride, self.dilation = layer.stride, layer.dilation
-            self.padding_mode = layer.padding_mode
-            self._padding = layer.padding
-            self._reversed_padding = layer._reversed_padding_repeated_twice
-            # padding applied inside the convolution (0 when the layer pads explicitly)
-            self.padding = layer.padding if layer.padding_mode == "zeros" else (0,) * len(layer.kernel_size)
+            self.padding, self.pre_pad, self.pad_mode = _conv_padding(layer)
             self.conv_fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[len(layer.kernel_size)]
 
     # -- the conventional op ----------------------------------------------------------
     def pad(self, x):
-        if self.conv and self.padding_mode != "zeros":
-            return F.pad(x, self._reversed_padding, mode=self.padding_mode)
+        """``x`` with the padding that the convolution does not apply itself (see :func:`_conv_padding`)."""
+        if self.conv and self.pre_pad is not None:
+            return F.pad(x, self.pre_pad, mode=self.pad_mode)
         return x
 
     def forward(self, x, w, b):
@@ -584,11 +599,14 @@ class _Op:
 
     def cat_square(self, x):
         """[x, x*x] along channels (per group for grouped convolutions)."""
+        return self.cat_pair(x, x * x)
+
+    def cat_pair(self, a, b):
+        """[a, b] along channels in the layout of :meth:`cat_square`."""
         dim = 1 if self.conv else -1
         if self.groups == 1:
-            return torch.cat([x, x * x], dim)
-        v = x.unflatten(1, (self.groups, -1))
-        return torch.stack([v, v * v], 2).flatten(1, 3)
+            return torch.cat([a, b], dim)
+        return torch.stack([a.unflatten(1, (self.groups, -1)), b.unflatten(1, (self.groups, -1))], 2).flatten(1, 3)
 
     def uncat(self, t):
         """Inverse layout of :meth:`cat_square`: views (part for x, part for x*x)."""
@@ -598,6 +616,31 @@ class _Op:
             return t.narrow(dim, 0, half), t.narrow(dim, half, half)
         v = t.unflatten(1, (self.groups, 2, -1))
         return v.select(2, 0).flatten(1, 2), v.select(2, 1).flatten(1, 2)
+
+
+def _conv_padding(layer):
+    """``(padding, pre_pad, mode)`` of a convolution layer: the symmetric integer padding the
+    convolution applies itself, and the padding ``F.pad(x, pre_pad, mode)`` applies before it
+    (None when there is none).
+
+    The custom Function's backward (``aten::convolution_backward``) takes integer padding only:
+    ``"valid"`` is 0, and ``"same"`` is its smaller side inside the convolution plus, where the
+    total padding ``dilation * (kernel - 1)`` is odd, one more row or column on the far side
+    padded beforehand (what ``F.conv2d(padding="same")`` does itself). A padding mode other than
+    ``"zeros"`` is all applied beforehand, as torch's layers do.
+    """
+    nd = len(layer.kernel_size)
+    reversed_twice = list(layer._reversed_padding_repeated_twice)  # F.pad order: last dim first
+    if layer.padding_mode != "zeros":
+        return (0,) * nd, reversed_twice, layer.padding_mode
+    if layer.padding == "valid":
+        return (0,) * nd, None, "constant"
+    if layer.padding == "same":
+        near, far = reversed_twice[0::2], reversed_twice[1::2]
+        padding = tuple(reversed(near))
+        extra = [v for n, f in zip(near, far) for v in (0, f - n)]
+        return padding, (extra if any(extra) else None), "constant"
+    return tuple(layer.padding), None, "constant"
 
 
 # What the custom Function keeps for backward, per implementation (see QuadraticLayer).
@@ -659,6 +702,8 @@ class _QuadraticFunction(torch.autograd.Function):
     def forward(ctx, x, w, b, w_b, b_b, op):
         ctx.op = op
         y, rg = _quadratic_forward(x, w, b, w_b, b_b, op)
+        if fwAD._current_level >= 0:  # a forward-mode AD level is open: jvp may be asked for
+            ctx.save_for_forward(x, w, w_b, rg)
         if op.neuron == "compact":
             ctx.save_for_backward(x, w)
             ctx.has_bias = b is not None
@@ -712,6 +757,40 @@ class _QuadraticFunction(torch.autograd.Function):
             if need_x:
                 dx.addcmul_(x, dx2, value=2)
         return dx, dw, db, dw_b, db_b, None
+
+    @staticmethod
+    def jvp(ctx, dx, dw, db, dw_b, db_b, _):
+        x, w, w_b, rg = ctx.saved_tensors
+        return _jvp(ctx.op, x, w, w_b, rg, dx, dw, db, dw_b, db_b)
+
+
+def _jvp(op, x, w, w_b, rg, dx, dw, db, dw_b, db_b):
+    """Forward-mode derivative of :func:`_quadratic_forward` along tangents (dx, dw, db, dw_b,
+    db_b) of its inputs (None: no tangent). Each term is a product rule over the linear ops:
+    d op(x, w, b) = op(dx, w) + op(x, dw, db)."""
+
+    def d_op(x_, w_, dx_, dw_, db_):
+        parts = []
+        if dx_ is not None:
+            parts.append(op.forward(dx_, w_, None))
+        if dw_ is not None or db_ is not None:
+            parts.append(op.forward(x_, torch.zeros_like(w_) if dw_ is None else dw_, db_))
+        return sum(parts[1:], parts[0]) if parts else None
+
+    if op.neuron == "compact":
+        d_xx = None if dx is None else op.cat_pair(dx, 2 * x * dx)
+        return d_op(op.cat_square(x), w, d_xx, dw, db)
+    r, g = op.split(rg)
+    drg = d_op(x, w, dx, dw, db)
+    dy = None
+    if drg is not None:
+        dr, dg = op.split(drg)
+        dy = dr * (g + 1) + r * dg if op.neuron == "poly" else dr * g + r * dg
+    if op.neuron == "full":
+        dp = d_op(x * x, w_b, None if dx is None else 2 * x * dx, dw_b, db_b)
+        if dp is not None:
+            dy = op.grouped(dp) if dy is None else dy + op.grouped(dp)
+    return torch.zeros_like(op.ungrouped(r)) if dy is None else op.ungrouped(dy)
 
 
 def _backward_differentiable(op, dy, x, w, b, w_b, has_bias, needs):

@@ -86,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="quadnn-train",
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        # no ArgumentDefaultsHelpFormatter: each help names its default itself (the flags default
+        # to None so that --profile can fill what is not given), which it would print a second time
     )
     a = p.add_argument
     pos, nonneg, frac = _number(float, 0, lo_open=True), _number(float, 0), _number(float, 0, 1, lo_open=True)
@@ -150,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     a("--dim-alpha", type=pos, default=None, help=f"diminishing schedule: lr_t = lr*a/(a+t) (default {d.dim_alpha})")
     a("--rezero", action="store_true", default=None, help="ReZero residual blocks (cifar_* models)")
     a("--seed", type=_number(int, 0), default=None, help=f"random seed (default {d.seed})")
-    a("--out", metavar="DIR", default="runs", help="cache directory: results go to OUT/<run id>/")
+    a("--out", metavar="DIR", default="runs", help="cache directory: results go to OUT/<run id>/ (default runs)")
     a("--device", type=_device, default=None, help=f"one of {DEVICES} or cuda:N (default {d.device})")
     a("--amp", action="store_true", default=None, help="bf16 autocast")
     a("--compile", action="store_true", default=None, help="torch.compile the model")
