@@ -28,6 +28,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "write_temp",
+    "replace",
     "sha256_file",
     "sha256_file_cached",
     "file_lock",
@@ -76,6 +77,36 @@ def _storage_error(path: Path, e: OSError) -> OSError:
     return e
 
 
+# Fault injection, for the tests that kill a training at every write of the store in turn:
+# QUADNN_FAULT="N:SIGNAL" sends SIGNAL (KILL, TERM) to this process just before its N-th store
+# operation (1-based; each write, fsync and rename of write_temp / replace counts one), and
+# QUADNN_FAULT_LOG=FILE appends one line "op path" per operation, so a clean run counts the points.
+_FAULT_COUNT = [0]
+
+
+def _fault_point(op: str, path: Path) -> None:
+    log, at = os.environ.get("QUADNN_FAULT_LOG"), os.environ.get("QUADNN_FAULT")
+    if not (log or at):
+        return
+    _FAULT_COUNT[0] += 1
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{op} {path}\n")
+    if at:
+        n, _, sig = at.partition(":")
+        if _FAULT_COUNT[0] == int(n):
+            import signal
+
+            os.kill(os.getpid(), getattr(signal, f"SIG{sig or 'KILL'}"))
+            time.sleep(60)  # a handled SIGTERM returns here: the handler decides what happens next
+
+
+def replace(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """``os.replace`` (atomic on one file system), a fault-injection point."""
+    _fault_point("rename", Path(dst))
+    os.replace(src, dst)
+
+
 def write_temp(path: str | os.PathLike, data: bytes) -> Path:
     """``data`` in a new temporary file next to ``path`` (flushed to disk, mode from the umask);
     the caller renames it into place. Named ``.<name>.<random>.tmp``: :func:`remove_stale_temps`."""
@@ -88,8 +119,10 @@ def write_temp(path: str | os.PathLike, data: bytes) -> Path:
     try:
         os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600 would hide results from the team
         with os.fdopen(fd, "wb") as f:
+            _fault_point("write", path)
             f.write(data)
             f.flush()
+            _fault_point("fsync", path)
             os.fsync(f.fileno())
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
@@ -103,7 +136,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``path`` through a temporary file in its folder, flushed to disk, and a rename."""
     tmp = write_temp(path, data)
     try:
-        os.replace(tmp, path)
+        replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise _storage_error(Path(path), e) from None

@@ -48,13 +48,16 @@ def write_digits_folder(
     fixed by ``split_seed``; ``max_per_class`` keeps only the first images of each class per
     split). The 8x8 images (values 0..16) are scaled to 0..255 and enlarged bicubically. A
     ``manifest.json`` records the settings; a tree whose manifest matches is left as it is.
-    Returns ``root``.
+    ``root`` must be the project's (:func:`quadnn_paper.data.standin.claim`): a folder of someone's
+    own images is refused, never rewritten. Returns ``root``.
     """
     from PIL import Image
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    root = Path(root)
+    from quadnn_paper.data.standin import claim
+
+    root = claim(root, "digits ImageFolder")
     spec = dict(
         source="sklearn.datasets.load_digits",
         size=int(size),
