@@ -229,7 +229,8 @@ class RunConfig:
         spelt out (``lr_b`` equal to ``lr_g``, ``alpha_b`` to ``alpha_g``); settings the run never
         reads (``lr_g`` without ReLinear-sg, milestones without the multistep schedule, ``beta2``
         with SGD, ...), which take their defaults; milestones, which become the epochs they fall on
-        (sorted, once each, only those before the last epoch; none: ``lr_decay`` is unused)."""
+        (sorted, once each, only those before the last epoch; none: ``lr_decay`` is unused and the
+        schedule is constant)."""
         default = {f.name: f.default for f in dataclasses.fields(self)}
         sg, shrink = self.relinear == "sg", self.relinear.startswith("sw-")
         c = {}
@@ -239,6 +240,8 @@ class RunConfig:
         c["alpha_b"] = self.alpha_b if shrink and self.alpha_b is not None and self.alpha_b != self.alpha_g else None
         epochs = [m for m in self.milestone_epochs() if m < self.epochs] if self.schedule == "multistep" else []
         c["milestones"] = epochs  # epochs now, no longer fractions
+        if self.schedule == "multistep" and not epochs:  # no step before the end: a constant lr
+            c["schedule"] = "constant"
         c["lr_decay"] = self.lr_decay if epochs else default["lr_decay"]
         c["dim_alpha"] = self.dim_alpha if self.schedule == "diminishing" else default["dim_alpha"]
         c["end_lr"] = self.end_lr if self.schedule == "poly" else default["end_lr"]

@@ -1,0 +1,217 @@
+"""Runs that tell the truth and destroy nothing (issue 28): stand-ins never write into a user's
+folder, a result is bound to its bytes and its own curve, one training has one id however it is
+spelt, a complete checkpoint whose writer died is adopted, and the store survives a kill at every
+one of its writes (the fault-injection tier at the end)."""
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from runs import small_run
+
+from quadnn_paper.common import files
+from quadnn_paper.common.paths import GENERATED
+from quadnn_paper.data import imagefolder, kitti, standin
+from quadnn_paper.engine import RunConfig, run
+from quadnn_paper.engine import loop as loop_module
+from quadnn_paper.engine.loop import lr_factor, stage_ends
+from quadnn_paper.engine.store import RunStore, WorldSizeMismatch
+from quadnn_paper.execution import train as train_cli
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def tree(root: Path) -> dict:
+    """Every file under ``root`` with its bytes' hash: what "left intact" is checked against."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
+    }
+
+
+def users_imagefolder(root: Path, manifest: bool) -> Path:
+    for split in ("train", "val"):
+        (root / split / "cat").mkdir(parents=True)
+        (root / split / "cat" / "me.jpg").write_bytes(b"\xff\xd8 a user's own photo")
+    if manifest:
+        (root / "manifest.json").write_text('{"photos": "mine"}')
+    return root
+
+
+# -- 1. stand-ins write only where the project generates data -------------------------------------------
+@pytest.mark.parametrize("manifest", [True, False])
+def test_the_digits_standin_refuses_a_users_image_folder_and_leaves_it_intact(tmp_path, capsys, manifest):
+    user = users_imagefolder(tmp_path / "photos", manifest)
+    before = tree(user)
+    small = '{"image_size": 16, "crop": 16, "resize": 16, "max_per_class": 2}'
+    argv = ["--task", "imagefolder", "--dataset", "digits", "--data-dir", str(user), "--task-kwargs", small]
+    argv += [
+        "--model",
+        "cifar_resnet20",
+        "--width",
+        "0.25",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--relinear",
+        "none",
+        "--no-progress",
+    ]
+    assert train_cli.main([*argv, "--out", str(tmp_path / "runs"), "--threads", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(user) in err and "refusing" in err and "\n" not in err, err
+    assert tree(user) == before  # not one file of theirs changed, none added
+
+
+def test_standins_write_under_build_data_by_default_and_claim_only_new_or_empty_folders(tmp_path):
+    for task, dataset in (("imagefolder", "digits"), ("depth", "synthetic")):
+        assert GENERATED in Path(RunConfig(task=task, dataset=dataset).data_dir).parents
+    assert RunConfig(dataset="cifar10").data_dir == str(GENERATED.parent.parent / "data")
+    new = imagefolder.write_digits_folder(tmp_path / "new", size=8, max_per_class=1)
+    assert (new / standin.MARKER).is_file() and (new / "train" / "0").is_dir()
+    (tmp_path / "empty").mkdir()
+    kitti.write_synthetic_kitti(tmp_path / "empty", 1, 1, 8, 24)
+    assert (tmp_path / "empty" / standin.MARKER).is_file()
+    kitti.write_synthetic_kitti(tmp_path / "empty", 2, 1, 8, 24)  # its own folder: rewritten at will
+    (tmp_path / "drive").mkdir()
+    (tmp_path / "drive" / "notes.txt").write_text("mine")
+    with pytest.raises(standin.ForeignFolder, match=r"drive.*'notes\.txt'"):
+        kitti.write_synthetic_kitti(tmp_path / "drive", 1, 1, 8, 24)
+    assert tree(tmp_path / "drive") == {"notes.txt": hashlib.sha256(b"mine").hexdigest()}
+
+
+# -- 2. a result is bound to its content -----------------------------------------------------------------
+TIMES = ("epoch_time", "eval_time")
+
+
+def numbers(result: dict) -> list:
+    """A result's curve without its wall-clock times: what must be bit-identical after a redo."""
+    return [{k: v for k, v in h.items() if k not in TIMES} for h in result["history"]]
+
+
+def trained(tmp_path):
+    cfg = small_run(train_limit=64, epochs=1)
+    return cfg, run(cfg, tmp_path)
+
+
+@pytest.mark.parametrize("how", ["edit", "edit_and_rehash", "edit_curve"])
+def test_an_edited_result_is_moved_aside_and_redone_never_served(tmp_path, how):
+    cfg, first = trained(tmp_path)
+    path = RunStore(tmp_path).dir(cfg) / "result.json"
+    res = json.loads(path.read_text())
+    true_error = res["test_error"]
+    if how == "edit_curve":
+        metrics = path.with_name("metrics.json")
+        curve = json.loads(metrics.read_text())
+        curve[-1]["test_error"] = 4.2
+        metrics.write_text(json.dumps(curve))
+    else:
+        res["test_error"] = 4.2
+        path.write_text(json.dumps(res, indent=1))
+        if how == "edit_and_rehash":  # the manifest updated too: the result's own curve still says no
+            m = json.loads(path.with_name("manifest.json").read_text())
+            m["result.json"] = dict(size=path.stat().st_size, sha256=files.sha256_file(path))
+            path.with_name("manifest.json").write_text(json.dumps(m))
+    with pytest.warns(RuntimeWarning, match="result.json is unreadable"):
+        again = run(cfg, tmp_path)
+    assert again["test_error"] == true_error == first["test_error"] and numbers(again) == numbers(first)
+    assert list(path.parent.glob("result.json.corrupt-*"))
+    assert RunStore(tmp_path).result(cfg)["test_error"] == true_error
+
+
+def test_a_result_of_another_world_size_is_not_returned(tmp_path, monkeypatch):
+    cfg, _ = trained(tmp_path)
+    monkeypatch.setattr(loop_module, "world", lambda: (0, 2))  # asked as a 2-process DDP run
+    with pytest.raises(WorldSizeMismatch, match=r"trained by 1 process.*runs 2"):
+        run(cfg, tmp_path)
+
+
+# -- 3. one training, one id -------------------------------------------------------------------------------
+def effective(c: RunConfig) -> tuple:
+    """What the loop actually trains with, read through its own functions (the plain reference)."""
+    sg, sw = c.relinear == "sg", c.relinear.startswith("sw-")
+    return (
+        c.relinear,
+        c.epochs,
+        (c.lr_g, c.lr_g if c.lr_b is None else c.lr_b) if sg else None,
+        (c.alpha_g, c.alpha_g if c.alpha_b is None else c.alpha_b) if sw else None,
+        tuple(lr_factor(c, e, 0, 1) for e in range(c.epochs)),
+        tuple(stage_ends(c)),
+    )
+
+
+spellings = st.fixed_dictionaries(
+    dict(
+        relinear=st.sampled_from(["none", "sg", "sw-l1"]),
+        epochs=st.sampled_from([4, 12]),
+        lr_g=st.sampled_from([1e-4, 1e-3]),
+        lr_b=st.sampled_from([None, 1e-4, 1e-3]),
+        alpha_g=st.sampled_from([0.0, 0.1]),
+        alpha_b=st.sampled_from([None, 0.0, 0.1]),
+        schedule=st.sampled_from(["multistep", "constant"]),
+        milestones=st.lists(st.sampled_from([0.25, 0.5, 0.51, 0.75, 1.0]), max_size=3),
+        lr_decay=st.sampled_from([0.1, 0.2]),
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spellings, spellings)
+def test_two_configurations_share_an_id_exactly_when_they_train_the_same(a, b):
+    ca, cb = small_run(**a), small_run(**b)
+    assert (ca.run_id == cb.run_id) == (effective(ca) == effective(cb)), (a, b)
+
+
+def test_the_spellings_the_issue_found_give_one_id():
+    base = small_run(relinear="sg", epochs=12)
+    same = [
+        base.replace(lr_b=base.lr_g),
+        base.replace(milestones=(0.75, 0.5)),
+        base.replace(milestones=(0.5, 0.75, 0.75)),
+        base.replace(milestones=(0.51, 0.75)),
+    ]
+    assert {c.run_id for c in same} == {base.run_id}
+    plain = small_run(relinear="none", schedule="constant")
+    assert plain.replace(lr_g=0.5, milestones=(0.3,)).run_id == plain.run_id
+    shrink = small_run(relinear="sw-l1", alpha_g=0.1)
+    assert shrink.replace(alpha_b=0.1).run_id == shrink.run_id
+
+
+def test_width_given_twice_is_an_error_and_given_once_is_one_run(capsys):
+    with pytest.raises(SystemExit):
+        train_cli.config_from_args(["--width", "0.25", "--model-kwargs", '{"width": 0.5}'])
+    err = capsys.readouterr().err
+    assert "width=0.25" in err and "model_kwargs['width']=0.5" in err
+    (kw, _), (flag, _) = (
+        train_cli.config_from_args(["--model-kwargs", '{"width": 0.5}']),
+        train_cli.config_from_args(["--width", "0.5"]),
+    )
+    assert kw.width == 0.5 and kw.model_kwargs == {} and kw.run_id == flag.run_id
+
+
+# -- 4. a complete temporary checkpoint matching the manifest is adopted -------------------------------
+def test_a_temporary_file_that_matches_the_manifest_is_adopted_not_deleted(tmp_path):
+    cfg = small_run()
+    store = RunStore(tmp_path)
+    store.save_checkpoint(cfg, "last.pt", dict(epoch=1))
+    old = (store.dir(cfg) / "last.pt").read_bytes()
+    # The writer of epoch 2 died between the manifest's update and the rename (as strace's
+    # inject=rename:signal=KILL did): the manifest records a file that only exists as a temporary.
+    buf = io.BytesIO()
+    torch.save(dict(epoch=2, run_id=cfg.run_id), buf)
+    blob = buf.getvalue()
+    files.write_temp(store.dir(cfg) / "last.pt", blob)
+    manifest = store.dir(cfg) / "manifest.json"
+    record = json.loads(manifest.read_text())
+    record["last.pt"] = dict(size=len(blob), sha256=hashlib.sha256(blob).hexdigest())
+    manifest.write_text(json.dumps(record))
+    assert (store.dir(cfg) / "last.pt").read_bytes() == old and list(store.dir(cfg).glob(".last.pt.*.tmp"))
+    with store.lock(cfg.run_id):
+        pass
+    assert store.load_checkpoint(cfg, "last.pt")["epoch"] == 2
+    assert not list(store.dir(cfg).glob(".last.pt.*.tmp"))
