@@ -28,12 +28,23 @@ endif
 ifeq ($(filter $(RUNNER),$(RUNNERS)),)
 $(error RUNNER=$(RUNNER) is not one of: $(RUNNERS))
 endif
-ifneq ($(TINY),)
+# TINY is a boolean, read strictly: 1/true/yes on, 0/false/no or empty off, anything else an error
+# (a bare non-empty test would take TINY=0 for on).
+TRUE_WORDS  := 1 true yes True Yes TRUE YES
+FALSE_WORDS := 0 false no False No FALSE NO
+ifneq ($(words $(TINY)),$(if $(strip $(TINY)),1,0))
+$(error TINY='$(TINY)' is not one boolean: use 1/true/yes, 0/false/no, or leave it empty)
+endif
+ifneq ($(filter $(TRUE_WORDS) $(FALSE_WORDS),$(TINY)),$(strip $(TINY)))
+$(error TINY=$(TINY) is not a boolean: use 1/true/yes, 0/false/no, or leave it empty)
+endif
+TINY_ON  := $(filter $(TRUE_WORDS),$(TINY))
+ifneq ($(TINY_ON),)
 ifneq ($(PROFILE),full)
-$(error TINY=1 caps the full profile; use it with PROFILE=full, not PROFILE=$(PROFILE))
+$(error TINY=$(TINY) caps the full profile; use it with PROFILE=full, not PROFILE=$(PROFILE))
 endif
 endif
-RUN_TAG  := $(PROFILE)$(if $(TINY),-tiny)
+RUN_TAG  := $(PROFILE)$(if $(TINY_ON),-tiny)
 export QUADNN_WAIT := $(WAIT)
 export QUADNN_SLURM_PARTITION ?= $(SLURM_PARTITION)
 export QUADNN_SLURM_ACCOUNT ?= $(SLURM_ACCOUNT)
@@ -120,14 +131,14 @@ build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	  TORCHINDUCTOR_CACHE_DIR="$${TORCHINDUCTOR_CACHE_DIR:-$(CURDIR)/build/inductor}" \
 	  $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
 	  -p profile $(PROFILE) -p paper_dir "$(CURDIR)/paper" -p cache_dir "$(CURDIR)/build/cache" \
-	  -p runner $(RUNNER) $(if $(TINY),-p tiny True)
+	  -p runner $(RUNNER) $(if $(TINY_ON),-p tiny True)
 	@if [ -s $(basename $@).pending ]; then \
 	  echo "$*: $$(cat $(basename $@).pending); run the same 'make paper' again to collect them"; \
 	else mv $(basename $@).part.ipynb $@; fi
 
 # The plan: runs per section and their states, with the GPU-hours still to spend.
 status: $(INSTALLED)
-	@$(BIN)/python -m quadnn_paper.execution.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
+	@$(BIN)/python -m quadnn_paper.execution.status --profile $(PROFILE) $(if $(TINY_ON),--tiny) --cache build/cache/runs \
 	  --runner $(if $(filter inline,$(RUNNER)),slurm,$(RUNNER))
 
 # A single-node SLURM on this machine (root, Debian): what the tests and RUNNER=slurm use here.
@@ -143,7 +154,7 @@ paper/variables/published.tex: core/quadnn_paper/common/published.py $(INSTALLED
 paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
 	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)
 	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
-	@echo "paper/main.pdf built from the $(PROFILE)$(if $(TINY), (TINY=1)) profile"
+	@echo "paper/main.pdf built from the $(PROFILE)$(if $(TINY_ON), (TINY=1)) profile"
 
 paper: paper/main.pdf
 

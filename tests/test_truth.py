@@ -4,8 +4,10 @@ spelt, a complete checkpoint whose writer died is adopted, and the store survive
 one of its writes (the fault-injection tier at the end)."""
 
 import hashlib
+import importlib
 import io
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from quadnn_paper.engine import loop as loop_module
 from quadnn_paper.engine.loop import lr_factor, stage_ends
 from quadnn_paper.engine.store import RunStore, WorldSizeMismatch
 from quadnn_paper.execution import train as train_cli
+from quadnn_paper.execution.status import SECTIONS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -215,3 +218,39 @@ def test_a_temporary_file_that_matches_the_manifest_is_adopted_not_deleted(tmp_p
         pass
     assert store.load_checkpoint(cfg, "last.pt")["epoch"] == 2
     assert not list(store.dir(cfg).glob(".last.pt.*.tmp"))
+
+
+# -- 7. TINY is a boolean, read strictly --------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_status(**var) -> subprocess.CompletedProcess:
+    args = ["make", "-n", "--no-print-directory", "status", *(f"{k}={v}" for k, v in var.items())]
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "value, on",
+    [("", False), ("0", False), ("no", False), ("false", False), ("1", True), ("yes", True), ("true", True)],
+)
+def test_make_reads_tiny_as_a_boolean(value, on):
+    done = make_status(PROFILE="full", TINY=value)
+    assert done.returncode == 0, done.stderr
+    assert ("--tiny" in done.stdout) == on
+    if not on:  # off is off for every profile, not "TINY=1 caps the full profile"
+        assert make_status(PROFILE="cpu", TINY=value).returncode == 0
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "on off"])
+def test_make_refuses_a_tiny_that_is_not_a_boolean_naming_it(value):
+    done = make_status(PROFILE="full", TINY=value)
+    assert done.returncode != 0 and f"TINY={value}" in done.stderr.replace("'", "") and "1/true/yes" in done.stderr
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_a_notebooks_tiny_parameter_must_be_a_boolean_not_a_string(section):
+    module = importlib.import_module(f"quadnn_paper.sections.{section}")
+    for value in ("no", "yes", "0", 2):  # papermill's -p tiny no arrives as the string "no"
+        with pytest.raises(ValueError, match=f"tiny must be True or False, got {value!r}"):
+            module.protocol("full", value)
+    assert module.protocol("full", 1) == module.protocol("full", True)
