@@ -82,7 +82,7 @@ $(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build bu
 endif
 endif
 
-.PHONY: help setup test test-fast test-e2e lint paper tex clean status slurm-up slurm-down
+.PHONY: help setup test test-fast test-e2e test-faults lint paper tex clean status slurm-up slurm-down
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
 	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (see the README)"
@@ -90,6 +90,7 @@ help:
 	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
 	@echo "make test-e2e                        make paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 in a fresh clone, empty cache"
+	@echo "make test-faults                     kill a small training at every write/fsync/rename of the store (part of test-e2e)"
 	@echo "make setup                           create .venv and install quadnn with its extras"
 	@echo "make clean                           remove build products (keeps .venv and data/)"
 
@@ -173,7 +174,11 @@ test-fast: $(INSTALLED)
 test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
 	@# nbval first: the smoke PDF test then builds from the outputs nbval wrote in this session.
-	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e"
+	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults"
+
+# The fault-injection tier at every store operation (make test samples a few of them).
+test-faults: $(INSTALLED)
+	$(PYTEST) tests/test_truth.py -m faults -q
 
 E2E_DIR := build/e2e
 test-e2e: $(INSTALLED)
@@ -189,6 +194,7 @@ test-e2e: $(INSTALLED)
 	  $(MAKE) --no-print-directory paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 && \
 	  echo "test-e2e: the full profile at TINY=1 through SLURM in $$(( $$(date +%s) - start )) s"
 	QUADNN_E2E_DIR="$(CURDIR)/$(E2E_DIR)" $(PYTEST) tests/test_e2e.py -q
+	@$(MAKE) --no-print-directory test-faults
 
 clean:
 	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile paper/.stamps paper/.staging

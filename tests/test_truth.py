@@ -3,11 +3,18 @@ folder, a result is bound to its bytes and its own curve, one training has one i
 spelt, a complete checkpoint whose writer died is adopted, and the store survives a kill at every
 one of its writes (the fault-injection tier at the end)."""
 
+import errno
 import hashlib
 import importlib
 import io
 import json
+import multiprocessing
+import os
+import random
+import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -254,3 +261,203 @@ def test_a_notebooks_tiny_parameter_must_be_a_boolean_not_a_string(section):
         with pytest.raises(ValueError, match=f"tiny must be True or False, got {value!r}"):
             module.protocol("full", value)
     assert module.protocol("full", 1) == module.protocol("full", True)
+
+
+# -- the fault-injection tier: a kill at every write, fsync and rename of the store ----------------------
+# common.files counts its operations (QUADNN_FAULT_LOG lists them) and sends a signal just before the
+# N-th one (QUADNN_FAULT="N:KILL"), as strace's inject=...:signal=KILL:when=N did by hand. Each point:
+# a forked training killed there, then resumed; the result must equal the uninterrupted one, nothing
+# may be moved aside as corrupt, and no epoch whose checkpoint was recorded may be trained again.
+FAULT_RUN = dict(train_limit=64, epochs=2, batch_size=32)
+
+
+def _train_child(cfg, out, env):
+    os.environ.update(env)
+    files._FAULT_COUNT[0] = 0
+    try:
+        run(cfg, out)
+    except BaseException as e:  # noqa: BLE001  (reported to the parent through the file SAY)
+        if os.environ.get("SAY"):
+            Path(os.environ["SAY"]).write_text(f"{type(e).__name__}: {e}")
+        os._exit(3)
+    os._exit(0)  # no pytest teardown in the child
+
+
+def train_forked(cfg, out, **env) -> int:
+    child = multiprocessing.get_context("fork").Process(target=_train_child, args=(cfg, str(out), env))
+    child.start()
+    child.join(300)
+    assert child.exitcode is not None, "the training did not end"
+    return child.exitcode
+
+
+def operations(log: Path) -> list[tuple[str, str]]:
+    return [tuple(line.split(" ", 1)) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def committed_epochs(ops: list[tuple[str, str]], before: int) -> int:
+    """Epochs whose last.pt the manifest recorded among the first ``before`` operations (a record is
+    committed by the manifest's rename; the rename of last.pt itself comes next)."""
+    return sum(
+        op == "rename" and path.endswith("manifest.json") and ops[i + 1][1].endswith("/last.pt")
+        for i, (op, path) in enumerate(ops[:before])
+    )
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("clean")
+    cfg = small_run(**FAULT_RUN)
+    assert train_forked(cfg, tmp / "runs", QUADNN_FAULT_LOG=str(tmp / "ops")) == 0
+    return cfg, RunStore(tmp / "runs").result(cfg), operations(tmp / "ops")
+
+
+def kill_and_resume(tmp_path, uninterrupted, point: int, signal_name: str) -> None:
+    cfg, clean, ops = uninterrupted
+    out = tmp_path / f"runs{point}{signal_name}"
+    code = train_forked(cfg, out, QUADNN_FAULT=f"{point}:{signal_name}")
+    assert code == -getattr(signal, f"SIG{signal_name}"), f"point {point} ({ops[point - 1]}): exit {code}"
+    relog = tmp_path / f"resumed{point}{signal_name}"
+    assert train_forked(cfg, out, QUADNN_FAULT_LOG=str(relog)) == 0
+    res = RunStore(out).result(cfg)
+    where = f"killed at point {point} of {len(ops)}: {ops[point - 1]}"
+    assert res is not None and numbers(res) == numbers(clean), where
+    assert {k: res[k] for k in clean["metrics"]} == clean["metrics"], where
+    assert not list(out.rglob("*.corrupt-*")), where
+    retrained = sum(op == "rename" and path.endswith("/last.pt") for op, path in operations(relog))
+    assert retrained == cfg.epochs - committed_epochs(ops, point - 1), where
+
+
+def sampled_points(n_ops: int, k: int) -> list[int]:
+    """``k`` points: the rename of the first last.pt (the adoption case) and a fixed random draw."""
+    return sorted({1, n_ops} | set(random.Random(28).sample(range(1, n_ops + 1), k - 2)))
+
+
+def test_the_fault_tier_sees_every_kind_of_store_operation(uninterrupted):
+    _, _, ops = uninterrupted
+    kinds = {(op, Path(path).name.split(".")[0].rstrip("0123456789")) for op, path in ops}
+    for op in ("write", "fsync", "rename"):
+        assert {(op, name) for name in ("config", "last", "manifest", "metrics", "result", "stage")} <= kinds
+
+
+@pytest.mark.parametrize("signal_name, k", [("KILL", 6), ("TERM", 3)])
+def test_a_kill_at_sampled_store_operations_resumes_to_the_same_result(tmp_path, uninterrupted, signal_name, k):
+    _, _, ops = uninterrupted
+    last_pt = next(i + 1 for i, (op, path) in enumerate(ops) if op == "rename" and path.endswith("/last.pt"))
+    for point in sorted(set(sampled_points(len(ops), k)) | {last_pt}):
+        kill_and_resume(tmp_path, uninterrupted, point, signal_name)
+
+
+@pytest.mark.slow
+@pytest.mark.faults
+@pytest.mark.parametrize("signal_name", ["KILL", "TERM"])
+def test_a_kill_at_every_store_operation_resumes_to_the_same_result(tmp_path, uninterrupted, signal_name):
+    _, _, ops = uninterrupted
+    for point in range(1, len(ops) + 1):
+        kill_and_resume(tmp_path, uninterrupted, point, signal_name)
+
+
+# -- 5. waits and storage/data errors are one line naming the path and the cause ---------------------------
+def _hold(lock, seconds, ready):
+    with files.file_lock(lock):
+        ready.set()
+        time.sleep(seconds)
+    os._exit(0)
+
+
+def test_a_trainer_waiting_on_a_lock_says_who_holds_it_and_since_when(tmp_path, capfd):
+    store = RunStore(tmp_path)
+    ready = multiprocessing.get_context("fork").Event()
+    holder = multiprocessing.get_context("fork").Process(target=_hold, args=(tmp_path / "k.lock", 1.0, ready))
+    holder.start()
+    assert ready.wait(30)
+    with store.lock("k", poll=0.05):
+        pass
+    holder.join(30)
+    err = capfd.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(tmp_path / "k.lock") in err, err
+    assert f"pid {holder.pid} on " in err and " since 20" in err, err
+
+
+def test_a_read_only_cache_with_a_new_configuration_is_one_line(tmp_path, capsys, monkeypatch):
+    real = os.open
+
+    def read_only(path, flags, *mode):
+        if str(path).endswith(".lock") and flags & os.O_CREAT:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real(path, flags, *mode)
+
+    monkeypatch.setattr(files.os, "open", read_only)
+    argv = ["--dataset", "digits", "--model", "cifar_resnet20", "--width", "0.25", "--epochs", "1"]
+    assert train_cli.main([*argv, "--relinear", "none", "--no-progress", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and ".lock" in err and str(tmp_path) in err and "read-only file system" in err
+
+
+@pytest.mark.parametrize("side", [40, 100])  # over PIL's limit (it only warns), and over twice it
+def test_an_image_over_the_pixel_limit_is_refused_naming_the_file(tmp_path, monkeypatch, side):
+    from PIL import Image
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    path = tmp_path / "huge.png"
+    Image.new("L", (side, side)).save(path)
+    with pytest.raises(ValueError) as e:
+        imagefolder.load_rgb(str(path))
+    msg = str(e.value)
+    assert str(path) in msg and "1000" in msg and "\n" not in msg
+
+
+def test_a_pickle_of_repeated_references_is_refused_within_its_byte_budget(tmp_path):
+    import pickle
+    import tracemalloc
+
+    import numpy as np
+
+    from quadnn_paper.data import cifar
+
+    row = np.zeros(3072, dtype=np.uint8)
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(pickle.dumps({b"data": [row] * 20000, b"labels": [0] * 20000}))
+    assert path.stat().st_size < 100_000  # 20,000 images of 3 KB in a file of ~60 KB
+    tracemalloc.start()
+    try:
+        with pytest.raises(cifar.BadData, match=rf"{path}: its objects hold 61460000 values"):
+            cifar.load_cifar_batch(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6  # refused before anything of 61 MB (or 491 MB as int64) is built
+
+
+def test_an_empty_class_folder_is_named_with_its_split(tmp_path):
+    from PIL import Image
+
+    for split, classes in (("train", ("a", "b")), ("val", ("a",))):
+        for c in classes:
+            (tmp_path / split / c).mkdir(parents=True)
+            Image.new("L", (8, 8)).save(tmp_path / split / c / "x.png")
+    (tmp_path / "val" / "b").mkdir()
+    (tmp_path / "val" / "b" / "notes.txt").write_text("no image")
+    with pytest.raises(FileNotFoundError, match=rf"{tmp_path / 'val'}: class folder\(s\) b of the val split"):
+        imagefolder.datasets(tmp_path, crop=8, resize=8)
+
+
+# -- 6. a cache deleted under a running trainer --------------------------------------------------------------
+def test_a_trainer_whose_cache_was_deleted_stops_and_the_new_trainer_owns_the_run(tmp_path, uninterrupted):
+    cfg, clean, ops = uninterrupted
+    second_epoch = [i + 1 for i, (op, path) in enumerate(ops) if op == "write" and path.endswith("/last.pt")][1]
+    out, said = tmp_path / "runs", tmp_path / "said"
+    first = multiprocessing.get_context("fork").Process(
+        target=_train_child, args=(cfg, str(out), dict(QUADNN_FAULT=f"{second_epoch}:STOP", SAY=str(said)))
+    )
+    first.start()
+    deadline = time.monotonic() + 120
+    while Path(f"/proc/{first.pid}/stat").read_text().split(") ")[1][0] != "T":  # stopped at its write
+        assert time.monotonic() < deadline and first.exitcode is None
+        time.sleep(0.05)
+    shutil.rmtree(out)  # the cache removed (rm -rf) while the first trainer holds its lock
+    second = run(cfg, out)  # not made to wait by a lock whose file is gone: it trains the run
+    os.kill(first.pid, signal.SIGCONT)
+    first.join(60)
+    assert first.exitcode == 3 and "deleted while this process held it" in said.read_text()
+    assert numbers(second) == numbers(clean) and numbers(RunStore(out).result(cfg)) == numbers(clean)

@@ -33,6 +33,9 @@ __all__ = [
     "sha256_file_cached",
     "file_lock",
     "lock_held",
+    "lock_holder",
+    "check_held",
+    "LockLost",
     "umask",
     "CacheWriteError",
     "remove_stale_temps",
@@ -78,7 +81,7 @@ def _storage_error(path: Path, e: OSError) -> OSError:
 
 
 # Fault injection, for the tests that kill a training at every write of the store in turn:
-# QUADNN_FAULT="N:SIGNAL" sends SIGNAL (KILL, TERM) to this process just before its N-th store
+# QUADNN_FAULT="N:SIGNAL" sends SIGNAL (KILL, TERM, STOP) to this process just before its N-th store
 # operation (1-based; each write, fsync and rename of write_temp / replace counts one), and
 # QUADNN_FAULT_LOG=FILE appends one line "op path" per operation, so a clean run counts the points.
 _FAULT_COUNT = [0]
@@ -98,7 +101,8 @@ def _fault_point(op: str, path: Path) -> None:
             import signal
 
             os.kill(os.getpid(), getattr(signal, f"SIG{sig or 'KILL'}"))
-            time.sleep(60)  # a handled SIGTERM returns here: the handler decides what happens next
+            if sig != "STOP":  # (STOP: a test continues it later)
+                time.sleep(60)  # a handled SIGTERM returns here: the handler decides what happens next
 
 
 def replace(src: str | os.PathLike, dst: str | os.PathLike) -> None:
@@ -120,6 +124,7 @@ def write_temp(path: str | os.PathLike, data: bytes) -> Path:
         os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600 would hide results from the team
         with os.fdopen(fd, "wb") as f:
             _fault_point("write", path)
+            _check_guards(path)
             f.write(data)
             f.flush()
             _fault_point("fsync", path)
@@ -181,15 +186,38 @@ def sha256_file_cached(path: str | os.PathLike) -> str:
     return _DIGESTS[key]
 
 
+def lock_holder(path: str | os.PathLike) -> str:
+    """Who holds the lock at ``path``, as its holder wrote it: "host H, pid P, since T" (or less)."""
+    try:
+        who = json.loads(Path(path).read_text() or "{}")
+    except (OSError, ValueError):
+        who = {}
+    if not isinstance(who, dict) or "pid" not in who:
+        return "another process"
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(who.get("since", 0)))
+    return f"pid {who['pid']} on {who.get('host', '?')} since {since}"
+
+
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike, poll: float = 1.0) -> Iterator[None]:
+def file_lock(path: str | os.PathLike, poll: float = 1.0, waiting: str | None = None) -> Iterator[None]:
     """Hold the POSIX record lock of ``path`` (created if missing); other processes wait here.
     ``fcntl.lockf`` holds between machines on NFS too. A process holds a lock once: closing any
-    descriptor of that file releases it, so never take the same lock twice in one process."""
+    descriptor of that file releases it, so never take the same lock twice in one process.
+
+    The holder writes who it is (host, pid, since when) into the file; a waiter given ``waiting``
+    (what it waits for) prints one line naming the holder. A lock that cannot be created (read-only
+    cache, permissions) is one :class:`CacheWriteError` naming it."""
+    import socket
+    import sys
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides
+    except OSError as e:
+        raise _storage_error(path, e) from None
+    try:
+        told = False
         while True:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -197,12 +225,57 @@ def file_lock(path: str | os.PathLike, poll: float = 1.0) -> Iterator[None]:
             except OSError as e:
                 if e.errno not in (errno.EACCES, errno.EAGAIN):
                     raise
+                if waiting and not told:
+                    print(f"{waiting}: waiting for {path}, held by {lock_holder(path)}", file=sys.stderr, flush=True)
+                    told = True
                 time.sleep(poll)
+        with contextlib.suppress(OSError):
+            me = json.dumps(dict(host=socket.gethostname(), pid=os.getpid(), since=time.time())).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, me, 0)
+        st = os.fstat(fd)
+        _HELD[str(path)] = (st.st_dev, st.st_ino)
         yield
     finally:
+        _HELD.pop(str(path), None)
         with contextlib.suppress(OSError):
             fcntl.lockf(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+class LockLost(CacheWriteError):
+    """The file of a lock this process holds was deleted or replaced (its cache removed mid-run):
+    another process may now hold the lock by that name, so this one must stop writing."""
+
+
+_HELD: dict[str, tuple[int, int]] = {}  # lock path -> (device, inode) this process locked
+
+
+def check_held(path: str | os.PathLike) -> None:
+    """Raise :class:`LockLost` when this process holds the lock at ``path`` by :func:`file_lock` but
+    the name no longer leads to the locked file; nothing when it does or when it is not held here."""
+    held = _HELD.get(str(path))
+    if held is None:
+        return
+    try:
+        st = os.stat(path)
+        now = (st.st_dev, st.st_ino)
+    except FileNotFoundError:
+        now = None
+    if now != held:
+        raise LockLost(
+            errno.ENOENT,
+            f"the lock {path} was deleted while this process held it (its cache removed mid-run?): "
+            f"stopping, since another process may now train the same run into the same folder",
+        )
+
+
+def _check_guards(path: Path) -> None:
+    """Before writing ``path``: the lock guarding its folder (``<folder>.lock`` beside it), if this
+    process holds it, must still be the lock by that name (:func:`check_held`)."""
+    for lock in list(_HELD):
+        if Path(lock).with_suffix("") == path.parent:
+            check_held(lock)
 
 
 def lock_held(path: str | os.PathLike) -> bool:

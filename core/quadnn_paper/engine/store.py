@@ -349,7 +349,8 @@ class RunStore:
         """Hold the lock of ``key`` (a run id, or a cached entry's hash); other processes asking for
         it wait here. Every writer of the key's files holds it, so the holder removes the temporary
         files a dead writer left (``.last.pt.<random>.tmp`` after a SIGTERM, ...)."""
-        with file_lock(self.root / f"{key}.lock", poll):
+        waiting = f"run {key}: another process trains it (or computes it)"
+        with file_lock(self.root / f"{key}.lock", poll, waiting=waiting):
             if (self.root / key).is_dir():
                 self.adopt_temps(self.root / key)
                 remove_stale_temps(self.root / key)
