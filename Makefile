@@ -28,12 +28,23 @@ endif
 ifeq ($(filter $(RUNNER),$(RUNNERS)),)
 $(error RUNNER=$(RUNNER) is not one of: $(RUNNERS))
 endif
-ifneq ($(TINY),)
+# TINY is a boolean, read strictly: 1/true/yes on, 0/false/no or empty off, anything else an error
+# (a bare non-empty test would take TINY=0 for on).
+TRUE_WORDS  := 1 true yes True Yes TRUE YES
+FALSE_WORDS := 0 false no False No FALSE NO
+ifneq ($(words $(TINY)),$(if $(strip $(TINY)),1,0))
+$(error TINY='$(TINY)' is not one boolean: use 1/true/yes, 0/false/no, or leave it empty)
+endif
+ifneq ($(filter $(TRUE_WORDS) $(FALSE_WORDS),$(TINY)),$(strip $(TINY)))
+$(error TINY=$(TINY) is not a boolean: use 1/true/yes, 0/false/no, or leave it empty)
+endif
+TINY_ON  := $(filter $(TRUE_WORDS),$(TINY))
+ifneq ($(TINY_ON),)
 ifneq ($(PROFILE),full)
-$(error TINY=1 caps the full profile; use it with PROFILE=full, not PROFILE=$(PROFILE))
+$(error TINY=$(TINY) caps the full profile; use it with PROFILE=full, not PROFILE=$(PROFILE))
 endif
 endif
-RUN_TAG  := $(PROFILE)$(if $(TINY),-tiny)
+RUN_TAG  := $(PROFILE)$(if $(TINY_ON),-tiny)
 export QUADNN_WAIT := $(WAIT)
 export QUADNN_SLURM_PARTITION ?= $(SLURM_PARTITION)
 export QUADNN_SLURM_ACCOUNT ?= $(SLURM_ACCOUNT)
@@ -71,7 +82,7 @@ $(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build bu
 endif
 endif
 
-.PHONY: help setup test test-fast test-e2e lint paper tex clean status slurm-up slurm-down gpu-check
+.PHONY: help setup test test-fast test-e2e test-faults lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
 	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (see the README)"
@@ -79,6 +90,7 @@ help:
 	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
 	@echo "make test-e2e                        make paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 in a fresh clone, empty cache"
+	@echo "make test-faults                     kill a small training at every write/fsync/rename of the store (part of test-e2e)"
 	@echo "make gpu-check [PYTHON=python3]      on one GPU node: a few minutes of checks, build/gpu-check/report.md"
 	@echo "make setup                           create .venv and install quadnn with its extras"
 	@echo "make clean                           remove build products (keeps .venv and data/)"
@@ -121,7 +133,7 @@ build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	  TORCHINDUCTOR_CACHE_DIR="$${TORCHINDUCTOR_CACHE_DIR:-$(CURDIR)/build/inductor}" \
 	  $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
 	  -p profile $(PROFILE) -p paper_dir "$(CURDIR)/paper" -p cache_dir "$(CURDIR)/build/cache" \
-	  -p runner $(RUNNER) $(if $(TINY),-p tiny True)
+	  -p runner $(RUNNER) $(if $(TINY_ON),-p tiny True)
 	@if [ -s $(basename $@).pending ]; then \
 	  echo "$*: $$(cat $(basename $@).pending); run the same 'make paper' again to collect them"; \
 	else mv $(basename $@).part.ipynb $@; fi
@@ -142,7 +154,7 @@ gpu-check: $(GPU_CHECK_DEPS)
 
 # The plan: runs per section and their states, with the GPU-hours still to spend.
 status: $(INSTALLED)
-	@$(BIN)/python -m quadnn_paper.execution.status --profile $(PROFILE) $(if $(TINY),--tiny) --cache build/cache/runs \
+	@$(BIN)/python -m quadnn_paper.execution.status --profile $(PROFILE) $(if $(TINY_ON),--tiny) --cache build/cache/runs \
 	  --runner $(if $(filter inline,$(RUNNER)),slurm,$(RUNNER))
 
 # A single-node SLURM on this machine (root, Debian): what the tests and RUNNER=slurm use here.
@@ -158,7 +170,7 @@ paper/variables/published.tex: core/quadnn_paper/common/published.py $(INSTALLED
 paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
 	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)
 	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
-	@echo "paper/main.pdf built from the $(PROFILE)$(if $(TINY), (TINY=1)) profile"
+	@echo "paper/main.pdf built from the $(PROFILE)$(if $(TINY_ON), (TINY=1)) profile"
 
 paper: paper/main.pdf
 
@@ -177,7 +189,11 @@ test-fast: $(INSTALLED)
 test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
 	@# nbval first: the smoke PDF test then builds from the outputs nbval wrote in this session.
-	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e"
+	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults"
+
+# The fault-injection tier at every store operation (make test samples a few of them).
+test-faults: $(INSTALLED)
+	$(PYTEST) tests/test_truth.py -m faults -q
 
 E2E_DIR := build/e2e
 test-e2e: $(INSTALLED)
@@ -193,6 +209,7 @@ test-e2e: $(INSTALLED)
 	  $(MAKE) --no-print-directory paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 && \
 	  echo "test-e2e: the full profile at TINY=1 through SLURM in $$(( $$(date +%s) - start )) s"
 	QUADNN_E2E_DIR="$(CURDIR)/$(E2E_DIR)" $(PYTEST) tests/test_e2e.py -q
+	@$(MAKE) --no-print-directory test-faults
 
 clean:
 	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile paper/.stamps paper/.staging

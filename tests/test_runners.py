@@ -127,6 +127,27 @@ def test_local_queues_more_jobs_than_workers_and_never_runs_more(tmp_path):
     assert all(result(out, k)["value"] == expected_value(k, 2) for k in keys)
 
 
+def test_local_running_counts_jobs_holding_slots_not_jobs_still_recording_their_exit(tmp_path, monkeypatch):
+    # A finished job gives its slot back, then records its exit: slowed down here, the next job runs
+    # in that slot meanwhile, and a count of phases said 2 jobs ran on 1 worker (issue 28, case 8).
+    from quadnn_paper.execution import local
+
+    real = local.read_json
+    monkeypatch.setattr(local, "read_json", lambda path: time.sleep(0.6) or real(path))
+    out = tmp_path / "out"
+    out.mkdir()
+    keys = ["a", "b"]
+    runner = make_runner("local", tmp_path / "runs", workers=1, gpus=[])
+    runner.submit([Job(k, Toy(out, k, epochs=1, sleep_s=0.3)) for k in keys], is_done_in(out))
+    seen = set()
+    deadline = time.monotonic() + 60
+    while any(s in ("pending", "running") for s in runner.states(keys).values()):
+        seen.add(runner.running)
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert max(seen) == 1 and runner.states(keys) == dict.fromkeys(keys, "done")
+
+
 def test_local_gives_each_job_its_own_gpus(tmp_path):
     # Three (pretend) GPUs: a 2-GPU run and two 1-GPU runs never share a device.
     out = tmp_path / "out"

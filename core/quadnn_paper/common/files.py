@@ -28,10 +28,14 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "write_temp",
+    "replace",
     "sha256_file",
     "sha256_file_cached",
     "file_lock",
     "lock_held",
+    "lock_holder",
+    "check_held",
+    "LockLost",
     "umask",
     "CacheWriteError",
     "remove_stale_temps",
@@ -76,6 +80,37 @@ def _storage_error(path: Path, e: OSError) -> OSError:
     return e
 
 
+# Fault injection, for the tests that kill a training at every write of the store in turn:
+# QUADNN_FAULT="N:SIGNAL" sends SIGNAL (KILL, TERM, STOP) to this process just before its N-th store
+# operation (1-based; each write, fsync and rename of write_temp / replace counts one), and
+# QUADNN_FAULT_LOG=FILE appends one line "op path" per operation, so a clean run counts the points.
+_FAULT_COUNT = [0]
+
+
+def _fault_point(op: str, path: Path) -> None:
+    log, at = os.environ.get("QUADNN_FAULT_LOG"), os.environ.get("QUADNN_FAULT")
+    if not (log or at):
+        return
+    _FAULT_COUNT[0] += 1
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{op} {path}\n")
+    if at:
+        n, _, sig = at.partition(":")
+        if _FAULT_COUNT[0] == int(n):
+            import signal
+
+            os.kill(os.getpid(), getattr(signal, f"SIG{sig or 'KILL'}"))
+            if sig != "STOP":  # (STOP: a test continues it later)
+                time.sleep(60)  # a handled SIGTERM returns here: the handler decides what happens next
+
+
+def replace(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """``os.replace`` (atomic on one file system), a fault-injection point."""
+    _fault_point("rename", Path(dst))
+    os.replace(src, dst)
+
+
 def write_temp(path: str | os.PathLike, data: bytes) -> Path:
     """``data`` in a new temporary file next to ``path`` (flushed to disk, mode from the umask);
     the caller renames it into place. Named ``.<name>.<random>.tmp``: :func:`remove_stale_temps`."""
@@ -88,8 +123,11 @@ def write_temp(path: str | os.PathLike, data: bytes) -> Path:
     try:
         os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600 would hide results from the team
         with os.fdopen(fd, "wb") as f:
+            _fault_point("write", path)
+            _check_guards(path)
             f.write(data)
             f.flush()
+            _fault_point("fsync", path)
             os.fsync(f.fileno())
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
@@ -103,7 +141,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``path`` through a temporary file in its folder, flushed to disk, and a rename."""
     tmp = write_temp(path, data)
     try:
-        os.replace(tmp, path)
+        replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise _storage_error(Path(path), e) from None
@@ -148,15 +186,38 @@ def sha256_file_cached(path: str | os.PathLike) -> str:
     return _DIGESTS[key]
 
 
+def lock_holder(path: str | os.PathLike) -> str:
+    """Who holds the lock at ``path``, as its holder wrote it: "host H, pid P, since T" (or less)."""
+    try:
+        who = json.loads(Path(path).read_text() or "{}")
+    except (OSError, ValueError):
+        who = {}
+    if not isinstance(who, dict) or "pid" not in who:
+        return "another process"
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(who.get("since", 0)))
+    return f"pid {who['pid']} on {who.get('host', '?')} since {since}"
+
+
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike, poll: float = 1.0) -> Iterator[None]:
+def file_lock(path: str | os.PathLike, poll: float = 1.0, waiting: str | None = None) -> Iterator[None]:
     """Hold the POSIX record lock of ``path`` (created if missing); other processes wait here.
     ``fcntl.lockf`` holds between machines on NFS too. A process holds a lock once: closing any
-    descriptor of that file releases it, so never take the same lock twice in one process."""
+    descriptor of that file releases it, so never take the same lock twice in one process.
+
+    The holder writes who it is (host, pid, since when) into the file; a waiter given ``waiting``
+    (what it waits for) prints one line naming the holder. A lock that cannot be created (read-only
+    cache, permissions) is one :class:`CacheWriteError` naming it."""
+    import socket
+    import sys
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides
+    except OSError as e:
+        raise _storage_error(path, e) from None
+    try:
+        told = False
         while True:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -164,12 +225,57 @@ def file_lock(path: str | os.PathLike, poll: float = 1.0) -> Iterator[None]:
             except OSError as e:
                 if e.errno not in (errno.EACCES, errno.EAGAIN):
                     raise
+                if waiting and not told:
+                    print(f"{waiting}: waiting for {path}, held by {lock_holder(path)}", file=sys.stderr, flush=True)
+                    told = True
                 time.sleep(poll)
+        with contextlib.suppress(OSError):
+            me = json.dumps(dict(host=socket.gethostname(), pid=os.getpid(), since=time.time())).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, me, 0)
+        st = os.fstat(fd)
+        _HELD[str(path)] = (st.st_dev, st.st_ino)
         yield
     finally:
+        _HELD.pop(str(path), None)
         with contextlib.suppress(OSError):
             fcntl.lockf(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+class LockLost(CacheWriteError):
+    """The file of a lock this process holds was deleted or replaced (its cache removed mid-run):
+    another process may now hold the lock by that name, so this one must stop writing."""
+
+
+_HELD: dict[str, tuple[int, int]] = {}  # lock path -> (device, inode) this process locked
+
+
+def check_held(path: str | os.PathLike) -> None:
+    """Raise :class:`LockLost` when this process holds the lock at ``path`` by :func:`file_lock` but
+    the name no longer leads to the locked file; nothing when it does or when it is not held here."""
+    held = _HELD.get(str(path))
+    if held is None:
+        return
+    try:
+        st = os.stat(path)
+        now = (st.st_dev, st.st_ino)
+    except FileNotFoundError:
+        now = None
+    if now != held:
+        raise LockLost(
+            errno.ENOENT,
+            f"the lock {path} was deleted while this process held it (its cache removed mid-run?): "
+            f"stopping, since another process may now train the same run into the same folder",
+        )
+
+
+def _check_guards(path: Path) -> None:
+    """Before writing ``path``: the lock guarding its folder (``<folder>.lock`` beside it), if this
+    process holds it, must still be the lock by that name (:func:`check_held`)."""
+    for lock in list(_HELD):
+        if Path(lock).with_suffix("") == path.parent:
+            check_held(lock)
 
 
 def lock_held(path: str | os.PathLike) -> bool:

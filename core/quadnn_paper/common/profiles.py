@@ -27,9 +27,17 @@ def select(table: dict, profile: str):
     return table[profile]
 
 
+def check_tiny(tiny) -> bool:
+    """``tiny`` if it is a boolean (or 0/1). A string is refused, not judged by its truth: papermill
+    passes ``-p tiny no`` as the string "no", which Python would take for on."""
+    if isinstance(tiny, bool) or (isinstance(tiny, int) and tiny in (0, 1)):
+        return bool(tiny)
+    raise ValueError(f"tiny must be True or False, got {tiny!r} (papermill: -p tiny True; make: TINY=1/0)")
+
+
 def protocol_of(table: dict, profile: str, tiny: bool = False) -> dict:
     """A deep copy of ``table[profile]`` (a caller may change it freely). ``tiny`` (TINY=1) caps the
     full profile only; the section applies its caps to the copy."""
-    if tiny and profile != "full":
+    if check_tiny(tiny) and profile != "full":
         raise ValueError(f"tiny=True caps the full profile; use it with profile='full', not {profile!r}")
     return copy.deepcopy(select(table, profile))

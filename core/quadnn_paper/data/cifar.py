@@ -155,7 +155,39 @@ def load_cifar_batch(path: str | Path) -> dict:
             raise ValueError(f"{path}: not a readable CIFAR batch ({type(e).__name__}: {e})") from None
     if not isinstance(d, dict) or b"data" not in d:
         raise ValueError(f"{path}: not a CIFAR batch (expected a dict with b'data' and labels)")
+    try:
+        values, size = _values(d), path.stat().st_size
+    except RecursionError:
+        raise BadData(f"{path}: objects nested too deeply for a CIFAR batch (a pickle bomb?)") from None
+    if values > size:
+        raise BadData(
+            f"{path}: its objects hold {values} values, more than its {size} bytes can store (an honest "
+            f"pickle spends at least a byte on each): repeated references, a pickle bomb; refused before "
+            f"they are built into arrays"
+        )
     return d
+
+
+def _values(obj, seen: dict | None = None) -> int:
+    """The scalar values ``obj`` expands to when turned into arrays, each shared object counted at
+    every reference (what ``np.asarray`` would build), in time linear in the distinct objects."""
+    seen = {} if seen is None else seen
+    if id(obj) in seen:
+        return seen[id(obj)]
+    if isinstance(obj, np.ndarray):
+        n = obj.size
+    elif isinstance(obj, (bytes, bytearray, str)):
+        n = len(obj)
+    elif isinstance(obj, dict):
+        seen[id(obj)] = 0  # (a cycle counts nothing more)
+        n = sum(_values(v, seen) for v in obj.values())
+    elif isinstance(obj, (list, tuple)):
+        seen[id(obj)] = 0
+        n = sum(_values(v, seen) for v in obj)
+    else:
+        n = 1
+    seen[id(obj)] = n
+    return n
 
 
 def _checked(path: Path, d: dict, label_key: bytes, classes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -48,13 +48,16 @@ def write_digits_folder(
     fixed by ``split_seed``; ``max_per_class`` keeps only the first images of each class per
     split). The 8x8 images (values 0..16) are scaled to 0..255 and enlarged bicubically. A
     ``manifest.json`` records the settings; a tree whose manifest matches is left as it is.
-    Returns ``root``.
+    ``root`` must be the project's (:func:`quadnn_paper.data.standin.claim`): a folder of someone's
+    own images is refused, never rewritten. Returns ``root``.
     """
     from PIL import Image
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    root = Path(root)
+    from quadnn_paper.data.standin import claim
+
+    root = claim(root, "digits ImageFolder")
     spec = dict(
         source="sklearn.datasets.load_digits",
         size=int(size),
@@ -126,14 +129,26 @@ def eval_transform(resize: int = 256, crop: int = 224):
 
 
 def load_rgb(path: str):
-    """An image file as RGB, decoded now: a truncated or undecodable file is one line naming it."""
+    """An image file as RGB, decoded now: a truncated or undecodable file is one line naming it,
+    and so is one of more pixels than PIL's limit (``PIL.Image.MAX_IMAGE_PIXELS``, 89 M: a
+    decompression bomb, or an image far larger than any of the data set's), refused from its
+    header, before any pixel is decoded."""
+    import warnings
+
     from PIL import Image
 
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, warnings.catch_warnings():
+            # PIL only warns between the limit and twice it, and decodes anyway: refuse those too.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(f)
             img.load()
             return img.convert("RGB")
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise ValueError(
+            f"{path}: refused, more pixels than the limit of {Image.MAX_IMAGE_PIXELS} (PIL.Image.MAX_IMAGE_PIXELS; "
+            f"{str(e).split('pixels')[0].strip()} pixels: a decompression bomb?)"
+        ) from None
     except (OSError, ValueError, SyntaxError) as e:  # PIL's kinds for damaged or unknown files
         raise ValueError(f"{path}: not a readable image ({type(e).__name__}: {e})") from None
 
@@ -172,9 +187,17 @@ def fingerprint(data_dir: str | Path) -> str | None:
     return _LISTINGS[key]
 
 
+def _has_image(folder: Path) -> bool:
+    """Whether ``folder`` (a class) holds at least one file torchvision's ImageFolder would read."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    return any(p.is_file() and p.name.lower().endswith(IMG_EXTENSIONS) for p in folder.rglob("*"))
+
+
 def datasets(data_dir: str | Path, crop: int = 224, resize: int = 256, scale=(0.08, 1.0)):
     """``(train, val)`` torchvision ImageFolders under ``data_dir`` with the transforms above."""
     from torchvision.datasets import ImageFolder
+    from torchvision.datasets.folder import IMG_EXTENSIONS
 
     root = Path(data_dir)
     for split in ("train", "val"):
@@ -183,6 +206,13 @@ def datasets(data_dir: str | Path, crop: int = 224, resize: int = 256, scale=(0.
                 f"no ImageFolder tree at {root / split}/: expected {root}/{{train,val}}/<class>/<image> "
                 "(for ImageNet, the validation images sorted into class folders as for torchvision's "
                 "ImageFolder). Offline, use the digits stand-in: --data digits."
+            )
+    for split in ("train", "val"):  # torchvision's own message names neither the folder nor the split
+        empty = sorted(c.name for c in (root / split).iterdir() if c.is_dir() and not _has_image(c))
+        if empty:
+            raise FileNotFoundError(
+                f"{root / split}: class folder(s) {', '.join(empty)} of the {split} split hold no image "
+                f"(extensions {', '.join(IMG_EXTENSIONS)}); add images or remove the folder(s)"
             )
     train = ImageFolder(str(root / "train"), train_transform(crop, scale), loader=load_rgb)
     val = ImageFolder(str(root / "val"), eval_transform(resize, crop), loader=load_rgb)

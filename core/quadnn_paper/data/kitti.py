@@ -251,7 +251,9 @@ def write_synthetic_kitti(
     """
     from PIL import Image
 
-    root = Path(root)
+    from quadnn_paper.data.standin import claim
+
+    root = claim(root, "synthetic KITTI")  # never into a folder of someone's own data
     # One stamp naming the settings of the last write: the split files are shared, so a tree
     # written later with other settings (another profile) must not pass for this one.
     spec = f"{n_train} {n_test} {height} {width} {seed}" + (f" {[tuple(s) for s in sizes]}" if sizes else "") + "\n"

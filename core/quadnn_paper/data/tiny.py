@@ -74,8 +74,9 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
     """Write (once) every data set the full profile reads, tiny, under ``root``; returns ``root``."""
     from quadnn_paper.data import imagefolder as imagenet
     from quadnn_paper.data import kitti as depth
+    from quadnn_paper.data.standin import claim
 
-    root = Path(root)
+    root = claim(root, "TINY")
     stamp = root / "written"
     if stamp.exists() and _LAYOUT in stamp.read_text():  # trees of an older layout are rewritten
         return root

@@ -103,7 +103,7 @@ class RunConfig:
     sync_bn: bool = False  # synchronise batch-norm statistics across DDP ranks
     diverge_factor: float = 10.0  # classification: stop when the loss exceeds this x ln(classes)
     # operational (not hashed)
-    data_dir: str = field(default_factory=lambda: str(_default_data()))  # the repository's data/
+    data_dir: str = ""  # "": the repository's data/, or build/data/<stand-in> for generated data
     progress: bool = True
     threads: int | None = None  # torch.set_num_threads
     workers: int | str = 0  # DataLoader workers (imagefolder, depth); "auto": this task's CPUs
@@ -118,8 +118,22 @@ class RunConfig:
 
     def __post_init__(self):
         self.milestones = tuple(float(m) for m in self.milestones)
+        if not self.data_dir:  # generated stand-ins go where the project writes data, never into data/
+            self.data_dir = str(_default_data(self.task, self.dataset))
         if isinstance(self.transfer_from, dict):
             self.transfer_from = RunConfig.from_dict(self.transfer_from)
+        # width and rezero have fields of their own: one set in model_kwargs moves into its field
+        # (one training, one record); given in both places with different values, it is an error.
+        for name, default in (("width", 1.0), ("rezero", False)):
+            if isinstance(self.model_kwargs, dict) and name in self.model_kwargs:
+                given = self.model_kwargs[name]
+                if getattr(self, name) not in (default, given):
+                    raise ValueError(
+                        f"{name} is given twice with different values: {name}={getattr(self, name)!r} and "
+                        f"model_kwargs[{name!r}]={given!r}; give it once (--{name})"
+                    )
+                self.model_kwargs = {k: v for k, v in self.model_kwargs.items() if k != name}
+                setattr(self, name, given)
         for name, valid in (
             ("task", TASKS),
             ("relinear", RELINEAR),
@@ -190,10 +204,15 @@ class RunConfig:
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
 
     # -- identity ------------------------------------------------------------------------
+    def milestone_epochs(self) -> list[int]:
+        """The multistep milestones as epochs (0-based: the lr drops before this epoch), sorted, once each."""
+        return sorted({max(1, round(m * self.epochs)) for m in self.milestones})
+
     def key(self) -> dict:
-        """The fields that define the run (everything but :data:`OPERATIONAL`), as plain JSON."""
+        """The fields that define the run (everything but :data:`OPERATIONAL`), as plain JSON, in a
+        canonical form: one training, one key, however it was spelt (:meth:`_canonical`)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in OPERATIONAL}
-        d["milestones"] = list(d["milestones"])
+        d.update(self._canonical())
         d["transfer_from"] = self.transfer_from.key() if self.transfer_from is not None else None
         if self.transfer_from is None:
             d.pop("transfer_stage")  # meaningless without a source; keeps hashes of plain runs stable
@@ -204,6 +223,32 @@ class RunConfig:
             d.pop("init_twin")  # keeps the hashes of unpaired runs what they were
         d["models_version"] = _models_version()  # results of older model definitions are not reused
         return json.loads(json.dumps(d, sort_keys=True))
+
+    def _canonical(self) -> dict:
+        """The key's values of the fields that have several spellings for one training: a default
+        spelt out (``lr_b`` equal to ``lr_g``, ``alpha_b`` to ``alpha_g``); settings the run never
+        reads (``lr_g`` without ReLinear-sg, milestones without the multistep schedule, ``beta2``
+        with SGD, ...), which take their defaults; milestones, which become the epochs they fall on
+        (sorted, once each, only those before the last epoch; none: ``lr_decay`` is unused and the
+        schedule is constant)."""
+        default = {f.name: f.default for f in dataclasses.fields(self)}
+        sg, shrink = self.relinear == "sg", self.relinear.startswith("sw-")
+        c = {}
+        c["lr_g"] = self.lr_g if sg else default["lr_g"]
+        c["lr_b"] = self.lr_b if sg and self.lr_b is not None and self.lr_b != self.lr_g else None
+        c["alpha_g"] = self.alpha_g if shrink else default["alpha_g"]
+        c["alpha_b"] = self.alpha_b if shrink and self.alpha_b is not None and self.alpha_b != self.alpha_g else None
+        epochs = [m for m in self.milestone_epochs() if m < self.epochs] if self.schedule == "multistep" else []
+        c["milestones"] = epochs  # epochs now, no longer fractions
+        if self.schedule == "multistep" and not epochs:  # no step before the end: a constant lr
+            c["schedule"] = "constant"
+        c["lr_decay"] = self.lr_decay if epochs else default["lr_decay"]
+        c["dim_alpha"] = self.dim_alpha if self.schedule == "diminishing" else default["dim_alpha"]
+        c["end_lr"] = self.end_lr if self.schedule == "poly" else default["end_lr"]
+        c["lr_power"] = self.lr_power if self.schedule == "poly" else default["lr_power"]
+        c["beta2"] = self.beta2 if self.optimizer != "sgd" else default["beta2"]
+        c["quadratic_decay"] = self.quadratic_decay if self.weight_decay else default["quadratic_decay"]
+        return c
 
     @property
     def run_id(self) -> str:
@@ -247,10 +292,11 @@ def _models_version() -> int:
     return quadnn.models.VERSION
 
 
-def _default_data():
+def _default_data(task: str, dataset: str):
     from ..common.paths import DATA
+    from ..data.standin import default_dir
 
-    return DATA
+    return default_dir(task, dataset) or DATA
 
 
 def run_id(key: dict) -> str:

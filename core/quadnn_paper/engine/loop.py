@@ -28,7 +28,7 @@ from quadnn.layers import QuadraticLayer
 
 from .config import RunConfig
 from .distributed import all_reduce, sync_batchnorm, world
-from .store import CorruptFile, RunStore, atomic_write_text
+from .store import CorruptFile, RunStore, WorldSizeMismatch, atomic_write_text
 from .tasks import _autocast, data_fingerprint, generated_data, make_task, task_cpus
 
 __all__ = [
@@ -53,7 +53,7 @@ class SourceDidNotConverge(RuntimeError):
 
 
 def milestone_epochs(cfg: RunConfig) -> list[int]:
-    return sorted({max(1, round(m * cfg.epochs)) for m in cfg.milestones})
+    return cfg.milestone_epochs()
 
 
 def stage_ends(cfg: RunConfig) -> list[int]:
@@ -169,13 +169,13 @@ def run(
     cfg = _as_config(config, overrides)
     store = RunStore(out)
     data = requested_data(cfg)
-    done = store.result(cfg, data)
+    rank, nranks = world()
+    done = store.result(cfg, data, nranks)
     if done is not None:
         return done
-    rank, nranks = world()
     if rank == 0:
         with store.lock(cfg.run_id):  # one configuration, one training: others wait here, then reuse it
-            done = store.result(cfg, data)
+            done = store.result(cfg, data, nranks)
             res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies, data)
     else:
         res = _train(cfg, store, rank, nranks, run_dependencies, data)
@@ -354,6 +354,12 @@ def _train(
         ck = store.load_checkpoint(cfg, "last.pt", data)
     except CorruptFile:
         ck = None  # damaged, another run's, or other data's: reported and moved aside; start from scratch
+    if ck is not None and ck.get("world_size", 1) != nranks:  # (older checkpoints: one process)
+        raise WorldSizeMismatch(
+            f"{out / 'last.pt'} was trained by {ck.get('world_size', 1)} process(es), this run has {nranks}: "
+            "resuming would mix two trainings whose numbers differ. Finish it with as many processes, or "
+            f"train this one into another cache directory"
+        )
     if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
@@ -459,6 +465,7 @@ def _train(
                     step=step,
                     history=history,
                     rng=torch.get_rng_state(),
+                    world_size=nranks,
                 ),
                 data,
             )

@@ -21,6 +21,7 @@ redone. A result also records the fingerprint of the data it was trained on
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -30,7 +31,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..common.files import atomic_write_bytes, atomic_write_text, file_lock, remove_stale_temps, write_temp
+from ..common.files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    file_lock,
+    read_json,
+    remove_stale_temps,
+    replace,
+    write_temp,
+)
 from ..common.files import sha256_file as _sha256
 
 __all__ = [
@@ -38,6 +47,7 @@ __all__ = [
     "CorruptFile",
     "ForeignFile",
     "DataMismatch",
+    "WorldSizeMismatch",
     "cached",
     "atomic_write_text",
     "atomic_write_bytes",
@@ -63,6 +73,11 @@ class ForeignFile(CorruptFile):
 
 class DataMismatch(ValueError):
     """A stored run was trained on other data than the data the request reads."""
+
+
+class WorldSizeMismatch(DataMismatch):
+    """A stored run was trained by another number of processes (DDP ranks) than the request runs:
+    the numbers differ (the float sums over ranks differ, and training amplifies that)."""
 
 
 def quarantine(path: Path, why: str) -> None:
@@ -118,10 +133,11 @@ class RunStore:
         return self.root / cfg.run_id
 
     # -- results ---------------------------------------------------------------------------
-    def read_json(self, path: Path, required: tuple[str, ...] = ()) -> Any | None:
-        """JSON at ``path``; None if absent; a corrupt file is quarantined and None returned."""
+    def read_json(self, path: Path, required: tuple[str, ...] = (), raw: bytes | None = None) -> Any | None:
+        """JSON at ``path`` (or its bytes ``raw``, already read); None if absent; a corrupt file is
+        quarantined and None returned."""
         try:
-            text = path.read_text()
+            text = path.read_bytes() if raw is None else raw
         except FileNotFoundError:
             return None
         try:
@@ -134,16 +150,27 @@ class RunStore:
             return None
         return obj
 
-    def result(self, cfg, data: str | None = None) -> dict | None:
+    def result(self, cfg, data: str | None = None, world_size: int | None = None) -> dict | None:
         """The stored result of ``cfg``, or None (not finished, or its record was unreadable or
-        belongs to another configuration: then it is reported and moved aside).
+        belongs to another configuration, or its bytes or numbers are not those its run wrote:
+        then it is reported and moved aside).
 
         ``data``: the fingerprint of the data the request reads (None: not checked). A result
         recorded with another fingerprint raises :class:`DataMismatch`; one recorded before
-        fingerprints existed is accepted (nothing says it was other data)."""
+        fingerprints existed is accepted (nothing says it was other data).
+        ``world_size``: the request's number of processes (None: not checked); a result of another
+        number raises :class:`WorldSizeMismatch`."""
         path = self.dir(cfg) / "result.json"
-        res = self.read_json(path, required=("status", "history", "config"))
+        try:
+            raw = path.read_bytes()  # one read: the hash and the record are of the same bytes
+        except FileNotFoundError:
+            return None
+        res = self.read_json(path, required=("status", "history", "config"), raw=raw)
         if res is None:
+            return None
+        why = self._unbound(cfg, path, res, raw)
+        if why is not None:
+            quarantine(path, why)
             return None
         stored_id, stored_key = res.get("run_id"), _stored_key(res)
         if stored_id != cfg.run_id or stored_key != cfg.key():
@@ -154,6 +181,12 @@ class RunStore:
                 + ("" if stored_id != cfg.run_id else " (same id, other configuration)"),
             )
             return None
+        if world_size is not None and res.get("world_size", 1) != world_size:
+            raise WorldSizeMismatch(
+                f"{path} was trained by {res.get('world_size', 1)} process(es), the request runs "
+                f"{world_size}: their numbers differ, so it is not returned. Ask with as many processes, or "
+                f"train this one into another cache directory"
+            )
         recorded = res.get("data_fingerprint")
         if data is not None and recorded is not None and recorded != data:
             raise DataMismatch(
@@ -163,8 +196,35 @@ class RunStore:
             )
         return res
 
+    def _unbound(self, cfg, path: Path, res: dict, raw: bytes) -> str | None:
+        """Why the result at ``path`` is not the one its run wrote (None: it is): its bytes differ
+        from the SHA-256 the manifest recorded for it, or its numbers disagree with its own curve
+        (``history``) or with ``metrics.json``. Results written before they were hashed have no
+        record and are held to the cross-checks alone."""
+        entry = self._manifest(cfg).get("result.json")
+        if entry is not None and hashlib.sha256(raw).hexdigest() != entry.get("sha256"):
+            return "SHA-256 differs from the one recorded in manifest.json (edited after it was written?)"
+        history = res.get("history")
+        if not isinstance(history, list) or res.get("epochs_run", len(history)) != len(history):
+            return f"epochs_run {res.get('epochs_run')!r} does not match its history"
+        metrics = res.get("metrics") or {}
+        last = history[-1] if history and isinstance(history[-1], dict) else {}
+        for k, v in metrics.items():
+            if res.get(k) != v or last.get(k) != v:
+                return f"{k} is {res.get(k)!r}, metrics say {v!r} and the last epoch of its history {last.get(k)!r}"
+        if res.get("best_test_error") is not None:
+            best = min((h["test_error"] for h in history if h.get("test_error") is not None), default=None)
+            if best != res["best_test_error"]:
+                return f"best_test_error is {res['best_test_error']!r}, its history says {best!r}"
+        curve = self.read_json(path.with_name("metrics.json"))
+        if curve is not None and curve != history:
+            return "its history differs from metrics.json"
+        return None
+
     def write_result(self, cfg, result: dict) -> None:
-        atomic_write_text(self.dir(cfg) / "result.json", json.dumps(result, indent=1))
+        """``result.json``, recorded in the manifest (size and SHA-256) like a checkpoint: a result
+        edited or damaged after it was written is then moved aside and redone, never served."""
+        self._commit(cfg, "result.json", json.dumps(result, indent=1).encode())
 
     def state(self, cfg) -> str:
         res = self.result(cfg)
@@ -192,26 +252,49 @@ class RunStore:
         writer-unique temporary file; its size and hash recorded; then renamed into place."""
         import torch
 
-        d = self.dir(cfg)
-        path = d / name
         buf = io.BytesIO()  # serialised in memory: a full disk is then an OSError naming the file
         torch.save(dict(obj, run_id=cfg.run_id, **({"data_fingerprint": data} if data else {})), buf)
-        blob = buf.getvalue()
-        tmp = write_temp(path, blob)
-        try:
-            import hashlib
+        self._commit(cfg, name, buf.getvalue())
+        return self.dir(cfg) / name
 
+    def _commit(self, cfg, name: str, blob: bytes) -> None:
+        """``blob`` into the run's ``name``: a complete temporary file, its size and hash in the
+        manifest, then the rename. The manifest first: a crash between the two leaves a record that
+        does not match the old file but matches the temporary one, which the next holder of the
+        run's lock then puts in place (:meth:`adopt_temps`); never a new file trusted by an old record."""
+        d = self.dir(cfg)
+        tmp = write_temp(d / name, blob)
+        try:
             manifest = self._manifest(cfg)
             manifest[name] = dict(size=len(blob), sha256=hashlib.sha256(blob).hexdigest())
             manifest["run_id"] = cfg.run_id
-            # The manifest first: a crash between the two leaves a record that does not match the
-            # old file, which is then redone (never a new file trusted by an old record).
             atomic_write_text(d / "manifest.json", json.dumps(manifest, indent=1))
-            os.replace(tmp, path)
+            replace(tmp, d / name)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        return path
+
+    @staticmethod
+    def adopt_temps(folder: Path) -> list[str]:
+        """Put in place each temporary file of ``folder`` that its manifest records while the file
+        under its name does not match the record (its writer died between the manifest and the
+        rename): complete work is kept, not retrained. Only for the holder of the run's lock."""
+        manifest = read_json(folder / "manifest.json") or {}
+        adopted = []
+        for name, entry in manifest.items():
+            if not isinstance(entry, dict) or "sha256" not in entry or "/" in name:
+                continue
+            path = folder / name
+            with contextlib.suppress(OSError):
+                if path.exists() and os.path.getsize(path) == entry["size"] and _sha256(path) == entry["sha256"]:
+                    continue
+            for tmp in folder.glob(f".{name}.*.tmp"):
+                with contextlib.suppress(OSError):
+                    if os.path.getsize(tmp) == entry["size"] and _sha256(tmp) == entry["sha256"]:
+                        os.replace(tmp, path)
+                        adopted.append(name)
+                        break
+        return adopted
 
     def load_checkpoint(self, cfg, name: str, data: str | None = None) -> dict | None:
         """A checkpoint of ``cfg`` checked against the manifest and its run identity; None if absent.
@@ -266,8 +349,10 @@ class RunStore:
         """Hold the lock of ``key`` (a run id, or a cached entry's hash); other processes asking for
         it wait here. Every writer of the key's files holds it, so the holder removes the temporary
         files a dead writer left (``.last.pt.<random>.tmp`` after a SIGTERM, ...)."""
-        with file_lock(self.root / f"{key}.lock", poll):
+        waiting = f"run {key}: another process trains it (or computes it)"
+        with file_lock(self.root / f"{key}.lock", poll, waiting=waiting):
             if (self.root / key).is_dir():
+                self.adopt_temps(self.root / key)
                 remove_stale_temps(self.root / key)
             remove_stale_temps(self.root, f"{key}.*")
             yield

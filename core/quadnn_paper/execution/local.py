@@ -61,6 +61,7 @@ class LocalRunner(Runner):
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="quadnn-local")
         self._futures: dict[str, Future] = {}
         self._phase: dict[str, str] = {}  # key -> pending | running, while this process has it
+        self._holding: set[str] = set()  # keys whose job holds slots now (under _cond)
 
     def __repr__(self):
         what = f"gpus={self.gpus}" if self.gpus else f"workers={len(self.slots)}"
@@ -73,8 +74,10 @@ class LocalRunner(Runner):
 
     @property
     def running(self) -> int:
-        """How many jobs of this runner run now."""
-        return sum(p == "running" for p in list(self._phase.values()))
+        """How many jobs of this runner run now: those holding slots. (A job's phase stays "running"
+        after its process ended, until its exit is recorded; by then its slots may be another's.)"""
+        with self._cond:
+            return len(self._holding)
 
     def _check(self, job):
         if job.nodes != 1:
@@ -129,11 +132,13 @@ class LocalRunner(Runner):
             with self._cond:
                 self._cond.wait_for(lambda: len(self._free) >= need)
                 slots, self._free = self._free[:need], self._free[need:]
+                self._holding.add(job.key)
             try:
                 self._phase[job.key] = "running"
                 code = self._spawn(job, record, slots)
             finally:
                 with self._cond:
+                    self._holding.discard(job.key)
                     self._free = sorted(self._free + slots, key=self.slots.index)
                     self._cond.notify_all()
             if "exit" not in (read_json(self.record_path(job.key)) or {}):  # killed before it could say

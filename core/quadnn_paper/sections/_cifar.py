@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
-from quadnn_paper.common.profiles import select
+from quadnn_paper.common.profiles import check_tiny, select
 from quadnn_paper.engine import RunConfig
 
 __all__ = [
@@ -107,7 +107,7 @@ DIGITS = dict(dataset="digits", batch_size=32)
 
 def pick(protocols: dict, profile: str, tiny: bool = False) -> dict:
     """A deep copy of ``protocols[profile]``; ``tiny`` only with ``full`` (TINY=1 caps sizes)."""
-    if tiny and profile != "full":
+    if check_tiny(tiny) and profile != "full":
         raise ValueError(f"tiny=True goes with profile 'full' only, got profile {profile!r}")
     return copy.deepcopy(select(protocols, profile))
 
