@@ -137,6 +137,14 @@ class Report:
         )
         save_figure(fig, self._staged(f"figures/{name}.pdf"), bbox_inches="tight")
         save_figure(fig, self._staged(f"figures/{name}.png"), bbox_inches="tight", dpi=110)
+        # The smallest font drawn, for the layout check (tools/paper_check.py layout): scaled by
+        # the width the report prints the figure at, it must not fall below 6 pt.
+        import matplotlib.text
+
+        sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text()]
+        atomic_write_text(
+            self._staged(f"figures/{name}.fonts.json"), json.dumps({"min_font_pt": min(sizes, default=None)}) + "\n"
+        )
         return self.dir / "figures" / f"{name}.pdf"
 
     # -- tables -------------------------------------------------------------------
@@ -149,6 +157,7 @@ class Report:
         align: str | None = None,
         digits: int = 4,
         header_tex: Sequence[str] | None = None,
+        rows_only: bool = False,
     ) -> Path:
         """Write ``tables/NAME.csv`` (plain values) and ``tables/NAME.tex`` (a formatted tabular).
 
@@ -156,6 +165,8 @@ class Report:
         with spread, "not reproduced" flag, note, LaTeX label). In the CSV a column holding
         :class:`Cell` spreads, notes or flags gets a companion column for each, so every CSV
         cell is a bare number or string. ``header_tex`` replaces the escaped header in LaTeX.
+        ``rows_only``: the ``.tex`` holds the body rows alone, for a table the report assembles
+        from several sections (the CSV is complete either way).
         """
         for row in rows:
             if len(row) != len(header):
@@ -199,9 +210,9 @@ class Report:
 
         align = align or ("l" + "r" * (len(header) - 1))
         head = header_tex or [latex_escape(h) for h in header]
+        body = [" & ".join(cell(c) for c in row) + r" \\" for row in rows]
         lines = [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
-        lines += [" & ".join(cell(c) for c in row) + r" \\" for row in rows]
-        lines += [r"\bottomrule", r"\end{tabular}"]
+        lines = body if rows_only else lines + body + [r"\bottomrule", r"\end{tabular}"]
         atomic_write_text(self._staged(f"tables/{name}.tex"), "\n".join(lines) + "\n")
         return self.dir / "tables" / f"{name}.tex"
 

@@ -3,10 +3,17 @@
 A claim of the paper says that network A beats network B. The two are trained as a pair at every
 seed (same initial linear weights, data order, augmentation draws and evaluation set), so the
 per-seed difference ``err(B) - err(A)`` removes what the pair shares. Its mean over seeds gets a
-Student-t interval (:func:`interval`); the verdict (:func:`verdict`) reads the interval against
-zero: *supported* when it lies on the paper's side (A better), *contradicted* when it lies on the
-other, *undecided* when it spans zero. One pair per seed is the unit: seeds are the independent
-replicates, test images are not.
+Student-t interval (:func:`interval`). :func:`verdict` is the one place that turns an interval
+into words, for every section:
+
+- *supported* / *contradicted*: the interval lies above / below zero and the pair's p-value,
+  Holm-adjusted over the section's family of pairs (:func:`holm`), is below ``1 - LEVEL``;
+- *no difference larger than 1 point at this scale*: the interval lies within +-:data:`MARGIN`;
+- *undecided (detectable: X points)*: anything else, X being :func:`detectable` at the pair's
+  seeds and spread;
+- *not tested at this profile*: no pair ran.
+
+One pair per seed is the unit: seeds are the independent replicates, test images are not.
 """
 
 from __future__ import annotations
@@ -16,10 +23,29 @@ from dataclasses import dataclass
 
 from scipy import stats as _st
 
-__all__ = ["LEVEL", "VERDICTS", "Interval", "paired_differences", "interval", "verdict", "detectable", "combine"]
+__all__ = [
+    "LEVEL",
+    "MARGIN",
+    "POWER",
+    "SUPPORTED",
+    "CONTRADICTED",
+    "EQUIVALENT",
+    "NOT_TESTED",
+    "Interval",
+    "paired_differences",
+    "interval",
+    "holm",
+    "verdict",
+    "detectable",
+    "combine",
+    "decided",
+]
 
 LEVEL = 0.95  # two-sided confidence level of every interval in the report
-VERDICTS = ("supported", "contradicted", "undecided", "not tested")
+MARGIN = 1.0  # points of error: an interval inside +-MARGIN says "no difference larger than this"
+POWER = 0.8  # the probability with which :func:`detectable`'s difference is found
+SUPPORTED, CONTRADICTED, NOT_TESTED = "supported", "contradicted", "not tested at this profile"
+EQUIVALENT = f"no difference larger than {MARGIN:g} point at this scale"
 
 
 @dataclass(frozen=True)
@@ -39,6 +65,16 @@ class Interval:
         if self.n < 2:
             return f"{self.mean:+.{decimals}f}, {self.n} pair"
         return f"{self.mean:+.{decimals}f} [{self.lo:.{decimals}f}, {self.hi:.{decimals}f}]"
+
+    @property
+    def p(self) -> float:
+        """Two-sided p-value of the paired t-test of mean 0 (nan below two pairs)."""
+        if self.n < 2 or not math.isfinite(self.sd):
+            return math.nan
+        if self.sd == 0:
+            return 1.0 if self.mean == 0 else 0.0
+        t = self.mean / (self.sd / math.sqrt(self.n))
+        return float(2 * _st.t.sf(abs(t), self.n - 1))
 
 
 def paired_differences(better: dict, worse: dict) -> list[float]:
@@ -66,21 +102,16 @@ def interval(diffs: list[float], level: float = LEVEL) -> Interval:
     return Interval(mean, mean - half, mean + half, sd, n, level)
 
 
-def verdict(iv: Interval | None) -> str:
-    """*supported* (interval above 0: the paper's side), *contradicted* (below 0), *undecided*
-    (spans 0, or fewer than two pairs), *not tested* (``None``: no pair ran)."""
-    if iv is None:
-        return "not tested"
-    if iv.n < 2:
-        return "undecided"
-    if iv.lo > 0:
-        return "supported"
-    if iv.hi < 0:
-        return "contradicted"
-    return "undecided"
-
-
-POWER = 0.8  # the probability with which :func:`detectable`'s difference is found
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjustment of ``pvalues`` (nan stays nan and is not counted): rejecting
+    where the adjusted value is below ``a`` keeps the chance of any false rejection in the family
+    at most ``a``."""
+    idx = sorted((i for i, p in enumerate(pvalues) if not math.isnan(p)), key=lambda i: pvalues[i])
+    m, out, running = len(idx), [math.nan] * len(pvalues), 0.0
+    for rank, i in enumerate(idx):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
 
 
 def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
@@ -92,14 +123,54 @@ def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) ->
     return (_st.t.ppf(0.5 + level / 2, n - 1) + _st.t.ppf(power, n - 1)) * sd / math.sqrt(n)
 
 
+def undecided(detect: float) -> str:
+    return "undecided (detectable: " + ("--" if not math.isfinite(detect) else f"{detect:.1f}") + " points)"
+
+
+def verdict(iv: Interval | None, p_adjusted: float | None = None, margin: float = MARGIN) -> str:
+    """The verdict words of one paired interval (differences: positive is the paper's side).
+
+    ``p_adjusted``: the pair's Holm-adjusted p-value in its family (None: no adjustment, the
+    interval alone decides). An interval clear of zero whose adjusted p-value is not below
+    ``1 - level`` is undecided.
+    """
+    if iv is None:
+        return NOT_TESTED
+    if iv.n < 2:
+        return undecided(math.inf)
+    alpha = 1 - iv.level
+    clear = iv.lo > 0 or iv.hi < 0
+    if clear and (p_adjusted is None or p_adjusted < alpha):
+        return SUPPORTED if iv.lo > 0 else CONTRADICTED
+    if -margin <= iv.lo and iv.hi <= margin:
+        return EQUIVALENT
+    return undecided(detectable(iv.sd, iv.n, iv.level))
+
+
+def decided(v: str) -> bool:
+    """Whether a verdict says something: supported, contradicted, or equivalent within the margin."""
+    return v in (SUPPORTED, CONTRADICTED, EQUIVALENT)
+
+
 def combine(verdicts: list[str]) -> str:
     """One verdict for a claim made of several pairs ("every QResNet beats ..."): contradicted if
-    any pair is, supported if every pair that ran is, undecided otherwise; not tested if none ran."""
-    ran = [v for v in verdicts if v != "not tested"]
+    any pair is, supported if every pair that ran is, equivalent if every pair is, not tested if
+    none ran; otherwise the undecided verdict with the largest detectable difference."""
+    ran = [v for v in verdicts if v != NOT_TESTED]
     if not ran:
-        return "not tested"
-    if "contradicted" in ran:
-        return "contradicted"
-    if all(v == "supported" for v in ran):
-        return "supported"
-    return "undecided"
+        return NOT_TESTED
+    for word in (CONTRADICTED,):
+        if word in ran:
+            return word
+    for word in (SUPPORTED, EQUIVALENT):
+        if all(v == word for v in ran):
+            return word
+    open_ = [v for v in ran if v.startswith("undecided")]
+    if not open_:  # a mixture of supported and equivalent pairs
+        return "partly supported (others: " + EQUIVALENT + ")"
+
+    def size(v):
+        x = v.split("detectable: ")[1].split(" ")[0]
+        return math.inf if x == "--" else float(x)
+
+    return max(open_, key=size)

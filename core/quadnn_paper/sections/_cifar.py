@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
@@ -50,6 +50,8 @@ __all__ = [
     "vgg_rows",
     "comparison_rows",
     "runs_at",
+    "seeds_for",
+    "STANDIN",
     "row_for",
     "paper_init",
     "config_for",
@@ -61,8 +63,13 @@ __all__ = [
     "chance",
     "Claim",
     "pair_claim",
+    "adjust",
+    "not_tested",
     "claim_rows",
+    "summary_rows",
     "CLAIMS_HEADER",
+    "CLAIMS_ALIGN",
+    "SUMMARY_HEADER",
     "param_count",
     "detectable_text",
     "LR_G",
@@ -103,6 +110,16 @@ SQUARE_LRS = (0.05, 0.03, 0.01)
 QVGG_LR_G = 1e-6
 # The stand-in of the cheap profiles (scikit-learn's 8x8 digits, ten classes).
 DIGITS = dict(dataset="digits", batch_size=32)
+# The cpu profile's one protocol for every CIFAR-10 ResNet (tuning and comparison share its runs,
+# which the cache then trains once): all 1,437 training images of a per-seed 80/20 split, batch
+# 64, 15 epochs (milestones at 1/2 and 3/4), channel multiplier 0.25. Chosen by measurement
+# (tmp notes in the report): among six settings of similar cost it gave the smallest paired
+# spread (about 1 point for QResNet20 - ResNet20, against 1.5-3.4 for the others), because its
+# networks are trained to a low error (about 4 %), where seeds disagree on few test images.
+STANDIN = dict(dataset="digits", batch_size=64, epochs=15, train_limit=0)
+STANDIN_WIDTH = 0.25
+HEADLINE_SEEDS = tuple(range(12))  # sized from that spread: detectable <= 1 point at 80 % power
+REST_SEEDS = tuple(range(5))  # the other claims: detectable <= 2 points
 
 
 def pick(protocols: dict, profile: str, tiny: bool = False) -> dict:
@@ -265,6 +282,15 @@ def runs_at(row: Row, protocol: dict) -> bool:
     return row.key in protocol["rows"]
 
 
+def seeds_for(row: Row, protocol: dict) -> tuple:
+    """The seeds ``row`` trains at: ``protocol["rows"][row.key]`` when the protocol gives a row its
+    own (a dict of key -> seeds), else ``protocol["seeds"]``."""
+    rows = protocol.get("rows")
+    if isinstance(rows, dict) and rows.get(row.key) is not None:
+        return tuple(rows[row.key])
+    return tuple(protocol["seeds"])
+
+
 def paper_init(model: str) -> dict:
     """Model keyword arguments of the paper's initialisation: the official code leaves every batch
     norm at gamma = 1, where timm's ResNets (and ours, by default) zero the last one of each block."""
@@ -290,7 +316,7 @@ def config_for(
     cfg["milestones"] = tuple(cfg["milestones"])
     if protocol.get("split_per_seed"):
         cfg["split_seed"] = seed
-    w = width if width is not None else row.width
+    w = row.width * (width if width is not None else 1.0)  # the profile's multiplier times the row's
     if w != 1.0:
         cfg["width"] = w
     if row.lr is not None:
@@ -317,7 +343,7 @@ def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tu
     for row in rows:
         if not runs_at(row, protocol):
             continue
-        for seed in protocol["seeds"]:
+        for seed in seeds_for(row, protocol):
             source = config_for(row_for(rows, row.source), protocol, seed, width=width) if row.method == "wt" else None
             out[(row, seed)] = config_for(row, protocol, seed, source, width=width)
     return out
@@ -377,13 +403,20 @@ def seed_errors(result: dict | None, dataset: str) -> float | None:
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the paper decided from paired differences (one :class:`stats.Interval` per pair)."""
+    """A claim of the paper decided from paired differences (one :class:`stats.Interval` per pair).
+
+    ``p_adjusted``: each pair's Holm-adjusted p-value in its section's family (:func:`adjust`;
+    empty before). ``confound``: what else differs between the arms besides what the claim names
+    (e.g. the training budget), printed with a decided verdict.
+    """
 
     text: str
-    verdict: str  # one of stats.VERDICTS
+    verdict: str  # from stats.verdict / stats.combine
     pairs: list  # [(label better, label worse, Interval | None)]
     paper: str = ""  # the paper's numbers behind the claim
     note: str = ""  # e.g. how many pairs only the full profile trains
+    confound: str = ""
+    p_adjusted: tuple = ()
 
     def evidence(self) -> str:
         """ "A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error)."""
@@ -391,26 +424,88 @@ class Claim:
         return "; ".join(parts + ([self.note] if self.note else []))
 
     @property
+    def intervals(self) -> list:
+        return [iv for _, _, iv in self.pairs if iv is not None]
+
+    @property
+    def seeds(self) -> int:
+        """Fewest seeds (pairs) behind any interval of the claim (0: none ran)."""
+        return min((iv.n for iv in self.intervals), default=0)
+
+    @property
+    def detectable(self) -> float:
+        """The largest of the pairs' detectable differences (points; inf when a pair has no spread)."""
+        return max((stats.detectable(iv.sd, iv.n, iv.level) for iv in self.intervals), default=math.nan)
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict, qualified by the confound when it decides something."""
+        if self.confound and self.verdict in (stats.SUPPORTED, stats.CONTRADICTED):
+            return f"{self.verdict} (confounded: {self.confound})"
+        return self.verdict
+
+    @property
     def decided(self) -> bool:
-        return self.verdict in ("supported", "contradicted")
+        return stats.decided(self.verdict)
+
+
+def _decide(pairs: list, p_adjusted: list | None = None) -> str:
+    ps = p_adjusted or [None] * len(pairs)
+    return stats.combine([stats.verdict(iv, p) for (_, _, iv), p in zip(pairs, ps)])
 
 
 def pair_claim(
-    text: str, pairs: list[tuple[str, dict, str, dict]], paper: str = "", level: float = stats.LEVEL
+    text: str,
+    pairs: list[tuple[str, dict, str, dict]],
+    paper: str = "",
+    level: float = stats.LEVEL,
+    confound: str = "",
+    note: str = "",
 ) -> Claim:
     """Decide the claim "each ``better`` beats its ``worse``" from ``pairs`` of
-    ``(label, {seed: error}, label, {seed: error})``: one interval per pair, verdicts combined by
-    :func:`stats.combine`."""
-    out, verdicts = [], []
+    ``(label, {seed: error}, label, {seed: error})``: one interval per pair, verdicts by
+    :func:`stats.verdict` (unadjusted until :func:`adjust`), combined by :func:`stats.combine`."""
+    out = []
     for la, a, lb, b in pairs:
         diffs = stats.paired_differences(a, b)
-        iv = stats.interval(diffs, level) if diffs else None
-        out.append((la, lb, iv))
-        verdicts.append(stats.verdict(iv))
-    return Claim(text, stats.combine(verdicts), out, paper)
+        out.append((la, lb, stats.interval(diffs, level) if diffs else None))
+    return Claim(text, _decide(out), out, paper, note=note, confound=confound)
 
 
-CLAIMS_HEADER = ["Claim of the paper", "Paper (%)", "Ours: paired difference, mean [95% CI] (points)", "Verdict"]
+def adjust(claims: list[Claim]) -> list[Claim]:
+    """The claims with verdicts decided at Holm-adjusted p-values over every pair of ``claims`` (the
+    family): the chance that any supported or contradicted verdict among them is a false one stays
+    below ``1 - LEVEL``."""
+    flat = [(i, j) for i, c in enumerate(claims) for j, (_, _, iv) in enumerate(c.pairs) if iv is not None]
+    adj = stats.holm([claims[i].pairs[j][2].p for i, j in flat])
+    per = {k: a for k, a in zip(flat, adj)}
+    out = []
+    for i, c in enumerate(claims):
+        ps = [per.get((i, j)) for j in range(len(c.pairs))]
+        ps = [None if p is None or math.isnan(p) else p for p in ps]
+        out.append(replace(c, verdict=_decide(c.pairs, [1.0 if p is None else p for p in ps]), p_adjusted=tuple(ps)))
+    return out
+
+
+def not_tested(text: str, reason: str, paper: str = "") -> Claim:
+    """A claim this profile does not test, with the reason in its evidence column."""
+    return Claim(text, stats.NOT_TESTED, [], paper, note=reason)
+
+
+CLAIMS_HEADER = [
+    "Claim of the paper",
+    "Paper (%)",
+    "Ours: paired difference, mean [95% CI] (points)",
+    "Seeds",
+    "Detectable (points)",
+    "Verdict",
+]
+# Column widths of a claims table set across the page (table*).
+CLAIMS_ALIGN = (
+    r">{\raggedright\arraybackslash}p{0.2\textwidth}>{\raggedright\arraybackslash}p{0.16\textwidth}"
+    r">{\raggedright\arraybackslash}p{0.29\textwidth}r>{\raggedright\arraybackslash}p{0.06\textwidth}"
+    r">{\raggedright\arraybackslash}p{0.12\textwidth}"
+)
 
 
 def claim_rows(claims: list[Claim]) -> list[list]:
@@ -421,10 +516,29 @@ def claim_rows(claims: list[Claim]) -> list[list]:
             c.text,
             c.paper,
             c.evidence(),
-            dict(value=c.verdict, reproduced=False if c.verdict == "contradicted" else None),
+            c.seeds or "--",
+            "--" if not c.intervals else (f"{c.detectable:.1f}" if math.isfinite(c.detectable) else "--"),
+            dict(value=c.verdict_text, reproduced=False if c.verdict == stats.CONTRADICTED else None),
         ]
         for c in claims
     ]
+
+
+SUMMARY_HEADER = ["Section", "Claim", "Paper (%)", "Ours (points)", "Seeds", "Detectable", "Verdict"]
+
+
+def summary_rows(section: str, claims: list[Claim]) -> list[list]:
+    """Rows of the report's table of every claim across sections (one line per claim: the first
+    pair's interval stands for the claim, the number of pairs is said)."""
+    out = []
+    for c in claims:
+        ivs = c.intervals
+        ours = "--" if not ivs else ivs[0].text() + (f" (+{len(ivs) - 1} pairs)" if len(ivs) > 1 else "")
+        if not ivs and c.note:
+            ours = c.note
+        det = "--" if not ivs or not math.isfinite(c.detectable) else f"{c.detectable:.1f}"
+        out.append([section, c.text, c.paper, ours, c.seeds or "--", det, c.verdict_text])
+    return out
 
 
 def param_count(model: str, num_classes: int = 10, **kwargs) -> int:

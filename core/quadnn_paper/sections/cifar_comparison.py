@@ -16,7 +16,7 @@ from dataclasses import replace
 from quadnn_paper.analysis import stats
 from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
+from quadnn_paper.sections._cifar import CLAIMS_ALIGN, CLAIMS_HEADER, claim_rows, error_cell, param_count
 
 __all__ = [
     "NAME",
@@ -29,6 +29,8 @@ __all__ = [
     "tables",
     "variables",
     "CLAIMS_HEADER",
+    "CLAIMS_ALIGN",
+    "transfer_confound",
     "claim_rows",
     "error_cell",
     "param_count",
@@ -41,18 +43,24 @@ def _key(model: str, method: str = "conventional") -> tuple:
     return (model, 1.0, method, None)  # Row.key at width 1 with the recipe's lr
 
 
-# Rows trained below full (keys of the comparison rows); the others are "full only". On the
-# stand-in at a few epochs a ResNet32 is far from trained, so the cheap profiles spend their
-# minutes on depth 20, and on seeds: each claim needs several pairs for an interval.
-_CPU_ROWS = (
-    _key("cifar_resnet20"),
-    _key("cifar_parabolic_resnet20", "ri"),
-    _key("cifar_poly_resnet20", "ri"),
-    _key("cifar_qresnet20", "ri"),
-    _key("cifar_qresnet20", "ri+rezero"),
-    _key("cifar_qresnet20", "wt"),
-    _key("cifar_qresnet20_compact", "wt"),
-)
+# Rows trained below full, with the seeds each runs at (the others are "full only"). cpu: the
+# stand-in protocol the tuning section shares (_cifar.STANDIN), the rows of the headline claims
+# (depth 20) at HEADLINE_SEEDS, the rest (QResNet32 against ResNet32, ResNet110 and the ResNet32
+# twice as wide) at REST_SEEDS; every arm has the same channel multiplier, times its row's width.
+_H, _R = cs.HEADLINE_SEEDS, cs.REST_SEEDS
+_CPU_ROWS = {
+    _key("cifar_resnet20"): _H,
+    _key("cifar_parabolic_resnet20", "ri"): _H,
+    _key("cifar_poly_resnet20", "ri"): _H,
+    _key("cifar_qresnet20", "ri"): _H,
+    _key("cifar_qresnet20", "ri+rezero"): _H,
+    _key("cifar_qresnet20", "wt"): _H,
+    _key("cifar_qresnet20_compact", "wt"): _H,
+    _key("cifar_resnet32"): _R,
+    _key("cifar_qresnet32", "wt"): _R,
+    _key("cifar_resnet110"): _R,
+    ("cifar_resnet32", 2.0, "conventional", None): _R,
+}
 _SMOKE_ROWS = (_key("cifar_resnet20"), _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "wt"))
 PROTOCOLS = {
     "smoke": dict(
@@ -62,11 +70,11 @@ PROTOCOLS = {
         threads=1,
     ),
     "cpu": dict(
-        recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 8, "train_limit": 512},
+        recipe={**cs.RESNET_RECIPE, **cs.STANDIN},
         rows=_CPU_ROWS,
-        seeds=(0, 1, 2, 3),
+        seeds=_H,
         threads=1,
-        width=0.5,
+        width=cs.STANDIN_WIDTH,
         split_per_seed=True,
     ),
     "full": dict(recipe=dict(cs.RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
@@ -98,49 +106,85 @@ def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
     return list(_plan(profile, tiny).values())
 
 
-def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int]) -> list[cs.Claim]:
+def transfer_confound(protocol: dict) -> str:
+    """What a weight-transfer arm has that the arm it is compared with lacks: the source's first stage."""
+    R = protocol["recipe"]
+    stage = round(R["milestones"][0] * R["epochs"])
+    return f"w.t. trained {stage}+{R['epochs']} epochs, the other {R['epochs']}"
+
+
+def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int], protocol: dict | None = None) -> list[cs.Claim]:
     """The paper's claims, each from the paired per-seed errors ``errs[row] = {seed: error}`` (a row
-    absent from ``errs`` did not run at this profile). Rows are found by what they train."""
+    absent from ``errs`` did not run at this profile), Holm-adjusted over the section's pairs. Rows
+    are found by what they train; ``protocol`` names the weight-transfer confound (default: full)."""
     rows = cs.comparison_rows()
     errs = {r.key: e for r, e in errs.items()}  # by what a row trains, never by its label
     params = {r.key: n for r, n in params.items()}
+    wt_confound = transfer_confound(protocol or PROTOCOLS["full"])
 
     def row(model, method="conventional", width=1.0):
         return cs.row_for(rows, model, method, width)
 
-    def claim(text, pairs, extra=""):
+    def claim(text, pairs, extra="", confound=""):
         ran = [(a, b) for a, b in pairs if a.key in errs and b.key in errs]
         paper = "; ".join(f"{a.label} {a.paper} vs {b.label} {b.paper}" for a, b in pairs[:3])
         paper += f" (+{len(pairs) - 3} more)" if len(pairs) > 3 else ""
-        c = cs.pair_claim(text, [(a.label, errs[a.key], b.label, errs[b.key]) for a, b in ran], paper=paper + extra)
-        if len(ran) < len(pairs):  # the pairs this profile does not train
-            c = replace(c, note=f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only")
-        return c
+        note = f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only" if len(ran) < len(pairs) else ""
+        if not ran:
+            return cs.not_tested(text, "full only: " + note, paper=paper + extra)
+        if not any(a.method == "wt" or b.method == "wt" for a, b in ran):
+            confound = ""
+        return cs.pair_claim(
+            text,
+            [(a.label, errs[a.key], b.label, errs[b.key]) for a, b in ran],
+            paper=paper + extra,
+            confound=confound,
+            note=note,
+        )
 
-    out = []
-    q_vs_r = [
-        (row(f"cifar_qresnet{d}", m), row(f"cifar_resnet{d}"))
-        for d in (20, 32, 56, 110)
-        for m in ("ri", "ri+rezero", "wt")
+    out = [
+        claim(
+            "QResNet20 (r.i., with and without ReZero) beats ResNet20",
+            [(row("cifar_qresnet20", m), row("cifar_resnet20")) for m in ("ri", "ri+rezero")],
+        ),
+        claim(
+            "QResNet20 (w.t.) beats ResNet20",
+            [(row("cifar_qresnet20", "wt"), row("cifar_resnet20"))],
+            confound=wt_confound,
+        ),
+        claim(
+            "Every QResNet beats the ResNet of its depth (depths 32-110)",
+            [
+                (row(f"cifar_qresnet{d}", m), row(f"cifar_resnet{d}"))
+                for d in (32, 56, 110)
+                for m in ("wt", "ri", "ri+rezero")
+            ],
+            confound=wt_confound,
+        ),
+        claim(
+            "Weight transfer beats random initialisation (QResNet, ReLinear)",
+            [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}", "ri")) for d in (20, 32, 56, 110)],
+            confound=wt_confound,
+        ),
+        claim(
+            "QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)",
+            [
+                (row(f"cifar_qresnet{d}", "ri"), row(f"cifar_{k}_resnet{d}", "ri"))
+                for d in (20, 32, 56)
+                for k in ("parabolic", "poly")
+            ],
+        ),
     ]
-    out.append(claim("Every QResNet beats the ResNet of its depth", q_vs_r))
-    wt = [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}", "ri")) for d in (20, 32, 56, 110)]
-    out.append(claim("Weight transfer beats random initialisation (QResNet, ReLinear)", wt))
-    others = [
-        (row(f"cifar_qresnet{d}", "ri"), row(f"cifar_{k}_resnet{d}", "ri"))
-        for d in (20, 32, 56)
-        for k in ("parabolic", "poly")
-    ]
-    out.append(claim("QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)", others))
     q32, r110 = row("cifar_qresnet32", "wt"), row("cifar_resnet110")
     fewer = params.get(q32.key, 0) < params.get(r110.key, 0)
     c = claim(
         "QResNet32 beats ResNet110 with fewer parameters",
         [(q32, r110)],
         f"; params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,}",
+        confound=wt_confound,
     )
-    if not fewer and c.verdict != "not tested":
-        c = replace(c, verdict="contradicted", paper=c.paper + " (not fewer)")
+    if not fewer and c.intervals:
+        c = replace(c, verdict=stats.CONTRADICTED, paper=c.paper + " (not fewer)")
     out.append(c)
     out.append(
         claim(
@@ -151,8 +195,8 @@ def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int]) -> list[cs.Claim
     widen = [
         (row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w)) for d in (32, 56) for w in (1.5, 2.0, 2.5)
     ]
-    out.append(claim("QResNet beats every widened ResNet of its depth", widen))
-    return out
+    out.append(claim("QResNet beats every widened ResNet of its depth", widen, confound=wt_confound))
+    return cs.adjust(out)
 
 
 def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, params: dict | None = None) -> dict:
@@ -167,7 +211,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         per_row.setdefault(row, []).append(res)
         errs.setdefault(row, {})[seed] = cs.seed_errors(res, P["recipe"]["dataset"])
     sums = {r: cs.summarise(v) for r, v in per_row.items()}
-    verdicts = claims(errs, params or {})
+    verdicts = claims(errs, params or {}, P)
     test_images = next(
         (x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None
     )
@@ -240,6 +284,7 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
         "comparison_compact": (["Network", "Params", "Error ours (%)", "Paper (%)"], compact),
         "comparison_width": (["Network", "Channels", "Params", "Error ours (%)", "Paper (%)"], width),
         "comparison_claims": (cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),
+        "claims_cifar_comparison": (cs.SUMMARY_HEADER, cs.summary_rows("Comparison", S["claims"])),
     }
 
 
@@ -287,10 +332,14 @@ def variables(S: dict, params: dict) -> dict:
         RowsAll=len(rows),
         Runs=S["runs"],
         Pending=S["pending"],
-        ClaimsSupported=verdicts.count("supported"),
-        ClaimsContradicted=verdicts.count("contradicted"),
-        ClaimsUndecided=verdicts.count("undecided"),
-        ClaimsNotTested=verdicts.count("not tested"),
+        ClaimsSupported=verdicts.count(stats.SUPPORTED),
+        ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
+        ClaimsEquivalent=verdicts.count(stats.EQUIVALENT),
+        ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
+        ClaimsNotTested=verdicts.count(stats.NOT_TESTED),
+        HeadlineSeeds=len(cs.HEADLINE_SEEDS),
+        RestSeeds=len(cs.REST_SEEDS),
+        Margin=stats.MARGIN,
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
         DetectSd="--" if math.isnan(sd) else sd,

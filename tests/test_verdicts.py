@@ -1,0 +1,173 @@
+"""The one function that turns a paired interval into verdict words (every section uses it), the
+family-wise correction, and the layout check that fails the build (tools/paper_check.py)."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sst
+
+from quadnn_paper.analysis import stats
+from quadnn_paper.sections import _cifar as cs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import paper_check  # noqa: E402
+
+
+def iv(lo, hi, sd=1.0, n=10):
+    return stats.Interval((lo + hi) / 2, lo, hi, sd, n)
+
+
+@pytest.mark.parametrize(
+    "lo, hi, words",
+    [
+        (0.2, 1.5, stats.SUPPORTED),
+        (-3.0, -0.1, stats.CONTRADICTED),
+        (-0.9, 0.8, stats.EQUIVALENT),  # inside +-1: no difference larger than 1 point
+        (0.05, 0.6, stats.SUPPORTED),  # clear of zero wins over equivalence
+        (-0.5, 1.4, "undecided (detectable: "),
+        (-2.06, 1.92, "undecided (detectable: "),
+    ],
+)
+def test_verdict_words_from_intervals(lo, hi, words):
+    assert stats.verdict(iv(lo, hi)).startswith(words)
+
+
+def test_verdict_names_the_detectable_difference_and_the_untested():
+    v = stats.verdict(iv(-2.0, 2.0, sd=3.0, n=4))
+    assert v == f"undecided (detectable: {stats.detectable(3.0, 4):.1f} points)"
+    assert stats.verdict(None) == stats.NOT_TESTED == "not tested at this profile"
+    assert stats.verdict(stats.interval([5.0])).startswith("undecided")  # one pair: no interval
+
+
+def test_an_adjusted_p_value_above_the_level_keeps_a_clear_interval_undecided():
+    clear = iv(0.1, 2.0, sd=2.0, n=5)
+    assert stats.verdict(clear, p_adjusted=0.01) == stats.SUPPORTED
+    assert stats.verdict(clear, p_adjusted=0.2).startswith("undecided")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(-5, 5, allow_nan=False), min_size=2, max_size=30),
+)
+def test_verdict_agrees_with_the_interval_it_reads(diffs):
+    i = stats.interval(diffs)
+    v = stats.verdict(i)
+    if v == stats.SUPPORTED:
+        assert i.lo > 0
+    elif v == stats.CONTRADICTED:
+        assert i.hi < 0
+    elif v == stats.EQUIVALENT:
+        assert -stats.MARGIN <= i.lo <= i.hi <= stats.MARGIN and not (i.lo > 0 or i.hi < 0)
+    else:
+        assert v.startswith("undecided") and i.lo <= 0 <= i.hi and (i.lo < -stats.MARGIN or i.hi > stats.MARGIN)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(-4, 4, allow_nan=False).map(lambda x: round(x, 3)), min_size=2, max_size=20).filter(
+        lambda d: max(d) - min(d) > 1e-3
+    )
+)
+def test_p_value_is_scipys_paired_t_test(diffs):
+    assert stats.interval(diffs).p == pytest.approx(sst.ttest_1samp(diffs, 0.0).pvalue, rel=1e-9, abs=1e-12)
+
+
+def _holm_reference(ps):
+    # Plain Holm: order, multiply by (m - rank), running maximum, cap at 1.
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        run = max(run, min(1.0, (len(ps) - rank) * ps[i]))
+        adj[i] = run
+    return adj
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=25))
+def test_holm_against_a_plain_reference(ps):
+    out = stats.holm(ps)
+    assert out == pytest.approx(_holm_reference(ps))
+    assert all(a >= p for a, p in zip(out, ps))
+
+
+def test_holm_ignores_pairs_without_a_p_value():
+    assert stats.holm([0.01, math.nan, 0.04]) == pytest.approx([0.02, math.nan, 0.04], nan_ok=True)
+
+
+def test_adjust_turns_a_lone_marginal_pair_in_a_family_undecided():
+    # One pair just clear of zero (p about 0.046) among nine null pairs: alone it is supported,
+    # in the family Holm multiplies its p-value by ten.
+    marginal = {s: e for s, e in enumerate([1.0, -0.2, 1.5, 0.4, 1.1, -0.3, 0.9, 0.1])}
+    zero = {s: 0.0 for s in marginal}
+    alone = cs.pair_claim("A beats B", [("A", zero, "B", marginal)])
+    assert alone.verdict == stats.SUPPORTED
+    null = [cs.pair_claim(f"null {i}", [("A", zero, "B", {s: (-1) ** (s + i) * 2.0 for s in zero})]) for i in range(9)]
+    family = cs.adjust([alone, *null])
+    assert family[0].verdict.startswith("undecided") and family[0].p_adjusted[0] > 0.05
+
+
+def test_combined_claims_and_their_columns():
+    assert stats.combine([stats.SUPPORTED, stats.NOT_TESTED]) == stats.SUPPORTED
+    assert stats.combine([stats.SUPPORTED, stats.CONTRADICTED]) == stats.CONTRADICTED
+    assert stats.combine([stats.EQUIVALENT, stats.EQUIVALENT]) == stats.EQUIVALENT
+    assert stats.combine(["undecided (detectable: 1.2 points)", "undecided (detectable: 3.4 points)"]).endswith(
+        "3.4 points)"
+    )
+    assert stats.combine([stats.NOT_TESTED]) == stats.NOT_TESTED
+    c = cs.pair_claim("A beats B", [("A", {0: 1.0, 1: 1.0, 2: 1.1}, "B", {0: 3.0, 1: 3.2, 2: 3.0})], confound="X")
+    assert c.verdict == stats.SUPPORTED and c.verdict_text == "supported (confounded: X)" and c.seeds == 3
+    row = cs.claim_rows([c])[0]
+    assert len(row) == len(cs.CLAIMS_HEADER) and row[3] == 3 and row[-1]["value"] == c.verdict_text
+    nt = cs.not_tested("C", "full only: 2 of 2 pairs full only")
+    assert cs.summary_rows("S", [nt])[0][3].startswith("full only")
+
+
+# -- the layout check ----------------------------------------------------------------------------
+def test_overfull_boxes_over_one_point_fail():
+    log = (
+        "Overfull \\hbox (19.5pt too wide) in alignment at lines 3--9\n"
+        "Overfull \\hbox (0.8pt too wide) in paragraph at lines 1--2\n"
+        "Overfull \\vbox (30.0pt too high) has occurred\n"
+    )
+    found = paper_check.overfull_boxes(log)
+    assert len(found) == 1 and "19.5" in found[0]
+
+
+def test_printed_width_follows_the_figure_environment():
+    tex = (
+        r"\begin{figure*}\includegraphics[width=0.9\linewidth]{figures/a.pdf}\end{figure*}"
+        r"\begin{figure}\includegraphics[width=0.5\linewidth]{figures/b}\end{figure}"
+        r"\begin{figure}\includegraphics[width=\columnwidth]{figures/c}\end{figure}"
+    )
+    w = paper_check.printed_widths(tex)
+    assert w == pytest.approx({"a": 0.9 * 516, "b": 0.5 * 252, "c": 252})
+
+
+def _figure(paper, name, width_in, font, include):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width_in, 2))
+    ax.set_title("t", fontsize=font)
+    (paper / "figures").mkdir(parents=True, exist_ok=True)
+    fig.savefig(paper / "figures" / f"{name}.pdf")
+    plt.close(fig)
+    (paper / "figures" / f"{name}.fonts.json").write_text(json.dumps({"min_font_pt": font}))
+    (paper / "sections").mkdir(exist_ok=True)
+    (paper / "sections" / f"{name}.tex").write_text(include)
+
+
+def test_a_figure_drawn_large_and_shrunk_fails_and_one_drawn_at_size_passes(tmp_path):
+    (tmp_path / "main.tex").write_text("")
+    inc = r"\begin{figure}\includegraphics[width=\linewidth]{figures/%s.pdf}\end{figure}"
+    _figure(tmp_path, "big", 7.0, 8, inc % "big")  # 7 in wide into a 3.5 in column: 8 pt -> 4 pt
+    _figure(tmp_path, "fit", 3.5, 7, inc % "fit")
+    found = paper_check.small_fonts(tmp_path)
+    assert len(found) == 1 and found[0].startswith("figure big")
