@@ -149,27 +149,45 @@ def sha256_file_cached(path: str | os.PathLike) -> str:
 
 
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike, poll: float = 1.0) -> Iterator[None]:
-    """Hold the POSIX record lock of ``path`` (created if missing); other processes wait here.
-    ``fcntl.lockf`` holds between machines on NFS too. A process holds a lock once: closing any
-    descriptor of that file releases it, so never take the same lock twice in one process."""
+def file_lock(path: str | os.PathLike, poll: float = 1.0, timeout: float | None = None) -> Iterator[None]:
+    """Hold the POSIX record lock of ``path`` (created if missing); other processes wait here, at
+    most ``timeout`` seconds (then TimeoutError; 0: one try) when given. ``fcntl.lockf`` holds
+    between machines on NFS too. A process holds a lock once: closing any descriptor of that file
+    releases it, so never take the same lock twice in one process."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides
+    start = time.monotonic()
     try:
         while True:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except OSError as e:
+                if e.errno in NO_LOCKS:
+                    raise OSError(e.errno, no_locks_message(path)) from None
                 if e.errno not in (errno.EACCES, errno.EAGAIN):
                     raise
+                if timeout is not None and time.monotonic() - start >= timeout:
+                    raise TimeoutError(f"{path} is held by another process") from None
                 time.sleep(poll)
         yield
     finally:
         with contextlib.suppress(OSError):
             fcntl.lockf(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+# What lockf answers on a file system mounted without POSIX locks (Lustre without -o flock: ENOSYS).
+NO_LOCKS = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK)
+
+
+def no_locks_message(path) -> str:
+    return (
+        f"file locks are not supported where {path} lives (fcntl.lockf: no locks on this mount): mount it "
+        "with -o flock (Lustre; -o localflock if every job runs on one node) or put the run cache "
+        "(make paper's build/cache, quadnn-train --out) on a file system with POSIX locks"
+    )
 
 
 def lock_held(path: str | os.PathLike) -> bool:
@@ -184,6 +202,8 @@ def lock_held(path: str | os.PathLike) -> bool:
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EAGAIN):
             return True
+        if e.errno in NO_LOCKS:
+            raise OSError(e.errno, no_locks_message(path)) from None
         raise
     finally:
         os.close(fd)
