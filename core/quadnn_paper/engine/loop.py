@@ -2,8 +2,12 @@
 
 ``run(cfg, out)`` trains one :class:`~.config.RunConfig` into ``out/<run_id>/`` (see
 :mod:`.store`), or returns at once when that configuration already finished. An interrupted
-run resumes from its last checkpoint, bit for bit (batches are a function of seed and epoch,
-and the RNG state is checkpointed). A run that diverges (non-finite loss or parameters, or a
+run resumes from its last checkpoint. On the CPU the resumed run is bit for bit the uninterrupted
+one (batches are a function of seed and epoch, and the CPU RNG state is checkpointed). On CUDA
+the weights, optimiser state, batches and augmentation draws resume exactly, but the steps after
+it are the uninterrupted run's only up to float rounding: cuDNN's autotuning (``cudnn_benchmark``)
+may pick other algorithms in the new process, some backward kernels add with atomics in no fixed
+order, and the CUDA RNG state is not checkpointed (the engine draws nothing from it). A run that diverges (non-finite loss or parameters, or a
 mean training loss above the task's limit) is recorded as ``status="diverged"`` ("did not
 converge") with its curve so far, never raised. Under ``torchrun`` (or a SLURM job that
 initialised torch.distributed) the global batch is split over the ranks; rank 0 writes.
