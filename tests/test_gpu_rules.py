@@ -620,3 +620,135 @@ def test_kitti_loads_with_the_tasks_cpus_in_the_full_profile(tmp_path, monkeypat
     task = make_task(cfg.replace(model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t")), 0, 1)
     loader = task._loader(task.train_set, 2)
     assert loader.num_workers == 7 and loader.persistent_workers
+
+
+@pytest.mark.parametrize("visible,local_rank,expect", [(8, "5", 5), (1, "5", 0), (1, "0", 0), (4, "6", 2)])
+def test_ranks_use_the_gpu_they_can_see(monkeypatch, visible, local_rank, expect):
+    """Item 4: with per-task binding (--gpus-per-task=1, a site's --gpu-bind) rank 5 sees one GPU,
+    cuda:0; cuda:LOCAL_RANK would be an invalid ordinal. The same index for init_distributed."""
+    import torch.distributed as dist
+
+    from quadnn_paper.engine.distributed import init_distributed
+
+    fake = StrictCuda(visible).install(monkeypatch)
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    assert loop._device(RunConfig(device="cuda"), 8) == torch.device("cuda", expect) and fake.current == expect
+    fake.current = None
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: setattr(fake, "backend", backend))
+    assert init_distributed("cuda") and fake.current == expect and fake.backend == "nccl"
+
+
+RANK = """
+import datetime, json, os, sys
+import torch, torch.distributed as dist
+from quadnn_paper.engine import RunConfig, loop, tasks
+torch.set_num_threads(1)
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ["T"])))
+loop.RANKS_POLL_S = 0.5
+seen = []
+evaluate = tasks.DepthRegression.evaluate
+def spy(self, model, device, amp):
+    seen.append([b.double().sum().item() for b in model.buffers() if b.is_floating_point()])
+    return evaluate(self, model, device, amp)
+tasks.DepthRegression.evaluate = spy
+print("ready", flush=True)
+res = loop.run(RunConfig.from_dict(json.loads(sys.argv[1])), sys.argv[2])
+print(json.dumps(dict(rank=dist.get_rank(), status=res["status"], trained_by=res["trained_by"]["pid"], buffers=seen)))
+dist.destroy_process_group()
+"""
+
+
+def _two_ranks(cfg, out, timeout_s=20.0):
+    """Start 2 gloo ranks on ``cfg``; (processes, a function that waits and returns their JSON lines)."""
+    import sys
+
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(gpu_check._free_port()), WORLD_SIZE="2")
+    env.update(T=str(timeout_s), OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK, json.dumps(cfg.to_dict()), str(out)],
+            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
+
+    assert [p.stdout.readline().strip() for p in procs] == ["ready", "ready"]  # both about to call run()
+
+    def results():
+        outs = [p.communicate(timeout=300) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
+        return [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
+
+    return procs, results
+
+
+def _small_depth(tmp_path):
+    cfg = depth.runs("smoke", data_dir=tmp_path / "kitti")[0]
+    return cfg.replace(
+        epochs=1,
+        batch_size=4,
+        model_kwargs=dict(cfg.model_kwargs, encoder="resnet10t"),
+        task_kwargs=dict(cfg.task_kwargs, n_train=8, n_test=2, height=32, width=96),
+    )
+
+
+@pytest.mark.slow
+def test_every_rank_waits_while_another_process_trains_the_run_then_reuses_it(tmp_path):
+    """Item 5: the run's lock is held elsewhere (another job trains it) for longer than the ranks'
+    collective timeout; all ranks wait together and then take the stored result. Before, rank 1
+    went on into DDP's constructor alone and timed out there."""
+    import time
+
+    from quadnn_paper.engine.loop import _train, requested_data
+
+    cfg, out = _small_depth(tmp_path), tmp_path / "runs"
+    store = RunStore(out)
+    with store.lock(cfg.run_id):
+        procs, results = _two_ranks(cfg, out, timeout_s=5.0)
+        time.sleep(10)  # longer than the ranks' collective timeout
+        assert all(p.poll() is None for p in procs)  # both still waiting, neither failed
+        mine = _train(cfg, store, 0, 1, True, requested_data(cfg))  # "another process" finishes it
+    ranks = results()
+    assert [r["status"] for r in ranks] == ["finished", "finished"]
+    assert {r["trained_by"] for r in ranks} == {mine["trained_by"]["pid"]} and not any(r["buffers"] for r in ranks)
+
+
+@pytest.mark.slow
+def test_ranks_evaluate_the_saved_models_batch_norm_statistics(tmp_path):
+    """Item 6: without synchronised BN, each rank's last forward updates its own running statistics;
+    every rank evaluates rank 0's (what is saved), not its own."""
+    cfg = _small_depth(tmp_path)
+    assert not cfg.sync_bn
+    _, results = _two_ranks(cfg, tmp_path / "runs", timeout_s=120.0)
+    r0, r1 = sorted(results(), key=lambda r: r["rank"])
+    assert r0["status"] == r1["status"] == "finished"
+    assert len(r0["buffers"]) == 1 and r0["buffers"] == r1["buffers"]
+    saved = torch.load(tmp_path / "runs" / cfg.run_id / "stage1.pt", weights_only=False)["model"]
+    floats = [v.double().sum().item() for k, v in saved.items() if "running" in k]
+    assert r0["buffers"][0] == pytest.approx(floats, rel=1e-12)
+
+
+def test_a_file_system_without_locks_says_what_to_mount(tmp_path, monkeypatch, capsys):
+    """Item 7: Lustre mounted without flock answers lockf with ENOSYS; the run stops with one line
+    saying what to mount, not '[Errno 38] Function not implemented' deep in a traceback."""
+    import errno
+    import fcntl
+
+    from quadnn_paper.execution import train
+
+    def no_locks(fd, cmd, *a):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    with pytest.raises(OSError, match="mount it with -o flock") as e:
+        with RunStore(tmp_path).lock("abc"):
+            pass
+    assert e.value.errno == errno.ENOSYS
+    assert train.main(["--profile", "smoke", "--device", "cpu", "--out", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "-o flock" in err and "build/cache" in err

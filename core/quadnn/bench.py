@@ -27,6 +27,12 @@ implementation in every layer, see ``QuadraticLayer``; ``budget=B``: every layer
   what it costs in the baseline; ``limit_conv_ms``/``limit_elem_ms`` are the two added parts.
   ``vs_limit`` is the row's step over the limit (median and quartiles over rounds);
 - ``gflops``: forward FLOPs (convolutions and matrix products) by ``torch.utils.flop_counter``;
+- ``launches`` (eager rows): the ATen operations one training step runs that launch a kernel
+  (forward, backward, the multi-tensor SGD step; views and allocations left out; see
+  :func:`aten_launches`), the same count on the CPU and on CUDA, and ``launch_ratio`` over the
+  baseline's. At CIFAR size a GPU step is bound by launches more than by arithmetic. On CUDA,
+  ``cuda_launches`` (every row, compiled ones too) counts the kernel launches themselves
+  (``torch.profiler``) and ``cuda_launch_ratio`` compares them;
 - ``conv_share``: the fraction of the step spent in convolutions, forward and backward
   (``torch.profiler``), for conventional and compiled rows;
 - ``extra_mb``: peak memory of one training step above the memory held before it (model,
@@ -42,7 +48,7 @@ implementation in every layer, see ``QuadraticLayer``; ``budget=B``: every layer
 Two rows are ranked only when their quartile intervals of ``time_ratio`` do not overlap
 (:func:`compare`); otherwise their difference is unresolved at this number of rounds.
 
-``--device cuda`` runs everything on the current GPU: CUDA events time each step (the device is
+``--device cuda[:N]`` runs everything on that GPU (made the current device): CUDA events time each step (the device is
 synchronised before the first and after every timed call, so no work leaks between intervals),
 memory comes from the caching allocator's statistics, and the rows are the same as on the CPU.
 
@@ -54,7 +60,10 @@ interleaved loop: ``compiled`` is true, ``compile_s`` is the time of the first (
 ``conv_share`` measured on the compiled step). Compiled quadratic rows also split their step by
 the profiler into convolutions and the rest: ``conv_ratio`` and ``other_ratio`` are each part's
 time over the compiled baseline's same part. ``max_rel_err`` of a compiled row compares its first
-step with the eager model's on the same weights. Memory is not measured for compiled rows.
+step with the eager model's on the same weights, both with TF32 off (:func:`no_tf32`; the timed
+steps keep torch's defaults). With cuDNN's default TF32 the two differed by 3-5 % on an H100 while
+the compiled step with TF32 off equalled float64 to 7e-7 (docs/gpu/2026-11-25-h100-gpu-check).
+Memory is not measured for compiled rows.
 
 ``--json`` prints one JSON object per row; otherwise a table.
 """
@@ -62,6 +71,7 @@ step with the eager model's on the same weights. Memory is not measured for comp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -76,6 +86,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .layers import QuadraticLayer
 
@@ -90,6 +101,9 @@ __all__ = [
     "Clock",
     "elementwise_elements",
     "unavoidable_convolutions",
+    "aten_launches",
+    "cuda_launches",
+    "no_tf32",
 ]
 
 DEFAULT_MODELS = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
@@ -179,7 +193,9 @@ def to_device(obj, device):
 
 
 def make_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=5e-4)
+    # foreach: the multi-tensor SGD torch picks on CUDA, also on the CPU, so a step issues the same
+    # operations on both (torch's CPU default loops over the parameters, 4 operations each)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=5e-4, foreach=True)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -242,6 +258,58 @@ def conv_share(step: Callable[[], None], steps: int = 2, device="cpu") -> float:
     field = "device_time_total" if clock.cuda else "cpu_time_total"
     conv = sum(getattr(e, field) for e in prof.key_averages() if e.key in keys)
     return conv / 1e6 / wall
+
+
+# Operations that allocate or read back without running a kernel; views are left out by their schema.
+_NO_KERNEL = (
+    "empty.memory_format",
+    "empty_strided.default",
+    "empty_like.default",
+    "new_empty.default",
+    "new_empty_strided.default",
+    "lift_fresh.default",
+    "_local_scalar_dense.default",
+)
+
+
+def _no_kernel() -> set:
+    return {getattr(getattr(torch.ops.aten, n.split(".")[0]), n.split(".")[1]) for n in _NO_KERNEL}
+
+
+class _LaunchCount(TorchDispatchMode):
+    """Counts the kernel-launching ATen operations that pass the dispatcher while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.n, self.skip = 0, _no_kernel()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "aten" and not func.is_view and func not in self.skip:  # not profiler marks
+            self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def aten_launches(step: Callable[[], None]) -> int:
+    """ATen operations one call of ``step`` runs that launch a kernel (forward, backward and the
+    optimiser, as the dispatcher sees them): views (``func.is_view``) and allocations left out.
+    The count is a property of the model and the step, the same on the CPU and on CUDA; on a GPU
+    at CIFAR size each is one or a few kernel launches, and launches bound the step."""
+    with _LaunchCount() as count:
+        step()
+    return count.n
+
+
+def cuda_launches(step: Callable[[], None]) -> int:
+    """CUDA kernel launches (runtime and driver launch calls, CUDA graph launches) of one call of
+    ``step``, from ``torch.profiler``: what a compiled step launches, where ATen operations are not
+    what runs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    names = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch")
+    return sum(e.count for e in prof.key_averages() if e.key in names)
 
 
 def quartiles(values) -> tuple[float, float, float]:
@@ -570,7 +638,11 @@ def _compiled_row(name: str, shape, x, y, seed: int, quadratic: bool, device):
             F.cross_entropy(out, y).backward()
             outs.append([out.detach()] + [p.grad for p in (model if m is compiled else eager).parameters()])
 
-        t = clock.time(first)
+        # Compared in float32 proper: with cuDNN's default TF32 on, this comparison gave 3-5 % at
+        # batch 128 on an H100, while the compiled step with TF32 off equalled the float64 step to
+        # 7e-7 there (docs/gpu/2026-11-25-h100-gpu-check). The timed steps use torch's defaults.
+        with no_tf32():
+            t = clock.time(first)
         if m is compiled:
             compile_s = t
     err = 0.0
@@ -581,6 +653,17 @@ def _compiled_row(name: str, shape, x, y, seed: int, quadratic: bool, device):
         err = max(err, (u - v).abs().max().item() / scale)
     model.zero_grad(set_to_none=True)
     return model, make_step(compiled, x, y), compile_s, err
+
+
+@contextlib.contextmanager
+def no_tf32():
+    """TF32 off in cuBLAS and cuDNN (cuDNN's is on by default), restored after."""
+    flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
 
 
 def _summary(values, prefix: str, scale: float = 1.0) -> dict:
@@ -614,6 +697,9 @@ def run(
     if steps < 1:
         raise ValueError(f"steps must be at least 1 (timed rounds), got {steps!r}")
     device = torch.device(device)
+    if device.type == "cuda":  # events and the allocator's statistics follow the current device
+        device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
+        torch.cuda.set_device(device)
     clock = Clock(device)
     shape = tuple(input_shape)
     x, y = batch(batch_size, shape)
@@ -714,6 +800,10 @@ def run(
         if "bandwidth" in call_s:
             row["bandwidth_gbs"] = moved / statistics.median(call_s["bandwidth"]) / 1e9
         row.update(extra.get(key, {}))
+        if not compiled:  # inductor's kernels do not pass the dispatcher: compiled rows count on CUDA only
+            row["launches"] = aten_launches(steps_fn[key])
+        if clock.cuda:
+            row["cuda_launches"] = cuda_launches(steps_fn[key])
         if impl is None or compiled:
             row["conv_share"] = conv_share(steps_fn[key], device=device)
         if impl is not None and not compiled:
@@ -736,6 +826,9 @@ def run(
     for r in results:
         b = base_rows[(r["baseline"], r["compiled"])]
         r["flops_ratio"] = r["gflops"] / b["gflops"]
+        for k in ("launches", "cuda_launches"):
+            if k in r and b.get(k):
+                r[k.replace("launches", "launch_ratio")] = r[k] / b[k]
         if r["compiled"] and r["implementation"] != "conventional":
             r["conv_ratio"] = r["time_ratio"] * r["conv_share"] / b["conv_share"]
             r["other_ratio"] = r["time_ratio"] * (1 - r["conv_share"]) / (1 - b["conv_share"])
@@ -754,6 +847,9 @@ def format_table(rows: list[dict]) -> str:
         ("compiled", "{}"),
         ("params", "{:,}"),
         ("gflops", "{:.3f}"),
+        ("launches", "{}"),
+        ("launch_ratio", "{:.2f}"),
+        ("cuda_launches", "{}"),
         ("step_ms", "{:.1f}"),
         ("time_ratio", "{:.3f}"),
         ("time_ratio_iqr", "{}"),

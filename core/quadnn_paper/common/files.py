@@ -199,18 +199,23 @@ def lock_holder(path: str | os.PathLike) -> str:
 
 
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike, poll: float = 1.0, waiting: str | None = None) -> Iterator[None]:
-    """Hold the POSIX record lock of ``path`` (created if missing); other processes wait here.
-    ``fcntl.lockf`` holds between machines on NFS too. A process holds a lock once: closing any
-    descriptor of that file releases it, so never take the same lock twice in one process.
+def file_lock(
+    path: str | os.PathLike, poll: float = 1.0, timeout: float | None = None, waiting: str | None = None
+) -> Iterator[None]:
+    """Hold the POSIX record lock of ``path`` (created if missing); other processes wait here, at
+    most ``timeout`` seconds (then TimeoutError; 0: one try) when given. ``fcntl.lockf`` holds
+    between machines on NFS too. A process holds a lock once: closing any descriptor of that file
+    releases it, so never take the same lock twice in one process.
 
     The holder writes who it is (host, pid, since when) into the file; a waiter given ``waiting``
     (what it waits for) prints one line naming the holder. A lock that cannot be created (read-only
-    cache, permissions) is one :class:`CacheWriteError` naming it."""
+    cache, permissions) is one :class:`CacheWriteError` naming it; a file system without POSIX
+    locks is one OSError saying what to mount."""
     import socket
     import sys
 
     path = Path(path)
+    start = time.monotonic()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides
@@ -223,8 +228,12 @@ def file_lock(path: str | os.PathLike, poll: float = 1.0, waiting: str | None = 
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except OSError as e:
+                if e.errno in NO_LOCKS:
+                    raise OSError(e.errno, no_locks_message(path)) from None
                 if e.errno not in (errno.EACCES, errno.EAGAIN):
                     raise
+                if timeout is not None and time.monotonic() - start >= timeout:
+                    raise TimeoutError(f"{path} is held by {lock_holder(path)}") from None
                 if waiting and not told:
                     print(f"{waiting}: waiting for {path}, held by {lock_holder(path)}", file=sys.stderr, flush=True)
                     told = True
@@ -278,6 +287,18 @@ def _check_guards(path: Path) -> None:
             check_held(lock)
 
 
+# What lockf answers on a file system mounted without POSIX locks (Lustre without -o flock: ENOSYS).
+NO_LOCKS = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK)
+
+
+def no_locks_message(path) -> str:
+    return (
+        f"file locks are not supported where {path} lives (fcntl.lockf: no locks on this mount): mount it "
+        "with -o flock (Lustre; -o localflock if every job runs on one node) or put the run cache "
+        "(make paper's build/cache, quadnn-train --out) on a file system with POSIX locks"
+    )
+
+
 def lock_held(path: str | os.PathLike) -> bool:
     """Whether another process holds :func:`file_lock` on ``path`` (not to be asked by the
     process that holds it: closing the probe would release its lock)."""
@@ -290,6 +311,8 @@ def lock_held(path: str | os.PathLike) -> bool:
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EAGAIN):
             return True
+        if e.errno in NO_LOCKS:
+            raise OSError(e.errno, no_locks_message(path)) from None
         raise
     finally:
         os.close(fd)

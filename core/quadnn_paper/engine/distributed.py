@@ -9,7 +9,16 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["init_distributed", "world", "all_reduce", "SyncBatchNorm2d", "sync_batchnorm"]
+__all__ = [
+    "init_distributed",
+    "world",
+    "local_cuda_index",
+    "agree",
+    "broadcast_buffers",
+    "all_reduce",
+    "SyncBatchNorm2d",
+    "sync_batchnorm",
+]
 
 
 def init_distributed(device: str = "auto") -> bool:
@@ -22,9 +31,35 @@ def init_distributed(device: str = "auto") -> bool:
     if not dist.is_initialized():
         cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
         if cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(local_cuda_index())
         dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
     return True
+
+
+def local_cuda_index() -> int:
+    """The GPU this process computes on, among those it can see: ``LOCAL_RANK`` when the node's
+    GPUs are all visible, else counted within what the launcher left visible (``--gpus-per-task=1``
+    or a site's ``--gpu-bind`` shows each task only its own GPU, as ``cuda:0``)."""
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    count = torch.cuda.device_count()
+    return local_rank if local_rank < count else local_rank % max(1, count)
+
+
+def agree(value):
+    """Rank 0's ``value``, on every rank (a collective: every rank calls it at the same point)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return value
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values[0]
+
+
+def broadcast_buffers(module: nn.Module) -> None:
+    """Rank 0's buffers (batch norm's running statistics) on every rank: what rank 0 saves is
+    what every rank then evaluates."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        for b in module.buffers():
+            dist.broadcast(b, 0)
 
 
 def world() -> tuple[int, int]:

@@ -2,8 +2,12 @@
 
 ``run(cfg, out)`` trains one :class:`~.config.RunConfig` into ``out/<run_id>/`` (see
 :mod:`.store`), or returns at once when that configuration already finished. An interrupted
-run resumes from its last checkpoint, bit for bit (batches are a function of seed and epoch,
-and the RNG state is checkpointed). A run that diverges (non-finite loss or parameters, or a
+run resumes from its last checkpoint. On the CPU the resumed run is bit for bit the uninterrupted
+one (batches are a function of seed and epoch, and the CPU RNG state is checkpointed). On CUDA
+the weights, optimiser state, batches and augmentation draws resume exactly, but the steps after
+it are the uninterrupted run's only up to float rounding: cuDNN's autotuning (``cudnn_benchmark``)
+may pick other algorithms in the new process, some backward kernels add with atomics in no fixed
+order, and the CUDA RNG state is not checkpointed (the engine draws nothing from it). A run that diverges (non-finite loss or parameters, or a
 mean training loss above the task's limit) is recorded as ``status="diverged"`` ("did not
 converge") with its curve so far, never raised. Under ``torchrun`` (or a SLURM job that
 initialised torch.distributed) the global batch is split over the ranks; rank 0 writes.
@@ -11,6 +15,7 @@ initialised torch.distributed) the global batch is split over the ranks; rank 0 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -27,7 +32,7 @@ from quadnn import relinear
 from quadnn.layers import QuadraticLayer
 
 from .config import RunConfig
-from .distributed import all_reduce, sync_batchnorm, world
+from .distributed import agree, all_reduce, broadcast_buffers, local_cuda_index, sync_batchnorm, world
 from .store import CorruptFile, RunStore, WorldSizeMismatch, atomic_write_text
 from .tasks import _autocast, data_fingerprint, generated_data, make_task, task_cpus
 
@@ -173,23 +178,48 @@ def run(
     done = store.result(cfg, data, nranks)
     if done is not None:
         return done
-    if rank == 0:
+    if nranks == 1:
         with store.lock(cfg.run_id):  # one configuration, one training: others wait here, then reuse it
             done = store.result(cfg, data, nranks)
-            res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies, data)
-    else:
-        res = _train(cfg, store, rank, nranks, run_dependencies, data)
-    return res
+            return done if done is not None else _train(cfg, store, rank, nranks, run_dependencies, data)
+    # Every rank decides together: rank 0 looks (without waiting on the lock) and says; while another
+    # process holds the run, all ranks wait here, meeting every few seconds, instead of ranks 1..N
+    # waiting for rank 0 inside DDP's constructor until NCCL's watchdog ends the job.
+    while True:
+        held, decision = contextlib.ExitStack(), None
+        if rank == 0:
+            try:
+                held.enter_context(store.lock(cfg.run_id, timeout=0))
+                decision = "done" if store.result(cfg, data, nranks) is not None else "train"
+            except TimeoutError:
+                decision = "wait"
+            except OSError as e:  # no locks on this file system, ...: every rank fails with it
+                decision = e
+            if decision != "train":
+                held.close()
+        decision = agree(decision)
+        if isinstance(decision, OSError):
+            raise decision
+        if decision == "train":
+            with held:
+                return _train(cfg, store, rank, nranks, run_dependencies, data)
+        if decision == "done":
+            return store.result(cfg, data, nranks)
+        time.sleep(RANKS_POLL_S)
+
+
+RANKS_POLL_S = 5.0  # how often the ranks of a run another process holds look again
 
 
 def _device(cfg: RunConfig, nranks: int) -> torch.device:
     """The rank's compute device; on CUDA always with its index (``set_device`` refuses a bare "cuda"):
-    ``cuda:N`` as given, else the launcher's LOCAL_RANK (0 for a single process)."""
+    ``cuda:N`` as given, else the launcher's LOCAL_RANK among the GPUs this process can see
+    (:func:`.distributed.local_cuda_index`; 0 for a single process)."""
     name = cfg.device
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.split(":")[0] == "cuda":
-        index = int(name.split(":")[1]) if ":" in name else int(os.environ.get("LOCAL_RANK", 0))
+        index = int(name.split(":")[1]) if ":" in name else local_cuda_index()
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
@@ -440,6 +470,8 @@ def _train(
                 ),
             )
         if status == "finished" and (task.eval_every_epoch or epoch + 1 == cfg.epochs):
+            if nranks > 1:  # each rank's last forward updated its own BN statistics: evaluate rank 0's
+                broadcast_buffers(model)
             t1 = time.perf_counter()
             evaluated = task.evaluate(model, device, cfg.amp)
             rec.update(evaluated, eval_time=time.perf_counter() - t1)
@@ -476,6 +508,8 @@ def _train(
         bar.close()
 
     if status == "finished" and history and not evaluated:  # resumed after the last epoch's checkpoint
+        if nranks > 1:
+            broadcast_buffers(model)
         evaluated = task.evaluate(model, device, cfg.amp)
         history[-1].update(evaluated)
     last = history[-1] if history else {}

@@ -345,12 +345,13 @@ class RunStore:
 
     # -- one configuration, one training -------------------------------------------------------
     @contextlib.contextmanager
-    def lock(self, key: str, poll: float = 1.0) -> Iterator[None]:
+    def lock(self, key: str, poll: float = 1.0, timeout: float | None = None) -> Iterator[None]:
         """Hold the lock of ``key`` (a run id, or a cached entry's hash); other processes asking for
-        it wait here. Every writer of the key's files holds it, so the holder removes the temporary
-        files a dead writer left (``.last.pt.<random>.tmp`` after a SIGTERM, ...)."""
+        it wait here (``timeout`` seconds at most, then TimeoutError; 0: one try). Every writer of
+        the key's files holds it, so the holder removes the temporary files a dead writer left
+        (``.last.pt.<random>.tmp`` after a SIGTERM, ...)."""
         waiting = f"run {key}: another process trains it (or computes it)"
-        with file_lock(self.root / f"{key}.lock", poll, waiting=waiting):
+        with file_lock(self.root / f"{key}.lock", poll, timeout, waiting=waiting):
             if (self.root / key).is_dir():
                 self.adopt_temps(self.root / key)
                 remove_stale_temps(self.root / key)

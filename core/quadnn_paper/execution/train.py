@@ -19,7 +19,7 @@ import math
 import os
 import sys
 
-from ..common.files import CacheWriteError
+from ..common.files import NO_LOCKS, CacheWriteError
 from ..common.profiles import PROFILES
 from ..engine import RunConfig, run
 from ..engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
@@ -218,6 +218,11 @@ def main(argv=None) -> int:
             return 2
         except CacheWriteError as e:  # disk full, quota, read-only: the path and the cause, one line
             print(f"quadnn-train: error: {e.strerror}", file=sys.stderr)
+            return 1
+        except OSError as e:
+            if e.errno not in NO_LOCKS:
+                raise
+            print(f"quadnn-train: error: {e.strerror}", file=sys.stderr)  # what to mount, one line
             return 1
         print_result(res)
     return 0

@@ -23,6 +23,9 @@ __all__ = [
     "spread",
     "verdict",
     "dominates",
+    "launches",
+    "gpu_table",
+    "GPU_HEADER",
 ]
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
@@ -118,35 +121,90 @@ def ratio(v) -> str:
     return "--" if v is None else f"{v:.2f}"
 
 
+def launches(r: dict | None) -> str:
+    """A row's kernel-launching operations per step and their ratio to the baseline's ("--": not counted)."""
+    if r is None or "launches" not in r:
+        return "--"
+    return f"{r['launches']} ({r['launch_ratio']:.2f})" if "launch_ratio" in r else str(r["launches"])
+
+
+def _label(r: dict) -> str:
+    return r["implementation"] + (", compiled" if r.get("compiled") else "")
+
+
 def summary(results: dict, profile: str, tiny: bool = False) -> dict:
-    """The efficiency table's rows from ``results = dict(rows=..., compile_rows=...)`` (quadnn.bench's
-    rows; compiled rows are ratios to the compiled baseline), with the paper's time per epoch beside them."""
+    """The efficiency tables from ``results = dict(rows=..., compile_rows=..., gpu=...)`` (quadnn.bench's
+    rows; compiled rows are ratios to the compiled baseline; ``gpu``: a :class:`~..data.gpu_bench.GpuBench`
+    or None):
+
+    - ``table``: this machine's rows, one per model and implementation: step, time ratio, limit,
+      memory, launches per step;
+    - ``models``: one row per model: parameters, FLOPs, launches of its step as built, and the
+      paper's time per epoch on its GPU with the ratio it implies;
+    - ``gpu``: the rows measured on a GPU (committed under docs/gpu/), never mixed with this
+      machine's; one "not measured" row when there are none."""
     from quadnn_paper.common.cells import Cell
 
-    table = []
-    for r in results["rows"] + [r for r in results.get("compile_rows", []) if r["compiled"]]:
-        paper = PAPER_EPOCH_SECONDS.get(r["model"]) if not r.get("compiled") else None
-        paper_ratio = (
-            paper / PAPER_EPOCH_SECONDS[r["baseline"]] if paper and r["baseline"] in PAPER_EPOCH_SECONDS else None
-        )
+    table, models = [], []
+    eager = results["rows"]
+    for r in eager + [r for r in results.get("compile_rows", []) if r["compiled"]]:
         depth, neuron = model_facts(r["model"])
         table.append(
             [
                 f"ResNet{depth}",
                 neuron,
-                r["implementation"] + (", compiled" if r.get("compiled") else ""),
-                r["params"],
-                round(r["gflops"] / r["batch_size"] * 1e3),
+                _label(r),
                 round(r["step_ms"]),
                 spread(r, "time_ratio"),
                 ratio(r.get("limit_ratio")),
                 spread(r, "vs_limit"),
                 ratio(r.get("mem_ratio")),
-                Cell(paper, decimals=2, paper=True) if paper else None,
-                Cell(paper_ratio, decimals=2, paper=True) if paper_ratio else None,
+                launches(r),
             ]
         )
-    return dict(table=table)
+    # every model measured here, then every model the paper timed ("--" where not measured here)
+    for name in dict.fromkeys([r["model"] for r in eager] + list(PAPER_EPOCH_SECONDS)):
+        r = find(eager, name, "conventional") or find(eager, name, "default")
+        depth, neuron = model_facts(name)
+        paper = PAPER_EPOCH_SECONDS.get(name)
+        base = PAPER_EPOCH_SECONDS.get(f"cifar_resnet{depth}")
+        models.append(
+            [
+                f"ResNet{depth}",
+                neuron,
+                r["params"] if r else "--",
+                round(r["gflops"] / r["batch_size"] * 1e3, 1) if r else "--",
+                launches(r),
+                Cell(paper, decimals=2, paper=True) if paper else None,
+                Cell(paper / base, decimals=2, paper=True) if paper and base else None,
+            ]
+        )
+    return dict(table=table, models=models, gpu=gpu_table(results.get("gpu")))
+
+
+GPU_HEADER = ["Depth", "Neuron", "Implementation", "Batch", "Step (ms)", "Time ratio [IQR]", "Memory ratio", "Launches"]
+
+
+def gpu_table(bench) -> list[list]:
+    """Rows of :data:`GPU_HEADER` for the rows measured on a GPU, or one row saying "not measured"."""
+    if bench is None or not bench.rows:
+        return [["not measured"] + ["--"] * (len(GPU_HEADER) - 1)]
+    out = []
+    for r in bench.rows:
+        depth, neuron = model_facts(r["model"])
+        out.append(
+            [
+                f"ResNet{depth}",
+                neuron,
+                _label(r),
+                r["batch_size"],
+                round(r["step_ms"], 1),
+                spread(r, "time_ratio"),
+                ratio(r.get("mem_ratio")),
+                launches(r),
+            ]
+        )
+    return out
 
 
 def inference_times(P: dict, model: str = "cifar_qresnet20", implementations=("default", "naive")) -> dict:
