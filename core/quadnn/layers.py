@@ -349,16 +349,16 @@ class QuadraticLayer(nn.Module):
         impl = self.implementation
         if impl not in self.IMPLEMENTATIONS:
             raise ValueError(f"implementation must be one of {self.IMPLEMENTATIONS}, got {impl!r}")
-        if impl == "naive" or self._needs_plain_ops(x):
+        if impl == "naive":
             return self._forward_naive(x)
-        if impl == "fused":
-            return self._forward_fused(x)
         # torch.jit.trace (and what traces through it: fvcore's FLOP counter, timm's
         # benchmark) records the plain operations too, so the trace passes its check, saves,
         # and shows the convolutions a FLOP counter counts; see _forward_plain
         if torch.compiler.is_compiling() or torch.jit.is_tracing():
-            return self._forward_plain(x)
-        return self._forward_fast(x)
+            return self._forward_fused(x) if impl == "fused" else self._forward_plain(x)
+        if self._needs_plain_ops(x):
+            return self._forward_naive(x)
+        return self._forward_fused(x) if impl == "fused" else self._forward_fast(x)
 
     def _needs_plain_ops(self, x) -> bool:
         """Whether a transform that sees only torch's own ops is at work: torch.func transforms
