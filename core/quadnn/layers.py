@@ -341,23 +341,24 @@ class QuadraticLayer(nn.Module):
         op = self._op()
         return _quadratic_forward(op.pad(x), *self._fused_params(), op)[0]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:  # torch's name: layer(input=x) works
+        x = input
         if isinstance(x, torch.fx.Proxy):  # torch.fx.symbolic_trace: no values to check
             return self._forward_plain(x)
         self._check_input(x)
         impl = self.implementation
         if impl not in self.IMPLEMENTATIONS:
             raise ValueError(f"implementation must be one of {self.IMPLEMENTATIONS}, got {impl!r}")
-        if impl == "naive" or self._needs_plain_ops(x):
+        if impl == "naive":
             return self._forward_naive(x)
-        if impl == "fused":
-            return self._forward_fused(x)
         # torch.jit.trace (and what traces through it: fvcore's FLOP counter, timm's
         # benchmark) records the plain operations too, so the trace passes its check, saves,
         # and shows the convolutions a FLOP counter counts; see _forward_plain
         if torch.compiler.is_compiling() or torch.jit.is_tracing():
-            return self._forward_plain(x)
-        return self._forward_fast(x)
+            return self._forward_fused(x) if impl == "fused" else self._forward_plain(x)
+        if self._needs_plain_ops(x):
+            return self._forward_naive(x)
+        return self._forward_fused(x) if impl == "fused" else self._forward_fast(x)
 
     def _needs_plain_ops(self, x) -> bool:
         """Whether a transform that sees only torch's own ops is at work: torch.func transforms
@@ -392,7 +393,8 @@ class _QuadraticConvNd(QuadraticLayer):
             )
         super()._check_input(x)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        x = input
         if not isinstance(x, torch.fx.Proxy) and x.dim() == len(self.kernel_size) + 1:
             # unbatched, as torch's convolutions accept
             self._check_input(x)
@@ -666,6 +668,12 @@ def _functorch_wrapped(*tensors) -> bool:
     return any(is_wrapped(t) for t in tensors)
 
 
+def _batched(t) -> bool:
+    """A tensor that vmap batches (torch.func's, or the legacy one gradcheck's batched check
+    uses): it refuses the first-order backward's ``out=`` operations."""
+    return _functorch_wrapped(t) or torch._C._functorch.is_legacy_batchedtensor(t)
+
+
 def _apply(x, w, b, w_b, b_b, op):
     """The layer's output: through the autograd Function only when a gradient is wanted."""
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b, w_b, b_b)):
@@ -732,7 +740,9 @@ class _QuadraticFunction(torch.autograd.Function):
                 dx = torch.addcmul(d1, x, d2, value=2)
             return dx, dw, db, None, None, None
         x, w, b, w_b, kept = ctx.saved_tensors
-        if torch.is_grad_enabled():  # create_graph=True: see _backward_differentiable
+        # create_graph=True, or a gradient batched by vmap (torch.func.jacrev/vjp over a call
+        # made outside the transform, gradcheck's batched check): see _backward_differentiable
+        if torch.is_grad_enabled() or _batched(dy):
             return _backward_differentiable(op, dy, x, w, b, w_b, ctx.has_bias, ctx.needs_input_grad)
         if op.keep == "rg":
             r, g = op.split(kept)

@@ -1,0 +1,71 @@
+"""Counting hooks for the FLOP/parameter counters papers quote, so they count quadratic layers.
+
+thop and ptflops find a layer's rule by its exact type, so they skip a quadratic layer (thop then
+counts neither its operations nor its parameters); torchinfo counts ``weight`` of a convolution
+per output pixel but ``weight_g``/``weight_b`` as if they were a recurrent layer's weights, once
+per output channel. Pass these rules:
+
+    thop.profile(model, (x,), custom_ops=quadnn.counting.thop_ops())
+    ptflops.get_model_complexity_info(model, (3, 32, 32), custom_modules_hooks=quadnn.counting.ptflops_hooks())
+
+torchinfo has no per-type rules: its parameter counts are right, its Mult-Adds are not for
+quadratic convolutions; :func:`macs` (or ``torch.utils.flop_counter``, halved) gives the count.
+
+A quadratic layer's multiply-accumulates are those of its linear maps, each the conventional
+layer's: three for "full" (r, g, W_b on x*x), two for the others (compact: W_r x and W_b x*x;
+parabolic and poly: r and g), the convention of ``torch.utils.flop_counter`` (which counts the
+convolutions, not the elementwise products and sums).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .layers import QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear
+
+__all__ = ["layer_macs", "macs", "thop_ops", "ptflops_hooks", "LINEAR_MAPS"]
+
+# Linear maps of the size of the conventional layer's, per neuron kind.
+LINEAR_MAPS = {"full": 3, "compact": 2, "parabolic": 2, "poly": 2}
+_TYPES = (QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLinear)
+
+
+def layer_macs(layer: QuadraticLayer, output: torch.Tensor) -> int:
+    """Multiply-accumulates of one call of ``layer`` that produced ``output``."""
+    if isinstance(layer, nn.Linear):
+        per_output = layer.in_features
+    else:
+        per_output = layer.in_channels // layer.groups * math.prod(layer.kernel_size)
+    return LINEAR_MAPS[layer.neuron] * output.numel() * per_output
+
+
+def macs(model: nn.Module, *inputs) -> int:
+    """Multiply-accumulates of ``model(*inputs)`` as ``torch.utils.flop_counter`` counts them (its
+    FLOPs / 2: convolutions and matrix products, quadratic layers included)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(*inputs)
+    return counter.get_total_flops() // 2
+
+
+def _thop_rule(module, inputs, output):
+    module.total_ops += torch.DoubleTensor([layer_macs(module, output)])
+
+
+def thop_ops() -> dict:
+    """``custom_ops`` for ``thop.profile``: each quadratic layer type -> its counting rule."""
+    return dict.fromkeys(_TYPES, _thop_rule)
+
+
+def _ptflops_rule(module, inputs, output):
+    module.__flops__ += layer_macs(module, output)
+
+
+def ptflops_hooks() -> dict:
+    """``custom_modules_hooks`` for ``ptflops.get_model_complexity_info`` (its pytorch backend)."""
+    return dict.fromkeys(_TYPES, _ptflops_rule)
