@@ -2,12 +2,15 @@
 
 ``<root>/<run_id>/`` holds ``config.json``, ``metrics.json`` (the curve so far), ``last.pt``
 (resume checkpoint), ``stage<k>.pt`` (weights at the end of schedule stage k), ``manifest.json``
-(size and SHA-256 of every checkpoint, checked before a checkpoint is loaded) and, last,
-``result.json``, whose presence means "done, never run again". Every file is written to a
-temporary file unique to its writer and renamed into place. A file that cannot be read is
-reported with its path and moved aside (``*.corrupt``), and the run is redone from what is
-still readable. Concurrent processes asking for the same configuration serialise on
-``<run_id>.lock`` (a POSIX record lock: it works on local and NFS file systems).
+(size and SHA-256 of every checkpoint and of the result, checked before either is used) and, last,
+``result.json``, whose presence means "done, never run again"; a result is also checked against
+its own curve (``history``, ``metrics.json``). Every file is written to a temporary file unique
+to its writer, recorded in the manifest, and renamed into place; a writer that died between the
+record and the rename leaves a complete temporary file that the next holder of the run's lock puts
+in place. A file that cannot be read is reported with its path and moved aside (``*.corrupt``),
+and the run is redone from what is still readable. Concurrent processes asking for the same
+configuration serialise on ``<run_id>.lock`` (a POSIX record lock: it works on local and NFS file
+systems); a waiter says who holds it, and a holder whose lock file was deleted stops at its next write.
 
 The store answers only for what was asked: ``result.json`` carries the run's id and key (its
 full configuration), every checkpoint its run id, ``manifest.json`` the run id, and a
