@@ -134,11 +134,19 @@ def test_an_edited_result_is_moved_aside_and_redone_never_served(tmp_path, how):
     assert RunStore(tmp_path).result(cfg)["test_error"] == true_error
 
 
-def test_a_result_of_another_world_size_is_not_returned(tmp_path, monkeypatch):
-    cfg, _ = trained(tmp_path)
-    monkeypatch.setattr(loop_module, "world", lambda: (0, 2))  # asked as a 2-process DDP run
-    with pytest.raises(WorldSizeMismatch, match=r"trained by 1 process.*runs 2"):
-        run(cfg, tmp_path)
+def test_the_cli_refuses_a_result_of_another_world_size(tmp_path, monkeypatch, capsys):
+    argv = ["--dataset", "digits", "--model", "cifar_resnet20", "--width", "0.25", "--epochs", "1", "--threads", "1"]
+    argv += ["--train-limit", "64", "--relinear", "none", "--no-progress", "--out", str(tmp_path)]
+    assert train_cli.main(argv) == 0
+    one = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr(loop_module, "world", lambda: (0, 2))  # the same command as a 2-process DDP run
+    assert train_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "trained by 1 process(es), the request runs 2" in err and "\n" not in err
+    cfg, _ = train_cli.config_from_args(argv)
+    with pytest.raises(WorldSizeMismatch):
+        run(cfg, tmp_path, same_world=True)
+    assert run(cfg, tmp_path)["test_error"] == one["test_error"]  # a notebook asks for the configuration
 
 
 # -- 3. one training, one id -------------------------------------------------------------------------------

@@ -157,23 +157,28 @@ def run(
     out: str | os.PathLike = "runs",
     *,
     run_dependencies: bool = True,
+    same_world: bool = False,
     **overrides,
 ) -> dict:
     """Train ``config`` into ``out/<run_id>/`` (or return its stored result); see the module doc.
 
     ``run_dependencies=False`` raises :class:`DependencyNotReady` instead of training a missing
     weight-transfer source first (what the cluster runners use: the source is its own job).
+    ``same_world=True`` (the CLI: its user chose the number of processes) refuses a stored result
+    trained by another number of processes (:class:`~.store.WorldSizeMismatch`); by default the
+    configuration's result is returned however it was trained (it records ``world_size``).
     """
     cfg = _as_config(config, overrides)
     store = RunStore(out)
     data = requested_data(cfg)
     rank, nranks = world()
-    done = store.result(cfg, data, nranks)
+    asked_world = nranks if same_world else None
+    done = store.result(cfg, data, asked_world)
     if done is not None:
         return done
     if rank == 0:
         with store.lock(cfg.run_id):  # one configuration, one training: others wait here, then reuse it
-            done = store.result(cfg, data, nranks)
+            done = store.result(cfg, data, asked_world)
             res = done if done is not None else _train(cfg, store, rank, nranks, run_dependencies, data)
     else:
         res = _train(cfg, store, rank, nranks, run_dependencies, data)
