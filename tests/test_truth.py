@@ -134,6 +134,16 @@ def test_an_edited_result_is_moved_aside_and_redone_never_served(tmp_path, how):
     assert RunStore(tmp_path).result(cfg)["test_error"] == true_error
 
 
+def test_a_result_whose_numbers_include_nan_is_still_its_own(tmp_path):
+    cfg = small_run()
+    nan = float("nan")
+    res = dict(status="finished", history=[{"epoch": 1, "test_loss": nan}], metrics={"test_loss": nan})
+    res.update(test_loss=nan, epochs_run=1, config=cfg.to_dict(), run_id=cfg.run_id, key=cfg.key())
+    RunStore(tmp_path).write_result(cfg, res)
+    (RunStore(tmp_path).dir(cfg) / "metrics.json").write_text(json.dumps(res["history"]))
+    assert RunStore(tmp_path).result(cfg)["epochs_run"] == 1  # NaN == NaN as stored text: not "edited"
+
+
 def test_the_cli_refuses_a_result_of_another_world_size(tmp_path, monkeypatch, capsys):
     argv = ["--dataset", "digits", "--model", "cifar_resnet20", "--width", "0.25", "--epochs", "1", "--threads", "1"]
     argv += ["--train-limit", "64", "--relinear", "none", "--no-progress", "--out", str(tmp_path)]

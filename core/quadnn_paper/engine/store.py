@@ -98,6 +98,11 @@ def quarantine(path: Path, why: str) -> None:
     warnings.warn(f"quadnn_paper cache: {path} is unreadable ({why}); {done}", RuntimeWarning, stacklevel=3)
 
 
+def _same(a, b) -> bool:
+    """Equal as stored JSON (so a NaN equals itself, as its text does)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def _who(run_id, describe: str | None = None) -> str:
     return f"run {run_id}" + (f" ({describe})" if describe else "")
 
@@ -213,14 +218,14 @@ class RunStore:
         metrics = res.get("metrics") or {}
         last = history[-1] if history and isinstance(history[-1], dict) else {}
         for k, v in metrics.items():
-            if res.get(k) != v or last.get(k) != v:
+            if not (_same(res.get(k), v) and _same(last.get(k), v)):
                 return f"{k} is {res.get(k)!r}, metrics say {v!r} and the last epoch of its history {last.get(k)!r}"
         if res.get("best_test_error") is not None:
             best = min((h["test_error"] for h in history if h.get("test_error") is not None), default=None)
-            if best != res["best_test_error"]:
+            if not _same(best, res["best_test_error"]):
                 return f"best_test_error is {res['best_test_error']!r}, its history says {best!r}"
         curve = self.read_json(path.with_name("metrics.json"))
-        if curve is not None and curve != history:
+        if curve is not None and not _same(curve, history):
             return "its history differs from metrics.json"
         return None
 
