@@ -134,11 +134,29 @@ def test_an_edited_result_is_moved_aside_and_redone_never_served(tmp_path, how):
     assert RunStore(tmp_path).result(cfg)["test_error"] == true_error
 
 
-def test_a_result_of_another_world_size_is_not_returned(tmp_path, monkeypatch):
-    cfg, _ = trained(tmp_path)
-    monkeypatch.setattr(loop_module, "world", lambda: (0, 2))  # asked as a 2-process DDP run
-    with pytest.raises(WorldSizeMismatch, match=r"trained by 1 process.*runs 2"):
-        run(cfg, tmp_path)
+def test_a_result_whose_numbers_include_nan_is_still_its_own(tmp_path):
+    cfg = small_run()
+    nan = float("nan")
+    res = dict(status="finished", history=[{"epoch": 1, "test_loss": nan}], metrics={"test_loss": nan})
+    res.update(test_loss=nan, epochs_run=1, config=cfg.to_dict(), run_id=cfg.run_id, key=cfg.key())
+    RunStore(tmp_path).write_result(cfg, res)
+    (RunStore(tmp_path).dir(cfg) / "metrics.json").write_text(json.dumps(res["history"]))
+    assert RunStore(tmp_path).result(cfg)["epochs_run"] == 1  # NaN == NaN as stored text: not "edited"
+
+
+def test_the_cli_refuses_a_result_of_another_world_size(tmp_path, monkeypatch, capsys):
+    argv = ["--dataset", "digits", "--model", "cifar_resnet20", "--width", "0.25", "--epochs", "1", "--threads", "1"]
+    argv += ["--train-limit", "64", "--relinear", "none", "--no-progress", "--out", str(tmp_path)]
+    assert train_cli.main(argv) == 0
+    one = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr(loop_module, "world", lambda: (0, 2))  # the same command as a 2-process DDP run
+    assert train_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "trained by 1 process(es), the request runs 2" in err and "\n" not in err
+    cfg, _ = train_cli.config_from_args(argv)
+    with pytest.raises(WorldSizeMismatch):
+        run(cfg, tmp_path, same_world=True)
+    assert run(cfg, tmp_path)["test_error"] == one["test_error"]  # a notebook asks for the configuration
 
 
 # -- 3. one training, one id -------------------------------------------------------------------------------
@@ -461,3 +479,23 @@ def test_a_trainer_whose_cache_was_deleted_stops_and_the_new_trainer_owns_the_ru
     first.join(60)
     assert first.exitcode == 3 and "deleted while this process held it" in said.read_text()
     assert numbers(second) == numbers(clean) and numbers(RunStore(out).result(cfg)) == numbers(clean)
+
+
+# -- 9. the README's run count is the one `make status` counts ---------------------------------------------
+def test_the_readmes_full_profile_run_counts_are_those_make_status_counts():
+    import re
+
+    from quadnn_paper.execution.status import section_runs
+
+    text = (REPO / "README.md").read_text()
+    said = re.search(
+        r"full profile is the paper's evidence: (\d+) runs \(CIFAR tuning (\d+), VGG stability (\d+), CIFAR\s+"
+        r"comparison (\d+) .*?ImageNet (\d+) .*?KITTI (\d+)",
+        text,
+        re.S,
+    )
+    counted = [len(section_runs(s, "full")) for s in SECTIONS]
+    assert said and [int(n) for n in said.groups()] == [sum(counted), *counted]
+    tiny_line = re.search(r"make status PROFILE=full TINY=1 +# (\d+) runs: (\d+) \+ (\d+) \+ (\d+) CIFAR", text)
+    assert [int(n) for n in tiny_line.groups()] == [sum(counted), *counted[:3]]
+    assert [len(section_runs(s, "full", True)) for s in SECTIONS] == counted

@@ -164,23 +164,28 @@ def run(
     out: str | os.PathLike = "runs",
     *,
     run_dependencies: bool = True,
+    same_world: bool = False,
     **overrides,
 ) -> dict:
     """Train ``config`` into ``out/<run_id>/`` (or return its stored result); see the module doc.
 
     ``run_dependencies=False`` raises :class:`DependencyNotReady` instead of training a missing
     weight-transfer source first (what the cluster runners use: the source is its own job).
+    ``same_world=True`` (the CLI: its user chose the number of processes) refuses a stored result
+    trained by another number of processes (:class:`~.store.WorldSizeMismatch`); by default the
+    configuration's result is returned however it was trained (it records ``world_size``).
     """
     cfg = _as_config(config, overrides)
     store = RunStore(out)
     data = requested_data(cfg)
     rank, nranks = world()
-    done = store.result(cfg, data, nranks)
+    asked_world = nranks if same_world else None
+    done = store.result(cfg, data, asked_world)
     if done is not None:
         return done
     if nranks == 1:
         with store.lock(cfg.run_id):  # one configuration, one training: others wait here, then reuse it
-            done = store.result(cfg, data, nranks)
+            done = store.result(cfg, data, asked_world)
             return done if done is not None else _train(cfg, store, rank, nranks, run_dependencies, data)
     # Every rank decides together: rank 0 looks (without waiting on the lock) and says; while another
     # process holds the run, all ranks wait here, meeting every few seconds, instead of ranks 1..N
@@ -190,7 +195,7 @@ def run(
         if rank == 0:
             try:
                 held.enter_context(store.lock(cfg.run_id, timeout=0))
-                decision = "done" if store.result(cfg, data, nranks) is not None else "train"
+                decision = "done" if store.result(cfg, data, asked_world) is not None else "train"
             except TimeoutError:
                 decision = "wait"
             except OSError as e:  # no locks on this file system, ...: every rank fails with it
@@ -204,7 +209,7 @@ def run(
             with held:
                 return _train(cfg, store, rank, nranks, run_dependencies, data)
         if decision == "done":
-            return store.result(cfg, data, nranks)
+            return store.result(cfg, data, asked_world)
         time.sleep(RANKS_POLL_S)
 
 

@@ -2,12 +2,15 @@
 
 ``<root>/<run_id>/`` holds ``config.json``, ``metrics.json`` (the curve so far), ``last.pt``
 (resume checkpoint), ``stage<k>.pt`` (weights at the end of schedule stage k), ``manifest.json``
-(size and SHA-256 of every checkpoint, checked before a checkpoint is loaded) and, last,
-``result.json``, whose presence means "done, never run again". Every file is written to a
-temporary file unique to its writer and renamed into place. A file that cannot be read is
-reported with its path and moved aside (``*.corrupt``), and the run is redone from what is
-still readable. Concurrent processes asking for the same configuration serialise on
-``<run_id>.lock`` (a POSIX record lock: it works on local and NFS file systems).
+(size and SHA-256 of every checkpoint and of the result, checked before either is used) and, last,
+``result.json``, whose presence means "done, never run again"; a result is also checked against
+its own curve (``history``, ``metrics.json``). Every file is written to a temporary file unique
+to its writer, recorded in the manifest, and renamed into place; a writer that died between the
+record and the rename leaves a complete temporary file that the next holder of the run's lock puts
+in place. A file that cannot be read is reported with its path and moved aside (``*.corrupt``),
+and the run is redone from what is still readable. Concurrent processes asking for the same
+configuration serialise on ``<run_id>.lock`` (a POSIX record lock: it works on local and NFS file
+systems); a waiter says who holds it, and a holder whose lock file was deleted stops at its next write.
 
 The store answers only for what was asked: ``result.json`` carries the run's id and key (its
 full configuration), every checkpoint its run id, ``manifest.json`` the run id, and a
@@ -93,6 +96,11 @@ def quarantine(path: Path, why: str) -> None:
     except OSError as e:
         done = f"cannot move it aside ({os.strerror(e.errno) if e.errno else e}), not using it"
     warnings.warn(f"quadnn_paper cache: {path} is unreadable ({why}); {done}", RuntimeWarning, stacklevel=3)
+
+
+def _same(a, b) -> bool:
+    """Equal as stored JSON (so a NaN equals itself, as its text does)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _who(run_id, describe: str | None = None) -> str:
@@ -210,14 +218,14 @@ class RunStore:
         metrics = res.get("metrics") or {}
         last = history[-1] if history and isinstance(history[-1], dict) else {}
         for k, v in metrics.items():
-            if res.get(k) != v or last.get(k) != v:
+            if not (_same(res.get(k), v) and _same(last.get(k), v)):
                 return f"{k} is {res.get(k)!r}, metrics say {v!r} and the last epoch of its history {last.get(k)!r}"
         if res.get("best_test_error") is not None:
             best = min((h["test_error"] for h in history if h.get("test_error") is not None), default=None)
-            if best != res["best_test_error"]:
+            if not _same(best, res["best_test_error"]):
                 return f"best_test_error is {res['best_test_error']!r}, its history says {best!r}"
         curve = self.read_json(path.with_name("metrics.json"))
-        if curve is not None and curve != history:
+        if curve is not None and not _same(curve, history):
             return "its history differs from metrics.json"
         return None
 

@@ -212,7 +212,7 @@ def main(argv=None) -> int:
     cfg, out = config_from_args(argv)
     with ddp_session(cfg.device):
         try:
-            res = run(cfg, out)
+            res = run(cfg, out, same_world=True)
         except (ValueError, FileNotFoundError) as e:
             print(f"quadnn-train: error: {e}", file=sys.stderr)
             return 2
