@@ -132,7 +132,7 @@ class Report:
             f"profile: {self.profile}; data: {self.data}",
             ha="right",
             va="bottom",
-            fontsize=6,
+            fontsize=6.5,  # prints at >= 6 pt when the figure is drawn at its printed size
             color="0.45",
         )
         save_figure(fig, self._staged(f"figures/{name}.pdf"), bbox_inches="tight")
