@@ -16,7 +16,15 @@ import subprocess
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 
-__all__ = ["environment", "STANDIN_HEADER", "standin_rows", "FULL_COST_HEADER", "full_cost_rows", "full_detect_factor"]
+__all__ = [
+    "environment",
+    "STANDIN_HEADER",
+    "standin_rows",
+    "FULL_COST_HEADER",
+    "full_cost_rows",
+    "full_detect_factor",
+    "conventional_flops_share",
+]
 
 
 def environment(repo: str | os.PathLike = "..") -> str:
@@ -111,6 +119,15 @@ def full_cost_rows(cache: str | os.PathLike) -> list[list]:
         tasks = sorted({cfg.task for cfg in runs})
         out.append([name, len(runs), round(hours, 1), ", ".join(f"{seconds[t]:g}" for t in tasks)])
     return out
+
+
+def conventional_flops_share(cache: str | os.PathLike) -> float:
+    """A CIFAR ResNet20's forward FLOPs as a share (%) of a QResNet20's (the paper's 20 % argument)."""
+    from quadnn_paper.engine import RunConfig
+    from quadnn_paper.execution import status
+
+    conv, quad = (RunConfig(model=m, relinear="none") for m in ("cifar_resnet20", "cifar_qresnet20"))
+    return 100.0 * status.model_gflops(conv, cache) / status.model_gflops(quad, cache)
 
 
 def full_detect_factor(seeds: int = 3) -> float:
