@@ -327,6 +327,7 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
     r18, r34 = top("imagenet_resnet18", "top1_error")[0], top("imagenet_resnet34", "top1_error")[0]
     var["ResDepthChange"] = "--" if r18 is None or r34 is None else ("rises" if r34 > r18 else "does not rise")
     var["GapQResThirtyFour"] = gap("imagenet_qresnet34", "imagenet_resnet34")
+    var["GapPolyParabolicEighteen"] = gap("imagenet_poly_resnet18", "imagenet_parabolic_resnet18")
     compute = sum(
         sum(h["epoch_time"] for h in r["history"]) + (r.get("eval_time") or 0.0) for rs in by_model.values() for r in rs
     )
