@@ -123,14 +123,14 @@ def test_interval_and_verdicts():
     iv = stats.interval([1.0, 2.0, 3.0])
     # mean 2, sd 1, t_{0.975, 2} = 4.303: half-width 4.303 / sqrt(3)
     assert iv.mean == 2.0 and iv.sd == pytest.approx(1.0) and iv.hi - iv.mean == pytest.approx(4.3027 / 3**0.5, 1e-4)
-    assert stats.verdict(iv) == "undecided"
+    assert stats.verdict(iv).startswith("undecided (detectable: ")
     assert stats.verdict(stats.interval([1.0, 1.2, 0.9, 1.1])) == "supported"
     assert stats.verdict(stats.interval([-1.0, -1.2, -0.9, -1.1])) == "contradicted"
-    assert stats.verdict(stats.interval([5.0])) == "undecided"  # one pair: no interval
-    assert stats.verdict(None) == "not tested"
-    assert stats.combine(["supported", "not tested"]) == "supported"
+    assert stats.verdict(stats.interval([5.0])).startswith("undecided")  # one pair: no interval
+    assert stats.verdict(None) == stats.NOT_TESTED
+    assert stats.combine(["supported", stats.NOT_TESTED]) == "supported"
     assert stats.combine(["supported", "contradicted"]) == "contradicted"
-    assert stats.combine(["supported", "undecided"]) == "undecided"
+    assert stats.combine(["supported", "undecided (detectable: 2.0 points)"]).startswith("undecided")
     assert stats.paired_differences({0: 1.0, 1: 2.0, 2: None}, {0: 3.0, 1: 2.5, 2: 4.0}) == [2.0, 0.5]
     # more seeds, smaller detectable difference; zero spread detects anything
     assert stats.detectable(1.0, 10) < stats.detectable(1.0, 3) and stats.detectable(0.0, 5) == 0.0
@@ -159,11 +159,13 @@ def test_comparison_claims_from_paired_errors():
     }
     params = {R("cifar_qresnet32", "wt"): 1, R("cifar_resnet110"): 2}
     verdicts = {c.text: c for c in cifar_comparison.claims(errs, params)}
-    every = verdicts["Every QResNet beats the ResNet of its depth"]
+    every = verdicts["QResNet20 (r.i., with and without ReZero) beats ResNet20"]
     assert every.verdict == "contradicted"  # the ReZero row loses at every seed
-    assert "9 of 12 pairs full only" in every.evidence()  # depths 32-110 are not run here
-    assert verdicts["Weight transfer beats random initialisation (QResNet, ReLinear)"].verdict == "supported"
-    assert verdicts["QResNet32 beats ResNet110 with fewer parameters"].verdict == "not tested"
+    assert "0 of 2 pairs" not in every.evidence()
+    wt = verdicts["Weight transfer beats random initialisation (QResNet, ReLinear)"]
+    assert wt.verdict == "supported" and wt.verdict_text.startswith("supported (confounded: w.t. trained")
+    assert "3 of 4 pairs full only" in wt.evidence()  # depths 32-110 are not run here
+    assert verdicts["QResNet32 beats ResNet110 with fewer parameters"].verdict == stats.NOT_TESTED
     errs[R("cifar_qresnet20", "ri+rezero")] = _errs(9.5, 10.4, 11.6)
     assert {c.text: c for c in cifar_comparison.claims(errs, params)}[every.text].verdict == "supported"
     # Labels are for display: the verdicts follow what the rows train.
@@ -195,7 +197,7 @@ def test_quadratic_rows_start_from_their_conventional_twin():
     by = {(r.model, r.method, s): c for (r, s), c in planned.items()}
     q, conv = by[("cifar_qresnet20", "ri", 1)], by[("cifar_resnet20", "conventional", 1)]
     assert q.init_twin == "cifar_resnet20" and conv.init_twin is None
-    assert (q.seed, q.split_seed, q.width) == (conv.seed, conv.split_seed, conv.width) == (1, 1, 0.5)
+    assert (q.seed, q.split_seed, q.width) == (conv.seed, conv.split_seed, conv.width) == (1, 1, cs.STANDIN_WIDTH)
     assert by[("cifar_qresnet20", "wt", 1)].transfer_from == conv  # the pair shares the source
     tuning = cifar_tuning.plan("cpu")
     assert tuning[("sg", 1e-4, 3)].init_twin == "cifar_resnet20" and tuning[("sg", 1e-4, 3)].seed == 3

@@ -47,7 +47,7 @@ def test_verdict_names_the_detectable_difference_and_the_untested():
 def test_an_adjusted_p_value_above_the_level_keeps_a_clear_interval_undecided():
     clear = iv(0.1, 2.0, sd=2.0, n=5)
     assert stats.verdict(clear, p_adjusted=0.01) == stats.SUPPORTED
-    assert stats.verdict(clear, p_adjusted=0.2).startswith("undecided")
+    assert stats.verdict(clear, p_adjusted=0.2).endswith("clear of 0 before Holm)")
 
 
 @settings(max_examples=200, deadline=None)
@@ -171,3 +171,46 @@ def test_a_figure_drawn_large_and_shrunk_fails_and_one_drawn_at_size_passes(tmp_
     _figure(tmp_path, "fit", 3.5, 7, inc % "fit")
     found = paper_check.small_fonts(tmp_path)
     assert len(found) == 1 and found[0].startswith("figure big")
+
+
+# -- every claim tested at cpu ------------------------------------------------------------------
+def _fake_errors(planned):
+    import random
+
+    rng = random.Random(0)
+    errs = {}
+    for (row, seed), _ in planned.items():
+        errs.setdefault(row, {})[seed] = 5.0 + rng.random()
+    return errs
+
+
+def test_every_comparison_claim_is_tested_at_cpu_with_the_seeds_it_was_sized_for():
+    from quadnn_paper.sections import cifar_comparison
+
+    P = cifar_comparison.protocol("cpu")
+    planned = cs.plan(cs.comparison_rows(), P, width=P["width"])
+    claims = cifar_comparison.claims(_fake_errors(planned), {}, P)
+    assert all(c.verdict != stats.NOT_TESTED for c in claims), [c.text for c in claims if not c.intervals]
+    by = {c.text: c for c in claims}
+    assert by["QResNet32 beats ResNet110 with fewer parameters"].seeds == len(cs.REST_SEEDS)
+    assert by["QResNet20 (r.i., with and without ReZero) beats ResNet20"].seeds == len(cs.HEADLINE_SEEDS)
+    # every arm of a claim at the profile's width times its own: the twice-wide ResNet32 at 2 x 0.25
+    widths = {(r.model, r.width): cfg.width for (r, _), cfg in planned.items()}
+    assert widths[("cifar_resnet32", 2.0)] == 2 * P["width"] and widths[("cifar_qresnet32", 1.0)] == P["width"]
+
+
+def test_tuning_names_the_claims_it_once_skipped():
+    from quadnn_paper.sections import cifar_tuning
+
+    planned = cifar_tuning.plan("cpu")
+    # gamma 0 (the conventional network) gets the lowest error of the sg sweep
+    results = {
+        cfg.run_id: dict(status="finished", test_error=1.0 if k[:2] == ("sg", 0.0) else 5.0 + k[2] / 10, history=[])
+        for k, cfg in planned.items()
+    }
+    S = cifar_tuning.summary(results, "cpu")
+    texts = " | ".join(c.text for c in S["claims"])
+    assert "ReZero stabilises training" in texts and "ReLinear-sg beats ReLinear-sw" in texts
+    later = next(c for c in S["claims"] if c.text.startswith("Later transfer stages"))
+    assert later.verdict == stats.NOT_TESTED and later.note  # with its reason
+    assert S["best"]["sg"][0] != 0  # gamma 0 is the conventional network, never sg's best

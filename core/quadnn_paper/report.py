@@ -126,13 +126,15 @@ class Report:
     # -- figures ------------------------------------------------------------------
     def figure(self, fig, name: str) -> Path:
         """Save a matplotlib figure as ``figures/NAME.pdf`` (+ ``.png``); stamps the profile on it."""
+        # Below everything the figure draws (the tight bounding box takes it in), so it never sits on
+        # an axis label.
         fig.text(
             0.995,
-            0.005,
+            -0.01,
             f"profile: {self.profile}; data: {self.data}",
             ha="right",
-            va="bottom",
-            fontsize=6,
+            va="top",
+            fontsize=6.5,  # prints at >= 6 pt when the figure is drawn at its printed size
             color="0.45",
         )
         save_figure(fig, self._staged(f"figures/{name}.pdf"), bbox_inches="tight")

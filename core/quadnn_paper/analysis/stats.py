@@ -123,8 +123,11 @@ def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) ->
     return (_st.t.ppf(0.5 + level / 2, n - 1) + _st.t.ppf(power, n - 1)) * sd / math.sqrt(n)
 
 
-def undecided(detect: float) -> str:
-    return "undecided (detectable: " + ("--" if not math.isfinite(detect) else f"{detect:.1f}") + " points)"
+def undecided(detect: float, held_back: bool = False) -> str:
+    """ "undecided (detectable: X points)"; ``held_back``: the interval clears zero but the
+    family-wise correction does not let it decide, which the words say."""
+    x = "--" if not math.isfinite(detect) else f"{detect:.1f}"
+    return f"undecided (detectable: {x} points" + ("; clear of 0 before Holm)" if held_back else ")")
 
 
 def verdict(iv: Interval | None, p_adjusted: float | None = None, margin: float = MARGIN) -> str:
@@ -144,7 +147,7 @@ def verdict(iv: Interval | None, p_adjusted: float | None = None, margin: float 
         return SUPPORTED if iv.lo > 0 else CONTRADICTED
     if -margin <= iv.lo and iv.hi <= margin:
         return EQUIVALENT
-    return undecided(detectable(iv.sd, iv.n, iv.level))
+    return undecided(detectable(iv.sd, iv.n, iv.level), held_back=clear)
 
 
 def decided(v: str) -> bool:
@@ -170,7 +173,7 @@ def combine(verdicts: list[str]) -> str:
         return "partly supported (others: " + EQUIVALENT + ")"
 
     def size(v):
-        x = v.split("detectable: ")[1].split(" ")[0]
+        x = v.split("detectable: ")[1].split(" ")[0].rstrip(";")
         return math.inf if x == "--" else float(x)
 
     return max(open_, key=size)

@@ -26,6 +26,7 @@ __all__ = [
     "CIFAR_COMPACT",
     "CIFAR_WIDTH",
     "CIFAR_EPOCH_SECONDS",
+    "TRANSFER_COST_PERCENT",
     "CIFAR_PARAMS_QUADRATIC_BASELINES",
     "VGG",
     "VGG_SQUARE_LRS",
@@ -125,6 +126,10 @@ CIFAR_EPOCH_SECONDS = {
     "cifar_parabolic_resnet56": P("19.79"),
     "cifar_poly_resnet56": P("25.67"),
 }
+# Weight transfer's extra cost the paper estimates (%): training the conventional network costs this
+# share of the quadratic one, "because the number of multiplications of a conventional neuron is
+# 20% of that of a quadratic neuron".
+TRANSFER_COST_PERCENT = P("20")
 # The parameter count the main table prints for every Parabolic- and PolyResNet (millions).
 CIFAR_PARAMS_QUADRATIC_BASELINES = P("0.54")
 
@@ -220,6 +225,7 @@ def macros() -> dict[str, str]:
         "CifarParamsQuadBaselines": _tex(CIFAR_PARAMS_QUADRATIC_BASELINES) + "M",
         "CifarWideResFiftySix": CIFAR_WIDTH[(56, 2.0)],
         "CifarQResFiftySixWt": CIFAR_MAIN["QResNet56 (w.t., ReLinear)"],
+        "TransferCost": _tex(TRANSFER_COST_PERCENT),
         "EpochSecondsResTwenty": _tex(CIFAR_EPOCH_SECONDS["cifar_resnet20"]),
         "EpochSecondsQResTwenty": _tex(CIFAR_EPOCH_SECONDS["cifar_qresnet20"]),
         "EpochSecondsRatio": f"{CIFAR_EPOCH_SECONDS['cifar_qresnet20'] / CIFAR_EPOCH_SECONDS['cifar_resnet20']:.2f}",

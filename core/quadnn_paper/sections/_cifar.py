@@ -497,13 +497,13 @@ CLAIMS_HEADER = [
     "Paper (%)",
     "Ours: paired difference, mean [95% CI] (points)",
     "Seeds",
-    "Detectable (points)",
+    "Detect. (points)",
     "Verdict",
 ]
 # Column widths of a claims table set across the page (table*).
 CLAIMS_ALIGN = (
-    r">{\raggedright\arraybackslash}p{0.2\textwidth}>{\raggedright\arraybackslash}p{0.16\textwidth}"
-    r">{\raggedright\arraybackslash}p{0.29\textwidth}r>{\raggedright\arraybackslash}p{0.06\textwidth}"
+    r">{\raggedright\arraybackslash}p{0.19\textwidth}>{\raggedright\arraybackslash}p{0.15\textwidth}"
+    r">{\raggedright\arraybackslash}p{0.28\textwidth}r>{\raggedright\arraybackslash}p{0.07\textwidth}"
     r">{\raggedright\arraybackslash}p{0.12\textwidth}"
 )
 

@@ -143,6 +143,14 @@ def folder_name(P: dict) -> str:
     return f"digits-imagefolder-{P['image_size']}" + (f"-{P['max_per_class']}" if P.get("max_per_class") else "")
 
 
+def _twin(model: str) -> str | None:
+    """The conventional ResNet whose initial weights a quadratic ResNet of the section starts from."""
+    for kind in ("parabolic_resnet", "poly_resnet", "qresnet"):
+        if model.startswith(f"imagenet_{kind}"):
+            return "imagenet_resnet" + model[len(f"imagenet_{kind}") :]
+    return None
+
+
 def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) -> list:
     """The runs of ``profile`` (every model x seed) as engine configurations (task ``imagefolder``).
 
@@ -192,6 +200,9 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
                     eval_batch_size=640,
                     workers=P.get("workers", 0),
                     amp=P.get("amp", False),
+                    # The paired design: a quadratic ResNet starts from the initial weights the ResNet
+                    # of its depth draws under the same seed (quadratic terms at their reference).
+                    init_twin=_twin(m),
                 )
             )  # "auto": JPEG decoding on every CPU of the task
     if tiny:
@@ -313,7 +324,10 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
     eighteen = [top(m, "top1_error")[0] for m in MODELS[18][1:] if top(m, "top1_error")[0] is not None]
     var["SpreadResEighteen"] = f"{max(eighteen) - min(eighteen):.2f}" if len(eighteen) > 1 else "--"
     var["GapPlainDeeper"] = gap("imagenet_plain34", "imagenet_plain18")
+    r18, r34 = top("imagenet_resnet18", "top1_error")[0], top("imagenet_resnet34", "top1_error")[0]
+    var["ResDepthChange"] = "--" if r18 is None or r34 is None else ("rises" if r34 > r18 else "does not rise")
     var["GapQResThirtyFour"] = gap("imagenet_qresnet34", "imagenet_resnet34")
+    var["GapPolyParabolicEighteen"] = gap("imagenet_poly_resnet18", "imagenet_parabolic_resnet18")
     compute = sum(
         sum(h["epoch_time"] for h in r["history"]) + (r.get("eval_time") or 0.0) for rs in by_model.values() for r in rs
     )

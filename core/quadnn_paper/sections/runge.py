@@ -45,6 +45,7 @@ from torch import nn
 
 from quadnn.layers import QuadraticLinear
 from quadnn.relinear import Shrink, param_groups
+from quadnn_paper.analysis import stats
 from quadnn_paper.analysis.piecewise import check_against_model, count_distinct, piecewise_polynomials
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
@@ -484,11 +485,14 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     rmse_rows, piece_rows = [], []
     for s in STRATEGIES:
         v, paper = rmse_[s], PAPER_RMSE[s]
-        # reproduced: the paper's value lies within our mean +- 2 std
+        # flagged only when ours is worse than the paper's by more than 2 std; a better fit is not a
+        # failure to reproduce, and says so in a note
+        better = paper is not None and v.mean() < paper - 2 * v.std()
         ours = Cell(
             float(v.mean()),
             float(v.std()),
-            reproduced=None if paper is None else bool(abs(v.mean() - paper) <= 2 * v.std()),
+            reproduced=None if paper is None or better else bool(v.mean() - paper <= 2 * v.std()),
+            note="(better than the paper)" if better else "",
         )
         rmse_rows.append(
             [Cell(LABEL[s], tex=TEX[s]), ours, float(np.median(v)), f"{int((v > BLOWN).sum())}/{len(v)}", paper]
@@ -524,11 +528,23 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
             }
         )
     order = sorted(PAPER_ORDER, key=lambda s: rmse_[s].mean())
+    # The ranking is decided from paired intervals (the seeds share the linear branch), by the
+    # report's one verdict rule; no equivalence margin applies to an RMSE (margin 0).
+    steps = [
+        stats.verdict(stats.interval(list(rmse_[b] - rmse_[a])), margin=0.0)
+        for a, b in zip(PAPER_ORDER, PAPER_ORDER[1:])
+    ]
+    if all(v == stats.SUPPORTED for v in steps):
+        matches = "yes, each step decided by its paired interval"
+    elif stats.CONTRADICTED in steps:
+        matches = "no: at least one step is reversed beyond its paired interval"
+    else:
+        matches = "not decided: the paired intervals of the steps include zero"
     var.update(
         OrderFirst=LABEL[order[0]],
         OrderSecond=LABEL[order[1]],
         OrderThird=LABEL[order[2]],
-        OrderMatches="yes" if tuple(order) == PAPER_ORDER else "no",
+        OrderMatches=matches,
         SgBest="yes" if order[0] == "sg" else "no",
     )
     # the seeds share the linear branch across strategies, so they compare seed by seed
@@ -536,7 +552,8 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
         var[f"SgBeats{MACRO[other]}"] = int((rmse_["sg"] < rmse_[other]).sum())
     for s in PAPER_ORDER:
         var[f"Ratio{MACRO[s]}"] = (float(PAPER_RMSE[s] / rmse_[s].mean()), 2)
-        var[f"Reproduced{MACRO[s]}"] = "yes" if abs(rmse_[s].mean() - PAPER_RMSE[s]) <= 2 * rmse_[s].std() else "no"
+        d = rmse_[s].mean() - PAPER_RMSE[s]
+        var[f"Reproduced{MACRO[s]}"] = "yes" if abs(d) <= 2 * rmse_[s].std() else ("better" if d < 0 else "no")
     spread = max(rmse_[s].std() for s in PAPER_ORDER)
     gap = max(rmse_[s].mean() for s in PAPER_ORDER) - min(rmse_[s].mean() for s in PAPER_ORDER)
     var["GapWithinSpread"] = "yes" if gap < spread else "no"

@@ -1,0 +1,136 @@
+"""What the report says about itself: the environment that built it, the stand-in settings of each
+section at a profile, and what the full profile would cost and could detect.
+
+The comparison notebook writes these (its tables ``standin``, ``full_cost`` and the variable
+``Environment``); the closing section of the report prints them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import subprocess
+
+from quadnn_paper.analysis import stats
+from quadnn_paper.common import published
+
+__all__ = [
+    "environment",
+    "STANDIN_HEADER",
+    "standin_rows",
+    "FULL_COST_HEADER",
+    "full_cost_rows",
+    "full_detect_factor",
+    "conventional_flops_share",
+]
+
+
+def environment(repo: str | os.PathLike = "..") -> str:
+    """ "commit abc1234 (+ local changes); Python 3.11.7, torch 2.14.1; 2026-11-25 14:00 UTC; <CPU>, N cores"."""
+    import torch
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    dirty = " (+ local changes)" if git("status", "--porcelain", "--untracked-files=no").strip() else ""
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"commit {commit}{dirty}; Python {platform.python_version()}, torch {torch.__version__}; {when}; "
+        f"{cpu}, {os.cpu_count()} cores{gpu}"
+    )
+
+
+STANDIN_HEADER = ["Section", "Data", "Model scale", "Train images", "Epochs", "Batch", "Optimiser", "Seeds"]
+
+
+def _seeds(p: dict) -> str:
+    rows = p.get("rows")
+    if isinstance(rows, dict):
+        counts = sorted({len(s) for s in rows.values()}, reverse=True)
+        return " / ".join(str(c) for c in counts)
+    head, rest = len(p.get("seeds", ())), len(p.get("rest_seeds", p.get("seeds", ())))
+    return f"{head} / {rest}" if head != rest else str(head)
+
+
+def standin_rows(profile: str) -> list[list]:
+    """One row per CIFAR section: the settings its runs use at ``profile``."""
+    from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
+
+    out = []
+    t = cifar_tuning.protocol(profile)
+    out.append(
+        [
+            "Tuning (ResNet20/QResNet20)",
+            t["dataset"],
+            f"width x{t['width']:g}",
+            t["train_limit"] or "all",
+            t["epochs"],
+            t["batch_size"],
+            f"{t['optimizer']}, lr {t['lr']:g}, wd {t['weight_decay']:g}",
+            _seeds(t),
+        ]
+    )
+    for name, mod in (("Comparison (ResNets, QResNets)", cifar_comparison), ("VGG16 stability", vgg_stability)):
+        p = mod.protocol(profile)
+        R = p["recipe"]
+        out.append(
+            [
+                name,
+                R["dataset"],
+                f"width x{p.get('width') or 1:g}",
+                R.get("train_limit") or "all",
+                R["epochs"],
+                R["batch_size"],
+                f"{R['optimizer']}, lr {R['lr']:g}, wd {R['weight_decay']:g}",
+                _seeds(p),
+            ]
+        )
+    return out
+
+
+FULL_COST_HEADER = ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
+
+
+def full_cost_rows(cache: str | os.PathLike) -> list[list]:
+    """GPU-hours of every section at the full profile: each run's epochs times a reference epoch time
+    (CIFAR: the paper's ResNet20 time; ImageNet and KITTI: the status module's stated defaults),
+    scaled by the run's forward FLOPs against the reference model, times the GPUs it requests."""
+    from quadnn_paper.execution import status
+
+    seconds = dict(status.DEFAULT_SECONDS_PER_EPOCH)
+    seconds["classification"] = float(published.CIFAR_EPOCH_SECONDS["cifar_resnet20"])
+    out = []
+    for name in status.SECTIONS:
+        runs = status.section_runs(name, "full")
+        hours = sum(status.gpu_hours(cfg, seconds[cfg.task], cache) for cfg in runs)
+        tasks = sorted({cfg.task for cfg in runs})
+        out.append([name, len(runs), round(hours, 1), ", ".join(f"{seconds[t]:g}" for t in tasks)])
+    return out
+
+
+def conventional_flops_share(cache: str | os.PathLike) -> float:
+    """A CIFAR ResNet20's forward FLOPs as a share (%) of a QResNet20's (the paper's 20 % argument)."""
+    from quadnn_paper.engine import RunConfig
+    from quadnn_paper.execution import status
+
+    conv, quad = (RunConfig(model=m, relinear="none") for m in ("cifar_resnet20", "cifar_qresnet20"))
+    return 100.0 * status.model_gflops(conv, cache) / status.model_gflops(quad, cache)
+
+
+def full_detect_factor(seeds: int = 3) -> float:
+    """The detectable paired difference at ``seeds`` seeds, in units of the paired standard deviation."""
+    d = stats.detectable(1.0, seeds)
+    return d if math.isfinite(d) else math.nan
