@@ -5,7 +5,7 @@
   ``meta``, whose tensors are CPU tensors underneath, so a whole training step really computes.
   Inside the mode ``.to(DEVICE)`` and factories with ``device=DEVICE`` make :class:`OnDevice`
   tensors, and every op enforces CUDA's rule: its tensors all on one device, except CPU scalars
-  (0-dim) and the copies between devices. A CPU tensor created without ``device=`` and mixed
+  (0-dim) in elementwise ops and the copies between devices. A CPU tensor created without ``device=`` and mixed
   into the step fails here as it would on a GPU. (One blind spot: ``torch.tensor(data,
   device=DEVICE)`` makes a data-less meta tensor without dispatching; ops refuse those.)
 - :class:`StrictNCCL` replaces the collectives with single-process ones that refuse any
@@ -74,7 +74,10 @@ def _dispatch(func, args, kwargs):
             "the stand-in for meta; build it with torch.full/zeros(..., device=...) or .to(device)"
         )
     if func not in _CROSS_DEVICE and ours:
-        stray = [t for t in tensors if not isinstance(t, OnDevice) and t.dim() > 0]
+        # CUDA lets a 0-dim CPU tensor into elementwise ops only (TensorIterator takes it as a
+        # scalar); torch.stack, cat, index_put, ... refuse it as they refuse any CPU tensor
+        pointwise = torch.Tag.pointwise in func.tags
+        stray = [t for t in tensors if not isinstance(t, OnDevice) and (t.dim() > 0 or not pointwise)]
         if stray:
             raise RuntimeError(
                 f"Expected all tensors to be on the same device, but found at least two devices, "
@@ -147,7 +150,7 @@ class StrictCuda:
     """
 
     def __init__(self, n: int = 1, memory_gb: float = 80):
-        self.n, self.current, self.memory_gb = n, None, memory_gb
+        self.n, self.current, self.memory_gb, self.synchronized = n, None, memory_gb, []
 
     def _index(self, device) -> int:
         from torch.cuda._utils import _get_device_index
@@ -161,6 +164,7 @@ class StrictCuda:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: self.n > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: self.n)
         monkeypatch.setattr(torch.cuda, "set_device", self.set_device)
+        monkeypatch.setattr(torch.cuda, "synchronize", self.synchronize)
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: f"Stand-in GPU {self._index(i)}")
         monkeypatch.setattr(torch.cuda, "get_device_capability", self.get_device_capability)
         monkeypatch.setattr(
@@ -175,6 +179,12 @@ class StrictCuda:
             torch.backends.cuda, "matmul", SimpleNamespace(allow_tf32=torch.backends.cuda.matmul.allow_tf32)
         )
         return self
+
+    def synchronize(self, device=None):
+        """Records the device waited for (the stand-in compute device counts as this machine's GPU)."""
+        if device is not None and torch.device(device) != DEVICE:
+            self._index(device)
+        self.synchronized.append(device)
 
     def get_device_capability(self, device=None) -> tuple[int, int]:
         self._index(device)

@@ -752,3 +752,87 @@ def test_a_file_system_without_locks_says_what_to_mount(tmp_path, monkeypatch, c
     assert train.main(["--profile", "smoke", "--device", "cpu", "--out", str(tmp_path / "runs")]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "-o flock" in err and "build/cache" in err
+
+
+def test_standin_device_refuses_a_cpu_scalar_where_cuda_does():
+    """Item 8: CUDA takes a 0-dim CPU tensor in elementwise ops only; torch.stack of a device
+    tensor and a CPU scalar fails there, so it fails on the stand-in too."""
+    with StandInDevice():
+        x = torch.ones(()).to(DEVICE)
+        assert (x * torch.tensor(2.0)).device == DEVICE
+        with pytest.raises(RuntimeError, match="same device"):
+            torch.stack([x, torch.tensor(1.0)])
+        with pytest.raises(RuntimeError, match="same device"):
+            torch.cat([x[None], torch.tensor(1.0)[None]])
+        assert torch.stack([x, torch.full((), 1.0, device=DEVICE)]).device == DEVICE
+
+
+def _standin_is_cuda(monkeypatch):
+    """The engine's CUDA-only steps taken on the stand-in device (loop, tasks, batch norm)."""
+    from quadnn_paper.engine import distributed, tasks
+
+    yes = lambda d: torch.device(d).type in ("cuda", DEVICE.type)  # noqa: E731
+    for module in (loop, tasks, distributed):
+        monkeypatch.setattr(module, "on_cuda", yes)
+
+
+@pytest.mark.slow
+def test_a_whole_run_takes_the_loops_cuda_branches_on_the_standin_device(tmp_path, monkeypatch, capsys):
+    """Item 8: whole-run tests replaced loop._device, so the loop's CUDA-only branches never ran in
+    one: the recompute budget from the GPU's memory, channels_last batches and model, the epoch's
+    synchronisation. Here they run, every tensor of the step on the stand-in device."""
+    from quadnn.layers import QuadraticLayer
+
+    fake = StrictCuda(1).install(monkeypatch)
+    _standin_is_cuda(monkeypatch)
+    monkeypatch.setattr(loop, "_device", lambda cfg, nranks: DEVICE)
+    save = RunStore.save_checkpoint
+    monkeypatch.setattr(
+        RunStore, "save_checkpoint", lambda self, cfg, name, obj, *a, **kw: save(self, cfg, name, to_cpu(obj), *a, **kw)
+    )
+    layouts, plans = [], []
+    build = loop.make_task
+
+    def task_spy(cfg, rank, world, device):
+        task = build(cfg, rank, world, device)
+        model_of = task.build_model
+
+        def build_model(c=None):
+            m = model_of(c)
+            m.register_forward_pre_hook(
+                lambda mod, a: layouts.append(a[0].is_contiguous(memory_format=torch.channels_last))
+            )
+            plans.append(m)
+            return m
+
+        task.build_model = build_model
+        return task
+
+    monkeypatch.setattr(loop, "make_task", task_spy)
+    with StandInDevice():
+        res = run(tiny_cfg(epochs=2), tmp_path)
+    assert res["status"] == "finished"
+    assert fake.synchronized == [DEVICE, DEVICE]  # once per epoch
+    assert layouts and all(layouts)  # channels_last batches
+    assert {m.implementation for m in plans[0].modules() if isinstance(m, QuadraticLayer)} == {"speed"}
+    assert "quadnn: recompute budget 2 on meta" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_two_ranks_on_the_standin_device_use_torchs_sync_batchnorm(
+    tmp_path, monkeypatch, two_ranks_on_a_standin_device
+):
+    """Item 8: the DDP branch with torch's SyncBatchNorm (CUDA's) in a whole run."""
+    StrictCuda(1).install(monkeypatch)
+    _standin_is_cuda(monkeypatch)
+    kinds, sync = set(), loop.sync_batchnorm
+
+    def spy(model, device):
+        out = sync(model, device)
+        kinds.update(type(m) for m in out.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm))
+        return out
+
+    monkeypatch.setattr(loop, "sync_batchnorm", spy)
+    with StandInDevice():
+        res = run(tiny_cfg(), tmp_path)
+    assert res["status"] == "finished" and kinds == {nn.SyncBatchNorm}

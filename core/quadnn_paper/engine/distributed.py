@@ -10,6 +10,7 @@ import torch.distributed as dist
 from torch import nn
 
 __all__ = [
+    "on_cuda",
     "init_distributed",
     "world",
     "local_cuda_index",
@@ -19,6 +20,13 @@ __all__ = [
     "SyncBatchNorm2d",
     "sync_batchnorm",
 ]
+
+
+def on_cuda(device) -> bool:
+    """Whether ``device`` is a GPU, for the engine's CUDA-only steps (channels_last, synchronising
+    the epoch's end, torch's SyncBatchNorm, page-locked batches, the recompute budget from the GPU's
+    memory). A seam: the whole-run tests on the stand-in device answer yes here to reach them."""
+    return torch.device(device).type == "cuda"
 
 
 def init_distributed(device: str = "auto") -> bool:
@@ -118,7 +126,7 @@ class SyncBatchNorm2d(nn.BatchNorm2d):
 def sync_batchnorm(module: nn.Module, device: torch.device | str = "cpu") -> nn.Module:
     """Batch norm synchronised over the ranks: torch's ``nn.SyncBatchNorm`` on CUDA (its fused
     kernels), else every plain ``nn.BatchNorm2d`` replaced by :class:`SyncBatchNorm2d` (same state)."""
-    if torch.device(device).type == "cuda":
+    if on_cuda(device):
         return nn.SyncBatchNorm.convert_sync_batchnorm(module)
     for name, child in module.named_children():
         if type(child) is nn.BatchNorm2d:

@@ -32,7 +32,7 @@ from quadnn import relinear
 from quadnn.layers import QuadraticLayer
 
 from .config import RunConfig
-from .distributed import agree, all_reduce, broadcast_buffers, local_cuda_index, sync_batchnorm, world
+from .distributed import agree, all_reduce, broadcast_buffers, local_cuda_index, on_cuda, sync_batchnorm, world
 from .store import CorruptFile, RunStore, WorldSizeMismatch, atomic_write_text
 from .tasks import _autocast, data_fingerprint, generated_data, make_task, task_cpus
 
@@ -247,7 +247,7 @@ def _plan_for_device(model: nn.Module, cfg: RunConfig, device: torch.device, tas
     if "recompute_budget" in cfg.model_kwargs:
         return None
     shape = task.train_input()
-    if budget is None and device.type == "cuda":
+    if budget is None and on_cuda(device):
         budget = BUDGETS[0]
         if shape is not None and any(isinstance(m, QuadraticLayer) for m in model.modules()):
             budget = _budget_for_memory(model, cfg, device, shape, max(1, cfg.batch_size // nranks))
@@ -377,7 +377,7 @@ def _train(
     synced = nranks > 1 and (cfg.task == "classification" or cfg.sync_bn)
     if synced:
         model = sync_batchnorm(model, device)
-    cuda = device.type == "cuda"
+    cuda = on_cuda(device)
     layout = torch.channels_last if cuda and cfg.channels_last else torch.preserve_format
     model.to(device, memory_format=layout)
     params = sum(p.numel() for p in model.parameters())

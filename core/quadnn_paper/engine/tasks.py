@@ -26,7 +26,7 @@ from torch import nn
 from quadnn import relinear
 
 from .config import RunConfig
-from .distributed import all_reduce
+from .distributed import all_reduce, on_cuda
 
 __all__ = [
     "Task",
@@ -108,7 +108,7 @@ class Task:
             sampler=sampler,
             num_workers=workers,
             generator=generator,
-            pin_memory=self.cfg.pin_memory and self.device.type == "cuda",
+            pin_memory=self.cfg.pin_memory and on_cuda(self.device),
             persistent_workers=workers > 0,
         )
 
