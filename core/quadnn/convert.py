@@ -116,6 +116,7 @@ def _quadratic_like(layer: nn.Module, neuron: str) -> QuadraticLayer:
         if "hook" in attr:
             setattr(q, attr, value)
     q.train(layer.training)
+    q._pack_()  # W_g next to W_r in memory (their Parameters kept): no concatenation per forward
     return q
 
 
