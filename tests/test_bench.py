@@ -446,7 +446,7 @@ def _count_step(name, impl=None):
 
 def test_launch_count_of_a_training_step():
     """By the method: a step of one convolution counted by hand; then ResNet20 and QResNet20 near
-    the issue's counts at batch 8 (177 and 357, taken with another tally of the loss and SGD)."""
+    the issue's counts at batch 8 (177 for ResNet20, taken with another tally of the loss and SGD)."""
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, bias=False), torch.nn.Flatten())
     x, y = torch.randn(2, 3, 4, 4), torch.randint(0, 16, (2,))
     step = bench.make_step(net, x, y)
@@ -460,7 +460,10 @@ def test_launch_count_of_a_training_step():
         for n, i in [("cifar_resnet20", None), ("cifar_qresnet20", "default"), ("cifar_qresnet20", "naive")]
     }
     base, default, naive = counts.values()
-    assert abs(base - 177) <= 5 and abs(default - 357) <= 5 and naive > default
+    assert abs(base - 177) <= 5 and naive > default
+    # 357 (2.03x) before the gate's weight became a view of one fused tensor and backward's two
+    # products one launch each (issue 30); 318 (1.83x) after: a rise above 1.9x is a regression
+    assert default / base < 1.9
     assert bench.aten_launches(_count_step("cifar_resnet20")) == base  # a count, not a sample
 
 
