@@ -134,6 +134,7 @@ class Report:
             f"profile: {self.profile}; data: {self.data}",
             ha="right",
             va="top",
+            wrap=True,  # within the figure's width: a long data name must not widen (and shrink) it
             fontsize=6.5,  # prints at >= 6 pt when the figure is drawn at its printed size
             color="0.45",
         )

@@ -533,7 +533,11 @@ def summary_rows(section: str, claims: list[Claim]) -> list[list]:
     out = []
     for c in claims:
         ivs = c.intervals
-        ours = "--" if not ivs else ivs[0].text() + (f" (+{len(ivs) - 1} pairs)" if len(ivs) > 1 else "")
+        ours = (
+            "--"
+            if not ivs
+            else ivs[0].text() + (f" (+{len(ivs) - 1} pair{'s' * (len(ivs) > 2)})" if len(ivs) > 1 else "")
+        )
         if not ivs and c.note:
             ours = c.note
         det = "--" if not ivs or not math.isfinite(c.detectable) else f"{c.detectable:.1f}"

@@ -104,30 +104,32 @@ def standin_rows(profile: str) -> list[list]:
 FULL_COST_HEADER = ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
 
 
-def full_cost_rows(cache: str | os.PathLike) -> list[list]:
+def full_cost_rows(status) -> list[list]:
     """GPU-hours of every section at the full profile: each run's epochs times a reference epoch time
     (CIFAR: the paper's ResNet20 time; ImageNet and KITTI: the status module's stated defaults),
-    scaled by the run's forward FLOPs against the reference model, times the GPUs it requests."""
-    from quadnn_paper.execution import status
+    scaled by the run's forward FLOPs against the reference model, times the GPUs it requests.
 
+    ``status``: an object with ``SECTIONS``, ``DEFAULT_SECONDS_PER_EPOCH``, ``section_runs(name,
+    profile)`` and ``gpu_hours(cfg, seconds)`` (the notebook passes :mod:`quadnn_paper.execution.status`
+    with its FLOP cache bound; the execution layer sits above the sections)."""
     seconds = dict(status.DEFAULT_SECONDS_PER_EPOCH)
     seconds["classification"] = float(published.CIFAR_EPOCH_SECONDS["cifar_resnet20"])
     out = []
     for name in status.SECTIONS:
         runs = status.section_runs(name, "full")
-        hours = sum(status.gpu_hours(cfg, seconds[cfg.task], cache) for cfg in runs)
+        hours = sum(status.gpu_hours(cfg, seconds[cfg.task]) for cfg in runs)
         tasks = sorted({cfg.task for cfg in runs})
         out.append([name, len(runs), round(hours, 1), ", ".join(f"{seconds[t]:g}" for t in tasks)])
     return out
 
 
-def conventional_flops_share(cache: str | os.PathLike) -> float:
-    """A CIFAR ResNet20's forward FLOPs as a share (%) of a QResNet20's (the paper's 20 % argument)."""
+def conventional_flops_share(model_gflops) -> float:
+    """A CIFAR ResNet20's forward FLOPs as a share (%) of a QResNet20's (the paper's 20 % argument);
+    ``model_gflops(cfg)``: the status module's FLOP count (cache bound)."""
     from quadnn_paper.engine import RunConfig
-    from quadnn_paper.execution import status
 
     conv, quad = (RunConfig(model=m, relinear="none") for m in ("cifar_resnet20", "cifar_qresnet20"))
-    return 100.0 * status.model_gflops(conv, cache) / status.model_gflops(quad, cache)
+    return 100.0 * model_gflops(conv) / model_gflops(quad)
 
 
 def full_detect_factor(seeds: int = 3) -> float:

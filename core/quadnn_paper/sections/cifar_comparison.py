@@ -127,8 +127,10 @@ def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int], protocol: dict |
 
     def claim(text, pairs, extra="", confound=""):
         ran = [(a, b) for a, b in pairs if a.key in errs and b.key in errs]
-        paper = "; ".join(f"{a.label} {a.paper} vs {b.label} {b.paper}" for a, b in pairs[:3])
-        paper += f" (+{len(pairs) - 3} more)" if len(pairs) > 3 else ""
+        # the first pair's numbers (its labels stand in the evidence column), then how many more
+        paper = f"{pairs[0][0].paper} vs {pairs[0][1].paper}" + (
+            f" (+{len(pairs) - 1} pair{'s' * (len(pairs) > 2)})" if len(pairs) > 1 else ""
+        )
         note = f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only" if len(ran) < len(pairs) else ""
         if not ran:
             return cs.not_tested(text, "full only: " + note, paper=paper + extra)
