@@ -31,6 +31,12 @@ from quadnn import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, Q
 from quadnn.convert import quadratize
 
 common_modules = pytest.importorskip("torch.testing._internal.common_modules", exc_type=ImportError)
+# Importing torch's test utilities freezes torch.backends' flags for the whole process
+# (common_utils calls disable_global_flags), so every later test that sets e.g. cudnn.benchmark
+# would fail; give the process its flags back.
+# (torch.backends is wrapped: its functions' own globals hold the flag)
+torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
+assert not torch.backends.flags_frozen()
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
