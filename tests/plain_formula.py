@@ -7,6 +7,7 @@ padding (ints or "same"/"valid"), dilation, groups and padding mode; ``F.linear`
 code with quadnn: neither the fused [r, g] weights nor the custom autograd Function.
 """
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -40,3 +41,13 @@ def plain(layer, x, params=None):
     if layer.neuron == "poly":
         return r * g + r
     return r * g + op(x * x, p["weight_b"], p["bias_b"])
+
+
+def randomise_(layer, seed=0):
+    """Every parameter of ``layer`` drawn anew (N(0, 0.25), its own dtype), so the quadratic terms
+    are not the zeros ReLinear starts them at and every term of the formula is exercised."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
+    return layer

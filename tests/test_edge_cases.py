@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
-from plain_formula import TERMS, plain
+from plain_formula import TERMS, plain, randomise_
 from torch import nn
 from torch.func import functional_call, grad, jacrev
 from torch.nn.utils._per_sample_grad import call_for_per_sample_grads
@@ -27,14 +27,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 KINDS = list(NEURONS)
 IMPLEMENTATIONS = QuadraticLayer.IMPLEMENTATIONS
 F64 = dict(dtype=torch.float64)
-
-
-def randomise_(layer, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
-    return layer
 
 
 def randn(*shape, seed=1):

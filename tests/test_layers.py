@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_formula import randomise_
 from torch import nn
 
 from quadnn import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticLinear, Square
@@ -54,14 +55,6 @@ def formula(layer, x):
     if kind == "poly":
         return r * g + r
     return r * g + op(x * x, layer.weight_b, layer.bias_b)
-
-
-def randomise_(layer, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
-    return layer
 
 
 # (constructor, input shape) covering stride / padding / dilation / groups / no bias
