@@ -11,6 +11,7 @@ import pytest
 from quadnn_paper.common import published
 
 ROOT = Path(__file__).resolve().parents[1]
+MAKEFILE = ROOT / "Makefile"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
@@ -108,3 +109,12 @@ def test_smoke_pdf_builds(tmp_path, request):
     log = (paper / "main.log").read_text(errors="replace")
     assert "Undefined control sequence" not in log
     assert "LaTeX Warning: Reference" not in log, "undefined references in the report"
+    # the layout check with the arguments the Makefile's paper/main.pdf rule gives it
+    (rule,) = [line for line in MAKEFILE.read_text().splitlines() if "paper_check.py layout" in line]
+    args = rule.split("paper_check.py", 1)[1].split("||")[0].split()
+    layout = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "paper_check.py"), *args, "--paper", str(paper)],
+        capture_output=True,
+        text=True,
+    )
+    assert layout.returncode == 0, layout.stderr

@@ -91,7 +91,7 @@ def small_fonts(paper: Path, limit: float = MIN_FONT_PT) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("action", choices=["prune", "check", "layout"])
-    ap.add_argument("--profile", required=True)
+    ap.add_argument("--profile", help="prune, check: the profile paper/ must be all of (layout reads only the log)")
     ap.add_argument("--paper", default=str(ROOT / "paper"))
     ap.add_argument("--notebooks", default=str(ROOT / "notebooks"))
     ap.add_argument("--build", help="prune: the folder of executed notebook copies for this profile")
@@ -102,6 +102,8 @@ def main(argv=None) -> int:
         for p in found:
             print(f"layout check: {p}", file=sys.stderr)
         return 1 if found else 0
+    if not a.profile:
+        ap.error(f"{a.action} needs --profile (smoke, cpu or full)")
     names = sorted(p.stem for p in Path(a.notebooks).glob("*.ipynb"))
     recover(a.paper)
     if a.action == "prune":
