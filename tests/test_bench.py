@@ -467,6 +467,33 @@ def test_launch_count_of_a_training_step():
     assert bench.aten_launches(_count_step("cifar_resnet20")) == base  # a count, not a sample
 
 
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("neuron", ["full", "parabolic", "poly", "compact"])
+def test_every_neuron_steps_at_its_launch_floor(neuron, bias):
+    """The default runs no launch beyond the floor derived operation by operation in
+    bench.extra_launches_floor (one layer, with and without bias, its input needing a gradient as
+    inside a network; then a whole QResNet20): an added pass fails here."""
+    from quadnn import QuadraticConv2d
+
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, bias=bias), torch.nn.Flatten())
+    quad = torch.nn.Sequential(QuadraticConv2d(3, 4, 3, bias=bias, neuron=neuron), torch.nn.Flatten())
+    x, y = torch.randn(2, 3, 4, 4, requires_grad=True), torch.randint(0, 16, (2,))
+    counts = []
+    for net in (conv, quad):
+        step = bench.make_step(net, x, y)
+        step()
+        counts.append(bench.aten_launches(step))
+    # compact: above its floor by the [W, W_b] concatenation along the input dimension and the two
+    # copies of its gradient's halves into W's and W_b's (two Parameters, not halves of one tensor);
+    # with bias, by b_r + c, one constant, and the copy of its gradient into the second of the two
+    above = (3 + 2 * bias) if neuron == "compact" else 0
+    assert counts[1] == bench.launch_floor(quad, counts[0]) + above
+    if neuron == "full" and bias:
+        base = bench.aten_launches(_count_step("cifar_resnet20"))
+        model = bench.create("cifar_qresnet20")
+        assert bench.aten_launches(_count_step("cifar_qresnet20", "default")) == bench.launch_floor(model, base)
+
+
 def test_bench_rows_carry_the_launch_count(monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda model, **kw: model)
     rows = bench.run(

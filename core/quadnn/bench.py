@@ -88,7 +88,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .layers import QuadraticLayer
+from .layers import QuadraticLayer, check_neuron
 
 __all__ = [
     "main",
@@ -102,6 +102,8 @@ __all__ = [
     "elementwise_elements",
     "unavoidable_convolutions",
     "aten_launches",
+    "launch_floor",
+    "extra_launches_floor",
     "cuda_launches",
     "no_tf32",
 ]
@@ -355,6 +357,30 @@ def elementwise_elements(neuron: str, n_in: int, n_out: int) -> int:
     poly: the product (3 n_out) and its two gradients (5 n_out); compact: x*x and dx (6 n_in).
     """
     return {"full": 6 * n_in + 9 * n_out, "parabolic": 8 * n_out, "poly": 8 * n_out, "compact": 6 * n_in}[neuron]
+
+
+def extra_launches_floor(neuron: str) -> int:
+    """Kernel-launching operations a quadratic layer of kind ``neuron`` needs in one eager training
+    step beyond a conventional layer's two (its convolution and that convolution's backward), keeping
+    no more for backward than the default does (x and the product's two factors).
+
+    full, forward: the [r, g] convolution, x*x, the W_b convolution, y = r*g + W_b(x*x) (4);
+    backward: [dy*g, dy*r] (2: one product, then one swap: the weight order that produced [r, g]
+    pairs each factor with itself, and no strided view swaps two halves), x*x again (not kept:
+    one more input-sized tensor per layer), the two convolution backwards, dx += 2x * dx_b (6).
+    parabolic: [r, g] convolution and r*g; [dy*g, dy*r] (2) and one convolution backward (5).
+    poly: as parabolic, and dr += dy (6). compact: x*x, [x, x*x], the convolution; again x*x and
+    [x, x*x], the convolution backward, dx = dx_x + 2x*dx_xx (7). Keeping x*x saves one launch
+    per layer (full, compact) for one more input-sized tensor."""
+    return {"full": 8, "parabolic": 3, "poly": 4, "compact": 5}[check_neuron(neuron)]
+
+
+def launch_floor(model: nn.Module, baseline_launches: int) -> int:
+    """The fewest kernel-launching operations an eager training step of ``model`` can run with what
+    the default keeps: the conventional twin's count plus :func:`extra_launches_floor` per layer."""
+    return baseline_launches + sum(
+        extra_launches_floor(m.neuron) for m in model.modules() if isinstance(m, QuadraticLayer)
+    )
 
 
 SGD_ELEMENTS_PER_PARAMETER = 5  # momentum SGD: read parameter, gradient, buffer; write buffer, parameter

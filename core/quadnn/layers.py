@@ -211,6 +211,13 @@ class QuadraticLayer(nn.Module):
         conventional layer's Parameters) costs the concatenation, not correctness."""
         if getattr(self, "groups", 1) != 1 or self.neuron == "compact" or getattr(self, "weight_g", None) is None:
             return
+        b_g = self.bias_g
+        if self.bias is None and type(b_g) is nn.Parameter and not b_g.is_meta:
+            # No b_r: zeros stored right before b_g stand in for it, so [0; b_g] is a view too.
+            # They belong to no Parameter, so no optimizer or initialiser writes them.
+            if not _adjacent(self.__dict__.get("_zero_bias_r"), b_g):
+                both = torch.cat([torch.zeros_like(b_g), b_g])
+                self.__dict__["_zero_bias_r"], b_g.data = both[: len(b_g)], both[len(b_g) :]
         for a, b in ((self.weight, self.weight_g), (self.bias, self.bias_g)):
             if (
                 type(a) is nn.Parameter
@@ -306,7 +313,10 @@ class QuadraticLayer(nn.Module):
         compilers see the concatenation."""
         n = self._out
         groups = getattr(self, "groups", 1)
-        b_r = self.bias if self.bias is not None else self.bias_g.new_zeros(n)
+        b_r = self.bias
+        if b_r is None:
+            zero = self.__dict__.get("_zero_bias_r")
+            b_r = zero if _adjacent(zero, self.bias_g) else self.bias_g.new_zeros(n)
         if groups == 1:
             # a forward-mode AD level open: the concatenation, whose tangent autograd knows
             view = view and not (torch.compiler.is_compiling() or torch.jit.is_tracing() or fwAD._current_level >= 0)
@@ -732,7 +742,8 @@ def _adjacent(a, b) -> bool:
     """Whether ``b`` lies right after ``a`` in one storage, both contiguous and alike: then
     [a; b] along the first dimension is a view."""
     return (
-        a.is_contiguous()
+        a is not None
+        and a.is_contiguous()
         and b.is_contiguous()
         and a.shape == b.shape
         and a.dtype == b.dtype
