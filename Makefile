@@ -163,7 +163,7 @@ slurm-up:
 slurm-down:
 	@bash tools/slurm/down.sh
 
-# The paper's own numbers (quadnn_paper/published.py) as LaTeX macros.
+# The paper's own numbers (quadnn_paper/common/published.py) as LaTeX macros.
 paper/variables/published.tex: core/quadnn_paper/common/published.py $(INSTALLED)
 	$(BIN)/python -m quadnn_paper.common.published $@
 
