@@ -85,7 +85,7 @@ endif
 .PHONY: help setup test test-fast test-e2e test-faults lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
-	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (see the README)"
+	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (docs/full-protocol.md)"
 	@echo "make status [PROFILE=full] [TINY=1]  runs per section: done/running/pending/failed, GPU-hours left"
 	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
@@ -163,7 +163,7 @@ slurm-up:
 slurm-down:
 	@bash tools/slurm/down.sh
 
-# The paper's own numbers (quadnn_paper/published.py) as LaTeX macros.
+# The paper's own numbers (quadnn_paper/common/published.py) as LaTeX macros.
 paper/variables/published.tex: core/quadnn_paper/common/published.py $(INSTALLED)
 	$(BIN)/python -m quadnn_paper.common.published $@
 

@@ -1,4 +1,5 @@
-"""quadnn_paper.depth: metrics, KITTI-format I/O, loader crop/cap, quadratic encoder at init, the paper's protocol."""
+"""KITTI depth (quadnn_paper.sections.kitti_lapdepth, imported as ``depth``): metrics, KITTI-format I/O, loader
+crop/cap, quadratic encoder at init, the paper's protocol."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Quadratic layers inside the tools users already run (docs/WORKS_WITH.md has one row per test group).
+"""Quadratic layers inside the tools users already run (docs/works-with.md has one row per test group).
 
 FLOP counters (fvcore through TorchScript, torch.utils.flop_counter), torch.jit.trace, ONNX export
 run in onnxruntime, torch.export, double backward, weight/spectral norm, quantization (torchao,
@@ -396,7 +396,7 @@ def bf16_gradient_cosine(name, batch=16, seed=0, width=1.0, variant=None):
 
 @pytest.mark.slow
 def test_bf16_gradients_of_a_quadratic_network_follow_float32():
-    # docs/WORKS_WITH.md gives the spread over seeds (median 0.95 against 0.99 for the
+    # docs/works-with.md gives the spread over seeds (median 0.95 against 0.99 for the
     # conventional net); bf16 CPU convolutions are slow, hence a narrow net
     q = bf16_gradient_cosine("cifar_qresnet20", width=0.25, seed=0)
     c = bf16_gradient_cosine("cifar_resnet20", width=0.25, seed=0)
@@ -450,7 +450,7 @@ def test_timm_safetensors_and_save_for_hf_round_trips(tmp_path):
 
 
 def measure():
-    """The figures of docs/WORKS_WITH.md: ``PYTHONPATH=core python tests/test_ecosystem.py``."""
+    """The figures of docs/works-with.md: ``PYTHONPATH=core python tests/test_ecosystem.py``."""
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     x = torch.randn(1, 3, 32, 32)

@@ -1,4 +1,4 @@
-"""quadnn_paper.expressivity: spline construction, variety dimensions and bounds, protocols."""
+"""quadnn_paper.sections.expressivity: spline construction, variety dimensions and bounds, protocols."""
 
 import math
 

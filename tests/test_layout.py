@@ -135,7 +135,7 @@ def test_every_companion_module_sits_in_exactly_one_layer():
         if rel.name == "__init__.py" and len(rel.parts) == 1:
             continue
         top = rel.parts[0].removesuffix(".py")
-        assert top in LAYERS, f"{rel} is outside the layers {LAYERS} (README: Layout)"
+        assert top in LAYERS, f"{rel} is outside the layers {LAYERS} (docs/layout.md)"
 
 
 def test_layer_contract_holds_for_every_import():

@@ -1,6 +1,6 @@
 """No number the paper or our runs produced is typed by hand in paper/sections/*.tex.
 
-The paper's numbers live in :mod:`quadnn_paper.published` (checked here against the paper's
+The paper's numbers live in :mod:`quadnn_paper.common.published` (checked here against the paper's
 LaTeX source where it is available) and reach the text as ``\\paper<Name>`` macros; our
 numbers reach it as the notebooks' ``\\<section><Name>`` macros.
 """
@@ -44,7 +44,7 @@ def test_the_detector_sees_typed_numbers():
 def test_sections_type_no_decimal(section):
     typed = [d for d in decimals(section.read_text()) if d not in ALLOWED]
     assert not typed, (
-        f"{section.name} types {typed}: put the paper's numbers in quadnn_paper/published.py "
+        f"{section.name} types {typed}: put the paper's numbers in quadnn_paper/common/published.py "
         "and ours in the notebook's variables, and use the macros"
     )
 

@@ -1,4 +1,4 @@
-"""Every paper section has one interface and one name (README "Layout"): the module
+"""Every paper section has one interface and one name (docs/layout.md): the module
 ``quadnn_paper.sections.<name>``, ``notebooks/<name>.ipynb``, ``paper/sections/<name>.tex``, the report
 section its notebook writes, and its ``make status`` line."""
 

@@ -5,7 +5,7 @@ gradient), test_model_default_cfgs (forward_features / forward_head(pre_logits) 
 and (0, '') / create_model(num_classes=0, global_pool='') / first_conv and classifier names),
 test_model_forward_features (features_only), test_model_forward_intermediates (also through
 ``feature_cls='getter'``), test_model_forward_fx and test_model_backward_fx (timm's fx tracer with its
-no-trace leaf modules; these two on the shallowest model of each family and kind). TorchScript is not supported (README). ImageNet models run at 32x32 rather
+no-trace leaf modules; these two on the shallowest model of each family and kind). TorchScript is not supported (core/README.md). ImageNet models run at 32x32 rather
 than 224x224, so the unpooled map is 1x1 where default_cfg's pool_size says 7x7; CIFAR ResNet1202
 only in the eval-mode forward.
 """

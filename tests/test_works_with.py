@@ -1,4 +1,4 @@
-"""The README's "Works with" rows for PyTorch's transforms and the clients users run quadratic
+"""The "Works with" rows (docs/works-with.md) for PyTorch's transforms and the clients users run quadratic
 layers through: torch.func, torch.utils.checkpoint, pruning and parametrizations, opacus, and the
 FLOP/parameter counters thop, ptflops and torchinfo. Each result is compared with the plain
 formula (tests/plain_formula.py) or with torch.utils.flop_counter."""
@@ -199,7 +199,7 @@ def test_torchinfo_counts_parameters_but_not_quadratic_mult_adds(resnets):
     stats = {name: torchinfo.summary(copy.deepcopy(m), input_data=x, verbose=0) for name, (m, _, _) in models.items()}
     for name, (_, _, params) in models.items():
         assert stats[name].total_params == params, name
-    # its Mult-Adds: right for the conventional net, low for the quadratic one (README row);
+    # its Mult-Adds: right for the conventional net, low for the quadratic one (docs/works-with.md row);
     # should torchinfo learn the layers, this fails and the row is to be updated
     assert stats["cifar_resnet20"].total_mult_adds == pytest.approx(models["cifar_resnet20"][1], rel=0.02)
     assert stats["cifar_qresnet20"].total_mult_adds < 0.7 * models["cifar_qresnet20"][1]

@@ -1,4 +1,4 @@
-"""What the data fingerprints cost (docs/RELIABILITY_TRUST.md): an ImageFolder tree of 20,000 small
+"""What the data fingerprints cost (docs/reliability.md): an ImageFolder tree of 20,000 small
 files (listed and stat'ed, extrapolated to ImageNet's 1.33 M) and full-size CIFAR-10 batch files
 (hashed once, then remembered). Writes its data to a temporary folder and removes it.
 

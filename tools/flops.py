@@ -3,7 +3,7 @@
     PYTHONPATH=core python tools/flops.py
 
 Counted by ``torch.utils.flop_counter.FlopCounterMode`` (2 FLOPs per multiply-add) on one image
-on the CPU; printed as the Markdown table of docs/FIRST_CONTACT.md.
+on the CPU; printed as the Markdown table of docs/gpu.md.
 """
 
 import timm

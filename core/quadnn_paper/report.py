@@ -6,7 +6,7 @@
 - numbers quoted by the text -> ``paper/variables/SECTION.tex`` as ``\\newcommand`` macros.
 
 Nothing in the report is typed by hand: every number comes through here (the paper's own
-numbers come from :mod:`quadnn_paper.published`).
+numbers come from :mod:`quadnn_paper.common.published`).
 
 ``paper/`` is consistent or untouched. A :class:`Report` stages what the notebook writes in
 ``paper/.staging/`` and :meth:`Report.commit` (the notebook's last cell, or the end of a

@@ -2,12 +2,12 @@
 
 The paper is Fan, Li, Wang, Lai and Wang, "On Expressivity and Trainability of Quadratic
 Networks" (its LaTeX source is the reference the test ``tests/test_paper_numbers.py`` checks
-these values against). The section modules' ``PAPER`` dicts are these dicts under their old
-names (same keys, same types), so each can become ``from .published import X as PAPER``.
+these values against). The section modules' ``PAPER`` dicts are these dicts under other
+names (``quadnn_paper.sections.cifar_tuning.PAPER`` is :data:`CIFAR_TUNING`, and so on).
 
 A value keeps the text the paper prints (``Printed("9.80")`` is the float 9.8 that prints as
 ``9.80``), so the report quotes it digit for digit. :func:`macros` names each quoted value as a
-LaTeX macro ``\\paper<Name>``; ``python -m quadnn_paper.published paper/variables/published.tex``
+LaTeX macro ``\\paper<Name>``; ``python -m quadnn_paper.common.published paper/variables/published.tex``
 writes them (``make paper`` does, before LaTeX), and ``paper/sections/*.tex`` use the macros
 instead of typing the numbers.
 """
@@ -64,7 +64,7 @@ class Printed(float):
 P = Printed
 
 # -- Image classification, ReLinear variants on CIFAR-10 (QResNet20): best error per variant, % --
-# (quadnn_paper.cifar_tuning.PAPER)
+# (quadnn_paper.sections.cifar_tuning.PAPER)
 CIFAR_TUNING = {
     "sg": P("7.78"),  # ReLinear-sg, gamma_g = gamma_b = 1e-4
     "sw": P("8.21"),  # ReLinear-sw, l2, beta = 0.9
@@ -115,7 +115,7 @@ CIFAR_WIDTH = {
     (56, 2.0): "6.12",
     (56, 2.5): "6.58",
 }  # (depth, channel multiplier)
-# "Time" column of the main table: training seconds per epoch (quadnn.bench.PAPER_EPOCH_SECONDS).
+# "Time" column of the main table: training seconds per epoch (quadnn_paper.sections.efficiency.PAPER_EPOCH_SECONDS).
 CIFAR_EPOCH_SECONDS = {
     "cifar_resnet20": P("10.43"),
     "cifar_qresnet20": P("10.87"),
@@ -138,7 +138,7 @@ VGG = {"Quadratic-VGG16 (ReLinear)": P("28.33"), "square activation": "no conver
 VGG_SQUARE_LRS = (P("0.05"), P("0.03"), P("0.01"))  # the three rates of the square-activation VGG16
 VGG_QUADRATIC_LR = {"lr": P("0.1"), "lr_g": P("1e-6")}  # Quadratic-VGG16: gamma_r, gamma_g = gamma_b
 
-# -- ImageNet: top-1 error %, 10-crop (quadnn_paper.imagenet.PAPER; keys are our model names) --
+# -- ImageNet: top-1 error %, 10-crop (quadnn_paper.sections.imagenet.PAPER; keys are our model names) --
 IMAGENET = {
     "imagenet_plain18": P("27.94"),
     "imagenet_plain34": P("28.54"),
@@ -159,7 +159,7 @@ IMAGENET_PROTOCOL = {
     "lr_g": P("1e-5"),
 }
 
-# -- KITTI, Eigen split (quadnn_paper.depth.PAPER) --
+# -- KITTI, Eigen split (quadnn_paper.sections.kitti_lapdepth.PAPER) --
 KITTI = {
     "LapDepth (official)": dict(sq_rel=P("0.212"), rmse=P("0.446")),
     "LapDepth (replicated)": dict(sq_rel=P("0.214"), rmse=P("0.458")),
@@ -178,13 +178,13 @@ KITTI_PROTOCOL = {
 # paper's 0.446 (a dropped leading digit, we think). Excluded from the check against the source.
 LAPDEPTH_OWN_RMSE = P("2.446")
 
-# -- Runge function (quadnn_paper.runge.PAPER, PAPER_RMSE, PAPER_PIECES) --
+# -- Runge function (quadnn_paper.sections.runge.PAPER, PAPER_RMSE, PAPER_PIECES) --
 RUNGE = dict(n_train=33, interval=(-5.0, 5.0), width=8, depth=5, iterations=30_000, n_test=100)
 RUNGE_RMSE = {"regular": None, "relinear-init": None, "sw-l1": P("0.0656"), "sw-l2": P("0.0426"), "sg": P("0.0205")}
 RUNGE_PIECES = 24
 RUNGE_LRS = {"lr": P("0.0003"), "lr_g": P("0.00015"), "shrink": P("0.0001")}  # rates, ReLinear-sg rate, sw factors
 
-# -- Expressivity (quadnn_paper.expressivity.PAPER) --
+# -- Expressivity (quadnn_paper.sections.expressivity.PAPER) --
 EXPRESSIVITY = dict(
     oscillation_widths=(1, 10, 10, 10, 10, 1),
     oscillation_sigmas=(P("0.01"), P("0.02"), P("0.03")),
@@ -268,7 +268,7 @@ def write(path: str | Path) -> Path:
     """Write :func:`macros` as ``\\newcommand`` lines into ``path`` (atomically)."""
     from quadnn_paper.common.files import atomic_write_text
 
-    lines = ["% The paper's numbers, from quadnn_paper/published.py; written by `make paper`, do not edit."]
+    lines = ["% The paper's numbers, from quadnn_paper/common/published.py; written by `make paper`, do not edit."]
     lines += [rf"\newcommand{{\paper{k}}}{{{v}}}" for k, v in macros().items()]
     atomic_write_text(path, "\n".join(lines) + "\n")
     return Path(path)
@@ -276,5 +276,5 @@ def write(path: str | Path) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m quadnn_paper.published paper/variables/published.tex")
+        sys.exit("usage: python -m quadnn_paper.common.published paper/variables/published.tex")
     write(sys.argv[1])

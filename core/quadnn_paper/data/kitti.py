@@ -76,7 +76,7 @@ _WHERE = (
     "2011_09_26_drive_0002_sync/image_02/data/*.png), the projected LiDAR ground truth as 16-bit "
     "PNGs, and the Eigen split lists data/kitti/splits/eigen_train_files.txt and "
     "eigen_test_files.txt with one '<rgb path> <depth path> [focal]' line per image, paths "
-    "relative to data/kitti/. Offline, write synthetic scenes with quadnn_paper.depth.write_synthetic_kitti."
+    "relative to data/kitti/. Offline, write synthetic scenes with quadnn_paper.data.kitti.write_synthetic_kitti."
 )
 
 

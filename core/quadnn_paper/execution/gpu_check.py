@@ -10,7 +10,7 @@ what to do; ``report.json`` and ``report.md`` go to ``--out``, with each subproc
 The checks, in order:
 
 - ``environment``: the GPUs, driver, torch, CUDA, cuDNN and library versions;
-- ``smoke_train``: step 1 of the README's first contact, ``quadnn-train --profile smoke --device cuda``;
+- ``smoke_train``: step 1 of the first contact (``docs/gpu.md``), ``quadnn-train --profile smoke --device cuda``;
 - ``layers``: every neuron kind x implementation, one training step (forward, backward, SGD) of a
   quadratic convolution on the GPU against the same step in float64 on the CPU, in fp32 (TF32
   off), TF32, bf16 autocast and channels_last, within :data:`LAYER_TOLERANCE`;
@@ -54,7 +54,7 @@ __all__ = [
     "write_report",
 ]
 
-FAILURES = "README.md#what-each-failure-looks-like"  # the README's table of failures and their meaning
+FAILURES = "docs/gpu.md#what-each-failure-looks-like"  # the table of failures and their meaning
 
 # Largest difference, relative to each tensor's largest entry, between the GPU step and float64 on
 # the CPU (output, input and parameter gradients, parameters after one SGD step). One layer: fp32
@@ -516,7 +516,7 @@ def write_report(checks: list[Check], out: Path, device: str) -> tuple[Path, Pat
     for c in checks:
         cell = lambda s: s.replace("|", "\\|").replace("\n", " ")  # noqa: E731
         lines.append(f"| {c.name} | {c.status} | {c.seconds:g} | {cell(c.message)} | {cell(c.todo)} |")
-    lines += ["", f"Failures and what they mean: the README's table ({FAILURES}). Logs: `logs/`."]
+    lines += ["", f"Failures and what they mean: the table in {FAILURES}. Logs: `logs/`."]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return out / "report.json", out / "report.md"
 

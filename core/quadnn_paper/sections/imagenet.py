@@ -154,8 +154,8 @@ def _twin(model: str) -> str | None:
 def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) -> list:
     """The runs of ``profile`` (every model x seed) as engine configurations (task ``imagefolder``).
 
-    ``data_root`` holds the data folder: :data:`~quadnn_paper.paths.DATA` for ImageNet
-    (``data/imagenet/{train,val}``), :data:`~quadnn_paper.paths.GENERATED` for the generated
+    ``data_root`` holds the data folder: :data:`~quadnn_paper.common.paths.DATA` for ImageNet
+    (``data/imagenet/{train,val}``), :data:`~quadnn_paper.common.paths.GENERATED` for the generated
     digits tree (default by profile).
     """
     from quadnn.models.imagenet_resnet import VARIANTS

@@ -1,0 +1,190 @@
+"""The documentation's entry points and the names it quotes.
+
+- README.md is a front door: short, and it opens with the two commands (``make paper``, ``make test``).
+- Every relative Markdown link in README.md, core/README.md and docs/ reaches an existing file and,
+  with a ``#anchor``, a heading of that file (GitHub's slugs).
+- Every dotted name of the library or the companion (``quadnn.bench``,
+  ``quadnn_paper.sections.runge.PROTOCOLS``) quoted in the sources, notebooks, tests, tools,
+  manuals and paper sections resolves: the longest importable module prefix, then attributes.
+  So does every ``docs/...`` path and every ``quadnn/...py`` or ``quadnn_paper/...py`` path.
+  A name that must stay unresolved is in :data:`ALLOWED` with its reason; CHANGELOG.md, a
+  history of names, is not read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# -- the front door and the links of the manuals --------------------------------------------------
+
+MANUALS = [
+    "README.md",
+    "core/README.md",
+    *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").rglob("*.md")),
+]
+FENCE = re.compile(r"^ {0,3}```.*?^ {0,3}```[^\n]*$", re.M | re.S)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def slugs(markdown: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: lowercase, punctuation but hyphens and
+    underscores dropped, spaces to hyphens; a repeated heading gets ``-1``, ``-2``, ..."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^ {0,3}#{1,6} +(.+?) *#* *$", FENCE.sub("", markdown), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(f"{slug}-{n}" if n else slug)
+    return out
+
+
+def test_slugs_follow_githubs_rules():
+    text = "# Works with\n## What each failure looks like\n```\n# not a heading\n```\n### GPU settings: `tf32`, x_y\n"
+    assert slugs(text + "# Works with\n") == {
+        "works-with",
+        "what-each-failure-looks-like",
+        "gpu-settings-tf32-x_y",
+        "works-with-1",
+    }
+
+
+def test_readme_is_a_front_door():
+    text = (REPO / "README.md").read_text()
+    lines = text.splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; the manuals live in docs/"
+    assert lines[0].startswith("# ")
+    # before the commands: the title and the introduction, no section
+    before, fence, _ = text.partition("```bash\n")
+    assert fence and not re.search(r"^#{2,} ", before, re.M), "the two commands come before any section"
+    commands = [line for line in text[len(before) + len(fence) :].split("```")[0].splitlines() if line.strip()]
+    assert [c.split("#")[0].split() for c in commands[:2]] == [["make", "paper"], ["make", "test"]], commands
+
+
+def test_every_relative_link_of_the_manuals_reaches_a_file_and_heading():
+    broken = []
+    for rel in MANUALS:
+        path = REPO / rel
+        for target in LINK.findall(FENCE.sub("", path.read_text())):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file).resolve() if file else path
+            if not dest.exists():
+                broken.append(f"{rel}: {target} (no {dest.relative_to(REPO) if dest.is_relative_to(REPO) else dest})")
+            elif anchor and (dest.suffix != ".md" or anchor not in slugs(dest.read_text())):
+                broken.append(f"{rel}: {target} (no heading #{anchor} in {dest.relative_to(REPO)})")
+    assert not broken, "\n".join(broken)
+
+
+# -- every name resolves ---------------------------------------------------------------------------
+
+ROOTS = ["core", "notebooks", "tests", "tools", "docs", "data", "paper/sections"]
+FILES = ["README.md", "Makefile", "CONTRIBUTING.md", "pyproject.toml", "paper/main.tex"]
+SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
+# This file names the allow-listed names as data; reading it would find them here too.
+SKIP_FILES = {"tests/test_docs.py"}
+
+DOTTED = re.compile(r"\b(?:quadnn|quadnn_paper)(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+DOCS_PATH = re.compile(r"(?:(?<=\.\./)|(?<![\w/.-]))docs/[\w./-]*")  # docs/x or ../docs/x, not a URL's
+SOURCE_PATH = re.compile(r"(?<![\w.-])(?:core/)?(quadnn(?:_paper)?/[\w/]*\w\.py)\b")
+
+# (file, name): why the name stays as it is. Each entry must still be found, unresolved.
+ALLOWED = {
+    ("tools/run_manifest.py", "quadnn_paper.status"): (
+        "the fallback import for checkouts before the companion was cut into layers (dc074d1 and "
+        "earlier), where `make status` lived in this module; the tool runs on old commits by design"
+    ),
+    ("notebooks/efficiency.ipynb", "quadnn_paper.efficiency.PROTOCOLS"): (
+        "cell 0's markdown; the notebook is being edited in a parallel change (cell 10), so the "
+        "rename to quadnn_paper.sections.efficiency.PROTOCOLS waits for it to land"
+    ),
+}
+
+
+def texts():
+    """(path relative to the repository, text) of every text file the walk reads; a notebook is
+    its cells' sources, a LaTeX file is read with ``\\_`` as ``_``."""
+    paths = [REPO / f for f in FILES if (REPO / f).is_file()]
+    for root in ROOTS:
+        for folder, dirs, files in os.walk(REPO / root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+            paths += [Path(folder) / f for f in sorted(files)]
+    for path in paths:
+        rel = path.relative_to(REPO).as_posix()
+        raw = path.read_bytes()
+        if rel in SKIP_FILES or b"\0" in raw:
+            continue
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            continue
+        if path.suffix == ".ipynb":
+            text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+        elif path.suffix == ".tex":
+            text = text.replace("\\_", "_")
+        yield rel, text
+
+
+@cache
+def resolves(name: str) -> bool:
+    """Whether ``name`` is a module, or a module's attribute (a class's attribute, a dataclass's
+    field) after the longest importable prefix."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        module = ".".join(parts[:i])
+        try:
+            obj = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (module == e.name or module.startswith(e.name + ".")):
+                raise  # the module exists and lacks a dependency: not a question of its name
+            continue
+        for attr in parts[i:]:
+            if hasattr(obj, attr):
+                obj = getattr(obj, attr)
+            elif attr in getattr(obj, "__dataclass_fields__", {}) or attr in getattr(obj, "__annotations__", {}):
+                obj = None  # an instance attribute the class declares; nothing to look into further
+            else:
+                return False
+        return True
+    return False
+
+
+def dangling() -> dict[tuple[str, str], int]:
+    """(file, name or path) -> how often, for every reference that does not resolve."""
+    found: dict[tuple[str, str], int] = {}
+    for rel, text in texts():
+        bad = [m for m in DOTTED.findall(text) if not resolves(m)]
+        bad += [p for p in (m.rstrip(".") for m in DOCS_PATH.findall(text)) if not (REPO / p).exists()]
+        bad += [p for p in SOURCE_PATH.findall(text) if not (REPO / "core" / p).is_file()]
+        for name in bad:
+            found[rel, name] = found.get((rel, name), 0) + 1
+    return found
+
+
+def test_every_dotted_name_resolves():
+    found = dangling()
+    unexplained = [f"{rel}: {name} ({n}x)" for (rel, name), n in sorted(found.items()) if (rel, name) not in ALLOWED]
+    assert not unexplained, "names that point nowhere:\n" + "\n".join(unexplained)
+    stale = [f"{rel}: {name}" for rel, name in ALLOWED if (rel, name) not in found]
+    assert not stale, "allowed names no longer found unresolved (remove them from ALLOWED):\n" + "\n".join(stale)
+
+
+def test_the_walk_reads_what_it_should():
+    rels = dict(texts())
+    assert {"README.md", "Makefile", "core/quadnn/layers.py", "notebooks/runge.ipynb", "data/README.md"} <= set(rels)
+    assert not any(r.startswith("CHANGELOG") or "__pycache__" in r for r in rels)
+    assert "quadnn_paper.sections.runge.PROTOCOLS" in DOTTED.findall(rels["notebooks/runge.ipynb"])
+    assert resolves("quadnn_paper.engine.RunConfig.recompute_budget") and resolves("quadnn.models.cifar_resnet")
+    assert not resolves("quadnn_paper.runge") and not resolves("quadnn.bench.PAPER_EPOCH_SECONDS")
+    assert DOCS_PATH.findall("see ../docs/gpu.md, https://pytorch.org/docs/stable and docs/gpu/.") == [
+        "docs/gpu.md",
+        "docs/gpu/.",
+    ]
