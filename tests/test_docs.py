@@ -102,10 +102,6 @@ ALLOWED = {
         "the fallback import for checkouts before the companion was cut into layers (dc074d1 and "
         "earlier), where `make status` lived in this module; the tool runs on old commits by design"
     ),
-    ("notebooks/efficiency.ipynb", "quadnn_paper.efficiency.PROTOCOLS"): (
-        "cell 0's markdown; the notebook is being edited in a parallel change (cell 10), so the "
-        "rename to quadnn_paper.sections.efficiency.PROTOCOLS waits for it to land"
-    ),
 }
 
 
