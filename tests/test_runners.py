@@ -366,13 +366,15 @@ def test_slurm_cancelled_job_is_resubmitted_and_resumes(slurm):
 @pytest.fixture(scope="module")
 def timed_out_run(slurm_cluster, tmp_path_factory):
     """A run longer than its one-minute limit, started early so that its minute overlaps the other
-    SLURM tests: SLURM sends USR2 59 s before the limit, at its next periodic check (every 30 s),
-    submitit sees a timeout, checkpoints and requeues; the run resumes, maybe more than once."""
+    SLURM tests: SLURM sends USR2 45 s before the limit, at its next periodic check (every 30 s),
+    so 15 to 45 s after the start; submitit sees a timeout, checkpoints and requeues; the run
+    resumes, maybe more than once. (At 59 s before the limit the signal could come 1 s after the
+    start, before Python had installed submitit's handler, and kill the job on a loaded machine.)"""
     tmp = tmp_path_factory.mktemp("timeout")
     out = tmp / "out"
     out.mkdir()
-    runner = make_runner("slurm", tmp / "runs", is_done=is_done_in(out), time_min=1, signal_delay_s=59)
-    runner.submit([Job("slow", Toy(out, "slow", epochs=34, sleep_s=1))])
+    runner = make_runner("slurm", tmp / "runs", is_done=is_done_in(out), time_min=1, signal_delay_s=45)
+    runner.submit([Job("slow", Toy(out, "slow", epochs=55, sleep_s=1))])  # longer than the signal's 45 s
     return runner, out
 
 
@@ -419,7 +421,7 @@ def test_slurm_timed_out_job_requeues_and_resumes(timed_out_run):
     runner, out = timed_out_run
     assert runner.wait(["slow"], timeout=180) == {"slow": "done"}
     res = result(out, "slow")
-    assert res["value"] == expected_value("slow", 34) and res["attempts"] >= 2
+    assert res["value"] == expected_value("slow", 55) and res["attempts"] >= 2
     assert "this job is timed-out" in runner.log_tail("slow", 80)
 
 

@@ -126,6 +126,10 @@ class Report:
     # -- figures ------------------------------------------------------------------
     def figure(self, fig, name: str) -> Path:
         """Save a matplotlib figure as ``figures/NAME.pdf`` (+ ``.png``); stamps the profile on it."""
+        if fig.get_layout_engine() is None:
+            # Axis labels and tick labels inside the size it was drawn at (its printed size): the
+            # tight bounding box would otherwise widen the file, and the report shrink its fonts.
+            fig.tight_layout()
         # Below everything the figure draws (the tight bounding box takes it in), so it never sits on
         # an axis label.
         fig.text(
