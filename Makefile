@@ -16,8 +16,9 @@ TEX_PACKAGES := texlive-latex-base texlive-latex-recommended texlive-latex-extra
 # SLURM_SBATCH="--opt=value ..."). GPUS=n gives every run n GPUs (0: CPU jobs) instead of what its
 # protocol asks (ImageNet 8, others 1). WAIT=1 waits for submitted SLURM jobs, then collects;
 # without it a notebook submits what is missing and shows it as pending. TINY=1 (full only) runs
-# the full protocols on tiny generated data in the real on-disk formats.
-RUNNER   ?= inline
+# the full protocols on tiny generated data in the real on-disk formats. The cpu profile's runs take
+# one thread each, so by default they go two (or one per CPU) at a time through the local queue.
+RUNNER   ?= $(if $(filter cpu,$(PROFILE)),local,inline)
 TINY     ?=
 WAIT     ?=
 PROFILES := smoke cpu full
@@ -85,7 +86,7 @@ endif
 .PHONY: help setup test test-fast test-e2e test-faults lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
-	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (docs/full-protocol.md)"
+	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (cpu: local, else inline)"
 	@echo "make status [PROFILE=full] [TINY=1]  runs per section: done/running/pending/failed, GPU-hours left"
 	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
@@ -190,8 +191,15 @@ test-fast: $(INSTALLED)
 
 test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
-	@# nbval first: the smoke PDF test then builds from the outputs nbval wrote in this session.
-	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults"
+	@# Two pytest processes side by side: the SLURM tests spend their time waiting on the scheduler,
+	@# the rest mostly on one thread (tests/conftest.py's one_thread), so together they use both cores.
+	@# nbval first in the second: the smoke PDF test then builds from the outputs nbval wrote there.
+	@mkdir -p build; rm -f build/test-slurm.log
+	@echo "SLURM tests: in the background, their output follows the others' (build/test-slurm.log)"
+	@$(PYTEST) tests -m "slurm and not e2e and not faults" -q > build/test-slurm.log 2>&1 & slurm=$$!; \
+	  QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not slurm and not e2e and not faults"; rest=$$?; \
+	  wait $$slurm; status=$$?; echo "--- the SLURM tests (build/test-slurm.log):"; cat build/test-slurm.log; \
+	  [ $$rest = 0 ] && [ $$status = 0 ]
 
 # The fault-injection tier at every store operation (make test samples a few of them).
 test-faults: $(INSTALLED)
