@@ -191,15 +191,8 @@ test-fast: $(INSTALLED)
 
 test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
-	@# Two pytest processes side by side: the SLURM tests spend their time waiting on the scheduler,
-	@# the rest mostly on one thread (tests/conftest.py's one_thread), so together they use both cores.
-	@# nbval first in the second: the smoke PDF test then builds from the outputs nbval wrote there.
-	@mkdir -p build; rm -f build/test-slurm.log
-	@echo "SLURM tests: in the background, their output follows the others' (build/test-slurm.log)"
-	@$(PYTEST) tests -m "slurm and not e2e and not faults" -q > build/test-slurm.log 2>&1 & slurm=$$!; \
-	  QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not slurm and not e2e and not faults"; rest=$$?; \
-	  wait $$slurm; status=$$?; echo "--- the SLURM tests (build/test-slurm.log):"; cat build/test-slurm.log; \
-	  [ $$rest = 0 ] && [ $$status = 0 ]
+	@# nbval first: the smoke PDF test then builds from the outputs nbval wrote in this session.
+	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults"
 
 # The fault-injection tier at every store operation (make test samples a few of them).
 test-faults: $(INSTALLED)
