@@ -16,9 +16,8 @@ TEX_PACKAGES := texlive-latex-base texlive-latex-recommended texlive-latex-extra
 # SLURM_SBATCH="--opt=value ..."). GPUS=n gives every run n GPUs (0: CPU jobs) instead of what its
 # protocol asks (ImageNet 8, others 1). WAIT=1 waits for submitted SLURM jobs, then collects;
 # without it a notebook submits what is missing and shows it as pending. TINY=1 (full only) runs
-# the full protocols on tiny generated data in the real on-disk formats. The cpu profile's runs take
-# one thread each, so by default they go two (or one per CPU) at a time through the local queue.
-RUNNER   ?= $(if $(filter cpu,$(PROFILE)),local,inline)
+# the full protocols on tiny generated data in the real on-disk formats.
+RUNNER   ?= inline
 TINY     ?=
 WAIT     ?=
 PROFILES := smoke cpu full
@@ -86,7 +85,7 @@ endif
 .PHONY: help setup test test-fast test-e2e test-faults lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
-	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (cpu: local, else inline)"
+	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (default inline)"
 	@echo "make status [PROFILE=full] [TINY=1]  runs per section: done/running/pending/failed, GPU-hours left"
 	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
