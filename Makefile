@@ -181,6 +181,9 @@ paper: paper/main.pdf
 # defaults, the smoke PDF build; skipped with a message when TeX cannot be had). test-e2e: the whole
 # full profile at TINY=1 through the real SLURM, from an empty cache in a fresh clone of HEAD.
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+# make test's pytest-xdist workers (tests/conftest.py keeps the SLURM tests on one, the notebooks
+# and the PDF on one): the SLURM tests mostly wait on the daemons while the other core computes.
+TEST_WORKERS ?= 2
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -191,7 +194,7 @@ test-fast: $(INSTALLED)
 test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
 	@# nbval first: the smoke PDF test then builds from the outputs nbval wrote in this session.
-	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults"
+	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) -n $(TEST_WORKERS) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults"
 
 # The fault-injection tier at every store operation (make test samples a few of them).
 test-faults: $(INSTALLED)
