@@ -16,8 +16,10 @@ TEX_PACKAGES := texlive-latex-base texlive-latex-recommended texlive-latex-extra
 # SLURM_SBATCH="--opt=value ..."). GPUS=n gives every run n GPUs (0: CPU jobs) instead of what its
 # protocol asks (ImageNet 8, others 1). WAIT=1 waits for submitted SLURM jobs, then collects;
 # without it a notebook submits what is missing and shows it as pending. TINY=1 (full only) runs
-# the full protocols on tiny generated data in the real on-disk formats.
-RUNNER   ?= inline
+# the full protocols on tiny generated data in the real on-disk formats. The cpu profile's default
+# is local (one worker process per CPU, each running its runs one after another: 12 ResNet20 runs
+# in 59 s against 107 s inline on 2 cores); smoke and full default to inline.
+RUNNER   ?= $(if $(filter cpu,$(PROFILE)),local,inline)
 TINY     ?=
 WAIT     ?=
 PROFILES := smoke cpu full

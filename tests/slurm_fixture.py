@@ -97,6 +97,20 @@ class Toy:
         return state["value"]
 
 
+class WhichProcess:
+    """A job that writes the id of the process it runs in to ``out/<key>.pid`` (and prints a line to
+    its log); ``die``: then kills that process, as a crash in native code would."""
+
+    def __init__(self, out, key, die=False):
+        self.out, self.key, self.die = str(out), key, die
+
+    def __call__(self):
+        (Path(self.out) / f"{self.key}.pid").write_text(str(os.getpid()))
+        print(f"job {self.key} in process {os.getpid()}", flush=True)
+        if self.die:
+            os.kill(os.getpid(), 9)
+
+
 def expected_value(key, epochs, start=1):
     """The value a Toy run ends with, computed without running it."""
     value = start

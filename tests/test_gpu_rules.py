@@ -594,7 +594,8 @@ def test_local_runner_gives_each_job_its_share_of_the_cpus(tmp_path, monkeypatch
     from quadnn_paper.execution.runners import Job
 
     envs = []
-    monkeypatch.setattr(local.subprocess, "call", lambda cmd, env, **kw: envs.append(env) or 0)
+    monkeypatch.setattr(local.subprocess, "call", lambda cmd, env, **kw: envs.append(env) or 0)  # GPU jobs
+    monkeypatch.setattr(local.SlotWorker, "run", lambda self, spec, state, log, env: envs.append(env) or 0)  # CPU
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)))
     monkeypatch.setattr(os, "cpu_count", lambda: 64)  # the node's, not this process's
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

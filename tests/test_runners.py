@@ -19,7 +19,17 @@ import time
 from pathlib import Path
 
 import pytest
-from slurm_fixture import UP, AllReduce, Toy, expected_value, is_done_in, max_overlap, slurm_cluster, spans  # noqa: F401
+from slurm_fixture import (  # noqa: F401
+    UP,
+    AllReduce,
+    Toy,
+    WhichProcess,
+    expected_value,
+    is_done_in,
+    max_overlap,
+    slurm_cluster,
+    spans,
+)
 
 from quadnn_paper.execution.runners import Job, make_runner
 
@@ -125,6 +135,26 @@ def test_local_queues_more_jobs_than_workers_and_never_runs_more(tmp_path):
     assert max(seen) == 2
     assert max_overlap([s[:2] for k in keys for s in spans(out, k)]) == 2
     assert all(result(out, k)["value"] == expected_value(k, 2) for k in keys)
+
+
+def test_local_cpu_slot_runs_its_jobs_in_one_worker_and_a_job_that_kills_it_fails_alone(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    runner = make_runner("local", tmp_path / "runs", workers=1, gpus=[])
+    pid = {}
+    try:
+        for keys, die in ((["a", "b"], False), (["killer"], True), (["c"], False)):
+            runner.submit([Job(k, WhichProcess(out, k, die)) for k in keys])
+            expected = "failed" if die else "done"
+            assert runner.wait(keys, timeout=120) == dict.fromkeys(keys, expected)
+            pid.update({k: int((out / f"{k}.pid").read_text()) for k in keys})
+    finally:
+        runner.close()
+    # One worker ran a, b and the killer (no Python start and torch import per job); after the
+    # killer took it down, c ran in a new one and the killer's failure names the signal.
+    assert pid["a"] == pid["b"] == pid["killer"] != pid["c"]
+    assert runner.state("killer") == ("failed", "the job process ended with exit -9")
+    assert f"job c in process {pid['c']}" in runner.log_tail("c") and "job a" not in runner.log_tail("c")
 
 
 def test_local_running_counts_jobs_holding_slots_not_jobs_still_recording_their_exit(tmp_path, monkeypatch):

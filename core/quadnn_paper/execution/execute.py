@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .runners import RUNNERS, Job, make_runner
+from .runners import ACTIVE, RUNNERS, Job, make_runner
 
 if TYPE_CHECKING:  # the engine (torch) is imported where it is used: job processes start without it
     from ..engine import RunConfig
@@ -96,7 +96,15 @@ def execute(
                 flush=True,
             )
         if wait:
-            states = r.wait([cfg.run_id for cfg in todo], is_done=is_done(out))
+            from tqdm.auto import tqdm
+
+            with tqdm(total=len(todo), desc=f"runs ({runner})", unit="run", disable=not progress) as bar:
+
+                def show(states):
+                    bar.update(sum(s not in ACTIVE for s in states.values()) - bar.n)
+
+                states = r.wait([cfg.run_id for cfg in todo], is_done=is_done(out), on_states=show)
+            r.close()
             for key in (k for k, s in states.items() if s == "failed"):
                 print(f"run {key} failed; last lines of its log:\n{r.log_tail(key)}", flush=True)
     # Collected results are checked against the data here too (a result.json present counts as done,

@@ -11,10 +11,17 @@ and ``tasks_per_node > 1`` starts that many ranks with ``torchrun``. The queue l
 submitting process, which waits for it at exit (``concurrent.futures`` joins its threads); if
 that process is killed, queued jobs are lost (``missing``: the next submit queues them again)
 and a started job runs to its end and records its exit status itself.
+
+Without GPUs each CPU slot keeps one worker process (``--serve``) that runs its jobs one after
+another, so a job costs its own work, not a Python start and the import of torch, timm and the
+engine (about 8 s of CPU here, longer than many cpu-profile runs' training). A job that kills its
+worker (a crash, a signal) fails alone; the slot starts a new worker for the next one. With GPUs
+every job has a process of its own: ``CUDA_VISIBLE_DEVICES`` cannot change inside one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -50,6 +57,8 @@ class LocalRunner(Runner):
     """A queue over this machine's GPUs (one token each) or ``workers`` CPU slots."""
 
     name = "local"
+    max_poll_s = 1.0  # wait(): the states are files on this machine, cheap to read (SLURM's 30 s
+    # made the last run of a notebook wait up to half a minute after it ended)
 
     def __init__(self, state_dir, is_done=None, workers: int | None = None, gpus: list[str] | None = None):
         super().__init__(state_dir, is_done)
@@ -62,6 +71,7 @@ class LocalRunner(Runner):
         self._futures: dict[str, Future] = {}
         self._phase: dict[str, str] = {}  # key -> pending | running, while this process has it
         self._holding: set[str] = set()  # keys whose job holds slots now (under _cond)
+        self._workers = {slot: SlotWorker() for slot in self.slots} if not self.gpus else {}
 
     def __repr__(self):
         what = f"gpus={self.gpus}" if self.gpus else f"workers={len(self.slots)}"
@@ -146,6 +156,12 @@ class LocalRunner(Runner):
         finally:
             self._phase.pop(job.key, None)
 
+    def close(self) -> None:
+        """End the slots' worker processes once their current jobs are done (they also end when
+        this process does: their input closes)."""
+        for worker in self._workers.values():
+            worker.close()
+
     def _spawn(self, job: Job, record: dict, slots: list[str]) -> int:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # imports as here
         if self.gpus:
@@ -154,6 +170,8 @@ class LocalRunner(Runner):
         with open(record["logs"][0], "a") as log:
             log.write(f"--- local attempt on {','.join(slots)}\n")
             log.flush()
+            if self._workers and job.tasks_per_node == 1:
+                return self._workers[slots[0]].run(record["spec"], str(self.state_dir), record["logs"][0], env)
             return subprocess.call(
                 [sys.executable, "-u", "-m", _MODULE, record["spec"], str(self.state_dir)],
                 env=env,
@@ -161,6 +179,69 @@ class LocalRunner(Runner):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+
+
+class SlotWorker:
+    """One CPU slot's worker process: started at the slot's first job, it runs each job it is sent
+    (:func:`serve`) and answers with the job's exit status. A worker that dies with its job (a
+    crash, a kill) gives that job its exit status; the next job starts a new worker."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.env: dict | None = None
+
+    def run(self, spec: str, state_dir: str, log: str, env: dict) -> int:
+        if env != self.env:  # a worker keeps the environment it started with: a new one for another
+            self.close()
+        if self.proc is None or self.proc.poll() is not None:
+            self.env = env
+            self.proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", _MODULE, "--serve"],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        try:
+            self.proc.stdin.write(json.dumps([spec, state_dir, log]) + "\n")
+            self.proc.stdin.flush()
+            answer = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            answer = ""
+        if answer.strip():
+            return int(answer)
+        code = self.proc.wait()  # died with the job: its exit status (a signal: negative) is the job's
+        self.proc = None
+        return code or 1
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+        self.proc = None
+
+
+def serve() -> int:
+    """A slot's worker (``-m quadnn_paper.execution.local --serve``): for each line ``[spec,
+    state_dir, log]`` on stdin, run the job with its output in ``log`` and answer its exit status
+    on stdout; end when stdin closes."""
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    between = os.dup(2)  # outside jobs, stray output goes where the worker's stderr goes
+    os.dup2(between, 1)
+    for line in sys.stdin:
+        spec, state_dir, log = json.loads(line)
+        with open(log, "a") as out:
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            try:
+                code = main(spec, state_dir)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(between, 1)
+                os.dup2(between, 2)
+        answers.write(f"{code}\n")
+    return 0
 
 
 def _cpus() -> int:
@@ -177,8 +258,6 @@ def _free_port() -> int:
 def main(spec: str, state_dir: str, task: bool = False) -> int:
     """One local job: check and load its pickle, hold its key's lock, skip it if done meanwhile,
     run it (or its ranks through torchrun), record its exit status."""
-    import json
-
     from ..common.files import atomic_write_text, file_lock
 
     record_path = Path(state_dir) / f"{Path(spec).stem}.json"
@@ -228,5 +307,7 @@ def main(spec: str, state_dir: str, task: bool = False) -> int:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args == ["--serve"]:
+        sys.exit(serve())
     task = args[0] == "--task"
     sys.exit(main(*args[task:], task=task))

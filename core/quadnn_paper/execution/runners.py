@@ -202,16 +202,21 @@ class Runner:
         timeout: float | None = None,
         is_done: Callable[[str], bool] | None = None,
         poll_s: float = 1.0,
-        max_poll_s: float = 30.0,
+        max_poll_s: float | None = None,
+        on_states: Callable[[dict[str, str]], None] | None = None,
     ) -> dict[str, str]:
         """Block until no job of ``keys`` is pending or running; returns the final states. Polls
-        every ``poll_s``, backing off to ``max_poll_s`` while nothing changes. Raises TimeoutError
+        every ``poll_s``, backing off to ``max_poll_s`` (default :attr:`max_poll_s`) while nothing
+        changes; ``on_states`` sees the states at each poll (a progress bar). Raises TimeoutError
         after ``timeout`` seconds."""
         keys = list(keys)
+        max_poll_s = self.max_poll_s if max_poll_s is None else max_poll_s
         deadline = None if timeout is None else time.monotonic() + timeout
         delay, before = poll_s, None
         while True:
             states = self.states(keys, is_done)
+            if on_states is not None:
+                on_states(states)
             busy = {k: s for k, s in states.items() if s in ACTIVE}
             if not busy:
                 return states
@@ -220,6 +225,13 @@ class Runner:
             delay = poll_s if states != before else min(max_poll_s, delay * 1.5)
             before = states
             time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
+
+    def close(self) -> None:
+        """Give back what the runner holds between jobs (the local runner's worker processes)."""
+
+    # The longest pause between two polls of wait() while nothing changes: SLURM's controller and
+    # database are asked no more often than that; the local runner's states are files here (1 s).
+    max_poll_s = 30.0
 
     # submission
     max_group = 1  # the most jobs launched together (see submit)
