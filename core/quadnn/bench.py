@@ -82,6 +82,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -93,6 +94,14 @@ from .layers import QuadraticLayer, check_neuron
 __all__ = [
     "main",
     "run",
+    "Row",
+    "plan_rows",
+    "create",
+    "baseline_name",
+    "batch",
+    "make_step",
+    "forward_gflops",
+    "format_table",
     "set_implementation",
     "compare_implementations",
     "compare",
@@ -697,6 +706,155 @@ def _summary(values, prefix: str, scale: float = 1.0) -> dict:
     return {prefix: scale * q2, prefix + "_q1": scale * q1, prefix + "_q3": scale * q3}
 
 
+class Row(NamedTuple):
+    """One measured row before its numbers: a timm model, its implementation (None: the
+    conventional baseline itself), the baseline it is compared with, and whether it is compiled."""
+
+    model: str
+    implementation: str | None
+    baseline: str
+    compiled: bool
+
+
+def plan_rows(models, implementations, baseline: str | None = None, compile: bool = False) -> list[Row]:
+    """The rows :func:`run` measures: each model's conventional baseline once (before its first
+    model), then the model at each implementation; ``compile`` adds every model's first row compiled."""
+    rows = []
+    for name in models:
+        base = baseline or baseline_name(name)
+        if Row(base, None, base, False) not in rows:
+            rows.append(Row(base, None, base, False))
+        impls = implementations[name] if isinstance(implementations, dict) else implementations
+        rows += [Row(name, check_implementation(impl), base, False) for impl in impls]
+    if compile:
+        firsts = {}
+        for r in rows:
+            firsts.setdefault(r.model, r)
+        rows += [r._replace(compiled=True) for r in firsts.values()]
+    return rows
+
+
+def _build_rows(rows: list[Row], shape, x, y, seed: int, device) -> tuple[dict, dict, dict]:
+    """Each row's model, its training step and what building it measured (compile time, error)."""
+    steps, built, extra = {}, {}, {}
+    for row in rows:
+        quadratic = row.implementation is not None
+        if row.compiled:
+            model, steps[row], compile_s, err = _compiled_row(row.model, shape, x, y, seed, quadratic, device)
+            built[row], extra[row] = model, dict(compile_s=compile_s)
+            if quadratic:
+                extra[row].update(max_rel_err=err, equal=err <= EQUAL_RTOL)
+            continue
+        torch.manual_seed(seed)
+        model = create(row.model, in_chans=shape[0]).train()
+        if quadratic:
+            if not is_quadratic(model):
+                raise ValueError(
+                    f"{row.model!r} has no quadratic layers: pass quadratic models to --models "
+                    "(each one's conventional baseline is added by itself)"
+                )
+            set_implementation(model, row.implementation, x.cpu())
+        built[row] = model = to_device(model, device)
+        steps[row] = make_step(model, x, y)
+    return steps, built, extra
+
+
+def _limit_parts(rows: list[Row], built: dict, x, batch_size: int, device) -> tuple[dict, dict, int]:
+    """The limit's parts: each quadratic model's :class:`_Limit`, the convolution calls they time
+    (and a copy of ``moved`` bytes that measures the bandwidth), timed in the rounds beside the steps."""
+    limits, calls = {}, {}
+    for row in rows:
+        if row.implementation is None or row.model in limits:
+            continue
+        base_model = built[Row(row.baseline, None, row.baseline, False)]
+        limits[row.model] = _Limit(built[row], base_model, x, batch_size)
+        for spec in limits[row.model].convs:
+            calls.setdefault(spec, _conv_call(spec, batch_size, device))
+    moved = 0
+    if limits:
+        numel = max(x.numel(), *(math.prod(s[1]) * batch_size for s in calls))
+        calls["bandwidth"], moved = _bandwidth_call(numel, device)
+    return limits, calls, moved
+
+
+def _time_rounds(clock: Clock, steps: dict, calls: dict, warmup: int, rounds: int) -> tuple[dict, dict]:
+    """Seconds of every step and call in each timed round: every row once per round, interleaved,
+    so that load on the machine hits all rows alike."""
+    times = {key: [] for key in steps}
+    call_s = {c: [] for c in calls}
+    clock.start()
+    for i in range(warmup + rounds):
+        for timed, fns in ((times, steps), (call_s, calls)):
+            for key, fn in fns.items():
+                t = clock.time(fn)
+                if i >= warmup:
+                    timed[key].append(t)
+    return times, call_s
+
+
+def _measure_row(
+    row: Row, model, step, times, base_times, limit_parts, *, bandwidth_s, moved, x, y, seed, device, clock
+):
+    """One row's numbers: timings and ratios over the rounds, FLOPs, launches, the agreement with
+    the naive formulation and the limit (see the module docstring)."""
+    out = dict(
+        model=row.model,
+        implementation=row.implementation or "conventional",
+        baseline=row.baseline,
+        compiled=row.compiled,
+        params=sum(p.numel() for p in model.parameters()),
+        gflops=forward_gflops(model, x),
+        batch_size=x.shape[0],
+        input="x".join(map(str, x.shape[1:])),
+        steps=len(times),
+        device=str(device),
+    )
+    out.update(_summary(times, "step_ms", 1000))
+    out["step_ms_iqr"] = out["step_ms_q3"] - out["step_ms_q1"]
+    out.update(_summary([t / b for t, b in zip(times, base_times)], "time_ratio"))
+    if limit_parts is not None:
+        lims = [b + c + e for b, (c, e) in zip(base_times, limit_parts)]
+        out.update(_summary([lim / b for lim, b in zip(lims, base_times)], "limit_ratio"))
+        out.update(_summary([t / lim for t, lim in zip(times, lims)], "vs_limit"))
+        out["limit_conv_ms"] = 1000 * statistics.median(c for c, _ in limit_parts)
+        out["limit_elem_ms"] = 1000 * statistics.median(e for _, e in limit_parts)
+    if bandwidth_s:
+        out["bandwidth_gbs"] = moved / statistics.median(bandwidth_s) / 1e9
+    if not row.compiled:  # inductor's kernels do not pass the dispatcher: compiled rows count on CUDA only
+        out["launches"] = aten_launches(step)
+    if clock.cuda:
+        out["cuda_launches"] = cuda_launches(step)
+    if row.implementation is None or row.compiled:
+        out["conv_share"] = conv_share(step, device=device)
+    if row.implementation is not None and not row.compiled:
+        torch.manual_seed(seed)
+        ref = to_device(create(row.model, in_chans=x.shape[1]), device)
+        ex, ey = x[: min(8, x.shape[0])], y[: min(8, x.shape[0])]
+        out["max_rel_err"] = compare_implementations(ref, ex, ey, row.implementation)
+        out["equal"] = out["max_rel_err"] <= EQUAL_RTOL
+    return out
+
+
+def _relate_to_baselines(results: list[dict], memory: bool, device) -> None:
+    """Ratios of every row to its baseline (FLOPs, launches, memory) and of compiled rows to eager."""
+    base_rows = {(r["model"], r["compiled"]): r for r in results if r["implementation"] == "conventional"}
+    eager_rows = {(r["model"], r["implementation"]): r for r in results if not r["compiled"]}
+    for r in results:
+        b = base_rows[(r["baseline"], r["compiled"])]
+        r["flops_ratio"] = r["gflops"] / b["gflops"]
+        for k in ("launches", "cuda_launches"):
+            if k in r and b.get(k):
+                r[k.replace("launches", "launch_ratio")] = r[k] / b[k]
+        if r["compiled"] and r["implementation"] != "conventional":
+            r["conv_ratio"] = r["time_ratio"] * r["conv_share"] / b["conv_share"]
+            r["other_ratio"] = r["time_ratio"] * (1 - r["conv_share"]) / (1 - b["conv_share"])
+        if r["compiled"]:
+            r["eager_ratio"] = r["step_ms"] / eager_rows[(r["model"], r["implementation"])]["step_ms"]
+        if memory and "extra_mb" in r:
+            r["mem_ratio"] = r["extra_mb"] / b["extra_mb"] if b["extra_mb"] > 0 else float("nan")
+        r["machine"] = machine(device)
+
+
 def run(
     models=DEFAULT_MODELS,
     batch_size: int = 128,
@@ -730,139 +888,45 @@ def run(
     shape = tuple(input_shape)
     x, y = batch(batch_size, shape)
     x, y = to_device(x, device), to_device(y, device)
-    # rows: (row name, timm name, implementation or None, baseline, compiled)
-    rows = []
-    for name in models:
-        base = baseline or baseline_name(name)
-        if not any(r[1] == base and r[2] is None for r in rows):
-            rows.append((base, base, None, base, False))
-        impls = implementations[name] if isinstance(implementations, dict) else implementations
-        for impl in impls:
-            rows.append((name, name, check_implementation(impl), base, False))
-    if compile:
-        firsts = {}
-        for r in rows:
-            firsts.setdefault(r[1], r)
-        rows += [r[:4] + (True,) for r in firsts.values()]
-    steps_fn, built, extra = {}, {}, {}
-    for key in rows:
-        row_name, name, impl, _, compiled = key
-        if compiled:
-            model, steps_fn[key], compile_s, err = _compiled_row(name, shape, x, y, seed, impl is not None, device)
-            built[key], extra[key] = model, dict(compile_s=compile_s)
-            if impl is not None:
-                extra[key].update(max_rel_err=err, equal=err <= EQUAL_RTOL)
-            continue
-        torch.manual_seed(seed)
-        model = create(name, in_chans=shape[0]).train()
-        if impl is not None:
-            if not is_quadratic(model):
-                raise ValueError(
-                    f"{name!r} has no quadratic layers: pass quadratic models to --models "
-                    "(each one's conventional baseline is added by itself)"
-                )
-            set_implementation(model, impl, x.cpu())
-        built[key] = model = to_device(model, device)
-        steps_fn[key] = make_step(model, x, y)
-    # The limit's parts: each quadratic model's convolutions, timed in the same rounds as the steps.
-    limits, calls = {}, {}
-    if limit:
-        for key in rows:
-            name, impl, base = key[1], key[2], key[3]
-            if impl is not None and name not in limits:
-                base_model = next(built[k] for k in rows if k[1] == base and k[2] is None and not k[4])
-                limits[name] = _Limit(built[key], base_model, x, batch_size)
-                for spec in limits[name].convs:
-                    if spec not in calls:
-                        calls[spec] = _conv_call(spec, batch_size, device)
-        if limits:
-            numel = max(x.numel(), *(math.prod(s[1]) * batch_size for s in calls))
-            calls["bandwidth"], moved = _bandwidth_call(numel, device)
-    times = {key: [] for key in rows}
-    call_s = {c: [] for c in calls}
-    clock.start()
-    for i in range(warmup + steps):  # rounds: every row once, interleaved, so load hits all alike
-        for key in rows:
-            t = clock.time(steps_fn[key])
-            if i >= warmup:
-                times[key].append(t)
-        for c, fn in calls.items():
-            t = clock.time(fn)
-            if i >= warmup:
-                call_s[c].append(t)
-    # per round: the limit of each model
-    limit_parts = {}
-    for name, lim in limits.items():
-        parts = [lim.extra({s: call_s[s][i] for s in lim.convs}, moved / call_s["bandwidth"][i]) for i in range(steps)]
-        limit_parts[name] = parts
-    ex, ey = x[: min(8, batch_size)], y[: min(8, batch_size)]
-    base_key = {(k[1], k[4]): k for k in rows if k[2] is None}
+    rows = plan_rows(models, implementations, baseline, compile)
+    step_fns, built, extra = _build_rows(rows, shape, x, y, seed, device)
+    limits, calls, moved = _limit_parts(rows, built, x, batch_size, device) if limit else ({}, {}, 0)
+    times, call_s = _time_rounds(clock, step_fns, calls, warmup, steps)
     results = []
-    for key in rows:
-        row_name, name, impl, base, compiled = key
-        model = built[key]
-        bkey = base_key[(base, compiled)]
-        row = dict(
-            model=name,
-            implementation=impl or "conventional",
-            baseline=base,
-            compiled=compiled,
-            params=sum(p.numel() for p in model.parameters()),
-            gflops=forward_gflops(model, x),
-            batch_size=batch_size,
-            input="x".join(map(str, shape)),
-            steps=steps,
-            device=str(device),
+    for row in rows:
+        base_row = Row(row.baseline, None, row.baseline, row.compiled)
+        parts = None
+        if row.implementation is not None and row.model in limits:
+            lim = limits[row.model]
+            bw = call_s["bandwidth"]
+            parts = [lim.extra({s: call_s[s][i] for s in lim.convs}, moved / bw[i]) for i in range(steps)]
+        measured = _measure_row(
+            row,
+            built[row],
+            step_fns[row],
+            times[row],
+            times[base_row],
+            parts,
+            bandwidth_s=call_s.get("bandwidth"),
+            moved=moved,
+            x=x,
+            y=y,
+            seed=seed,
+            device=device,
+            clock=clock,
         )
-        row.update(_summary(times[key], "step_ms", 1000))
-        row["step_ms_iqr"] = row["step_ms_q3"] - row["step_ms_q1"]
-        row.update(_summary([t / b for t, b in zip(times[key], times[bkey])], "time_ratio"))
-        if impl is not None and name in limit_parts:
-            lims = [b + c + e for b, (c, e) in zip(times[bkey], limit_parts[name])]
-            row.update(_summary([lim / b for lim, b in zip(lims, times[bkey])], "limit_ratio"))
-            row.update(_summary([t / lim for t, lim in zip(times[key], lims)], "vs_limit"))
-            row["limit_conv_ms"] = 1000 * statistics.median(c for c, _ in limit_parts[name])
-            row["limit_elem_ms"] = 1000 * statistics.median(e for _, e in limit_parts[name])
-        if "bandwidth" in call_s:
-            row["bandwidth_gbs"] = moved / statistics.median(call_s["bandwidth"]) / 1e9
-        row.update(extra.get(key, {}))
-        if not compiled:  # inductor's kernels do not pass the dispatcher: compiled rows count on CUDA only
-            row["launches"] = aten_launches(steps_fn[key])
-        if clock.cuda:
-            row["cuda_launches"] = cuda_launches(steps_fn[key])
-        if impl is None or compiled:
-            row["conv_share"] = conv_share(steps_fn[key], device=device)
-        if impl is not None and not compiled:
-            torch.manual_seed(seed)
-            ref = to_device(create(name, in_chans=shape[0]), device)
-            row["max_rel_err"] = compare_implementations(ref, ex, ey, impl)
-            row["equal"] = row["max_rel_err"] <= EQUAL_RTOL
-        if memory and not compiled and clock.cuda:
-            row["extra_mb"] = cuda_step_memory(steps_fn[key], device)
-        results.append(row)
+        measured.update(extra.get(row, {}))
+        if memory and not row.compiled and clock.cuda:
+            measured["extra_mb"] = cuda_step_memory(step_fns[row], device)
+        results.append(measured)
     if memory and not clock.cuda:
-        measured = [r for r in results if not r["compiled"]]
+        eager = [r for r in results if not r["compiled"]]
         rows_mem = [
-            (r["model"], "default" if r["implementation"] == "conventional" else r["implementation"]) for r in measured
+            (r["model"], "default" if r["implementation"] == "conventional" else r["implementation"]) for r in eager
         ]
-        for r, mb in zip(measured, _memory_in_subprocess(rows_mem, batch_size, shape, threads)):
+        for r, mb in zip(eager, _memory_in_subprocess(rows_mem, batch_size, shape, threads)):
             r["extra_mb"] = mb
-    base_rows = {(r["model"], r["compiled"]): r for r in results if r["implementation"] == "conventional"}
-    eager_rows = {(r["model"], r["implementation"]): r for r in results if not r["compiled"]}
-    for r in results:
-        b = base_rows[(r["baseline"], r["compiled"])]
-        r["flops_ratio"] = r["gflops"] / b["gflops"]
-        for k in ("launches", "cuda_launches"):
-            if k in r and b.get(k):
-                r[k.replace("launches", "launch_ratio")] = r[k] / b[k]
-        if r["compiled"] and r["implementation"] != "conventional":
-            r["conv_ratio"] = r["time_ratio"] * r["conv_share"] / b["conv_share"]
-            r["other_ratio"] = r["time_ratio"] * (1 - r["conv_share"]) / (1 - b["conv_share"])
-        if r["compiled"]:
-            r["eager_ratio"] = r["step_ms"] / eager_rows[(r["model"], r["implementation"])]["step_ms"]
-        if memory and "extra_mb" in r:
-            r["mem_ratio"] = r["extra_mb"] / b["extra_mb"] if b["extra_mb"] > 0 else float("nan")
-        r["machine"] = machine(device)
+    _relate_to_baselines(results, memory, device)
     return results
 
 

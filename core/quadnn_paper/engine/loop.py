@@ -332,10 +332,37 @@ class EpochTotals:
         return self.tot.cpu().tolist()
 
 
+@dataclasses.dataclass
+class _Training:
+    """What the phases of one training share (torchvision's references pass the same between
+    train_one_epoch and evaluate): the run, its task and device, the model (``net``: as stepped,
+    wrapped by DDP or compiled) and its optimiser with the ReLinear steps that follow each update."""
+
+    cfg: RunConfig
+    store: RunStore
+    task: object
+    device: torch.device
+    rank: int
+    nranks: int
+    data: str | None
+    model: nn.Module
+    net: nn.Module
+    opt: torch.optim.Optimizer
+    ref_decay: object
+    shrink: object
+    layout: torch.memory_format
+    total_steps: int
+    step: int = 0
+
+    @property
+    def cuda(self) -> bool:
+        return on_cuda(self.device)
+
+
 def _train(
     cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool, data: str | None = None
 ) -> dict:
-    out = store.dir(cfg)
+    """Build, resume, train epoch by epoch (each checkpointed), evaluate, record."""
     # No more intra-op threads than CPUs this task may run on (a SLURM step may bind it to fewer
     # than OMP_NUM_THREADS says): more only spin against each other and the loader's workers.
     torch.set_num_threads(min(cfg.threads or torch.get_num_threads(), task_cpus()))
@@ -343,7 +370,47 @@ def _train(
     task = make_task(cfg, rank, nranks, device)
     if data is None:  # generated data (written by the task just now), or data absent when asked
         data = data_fingerprint(cfg)
+    try:
+        model = _build_model(cfg, store, task, run_dependencies)
+    except SourceDidNotConverge as e:
+        return _record(cfg, store, rank, nranks, task, data, _not_converged(str(e), e.params))
+    t, start_epoch, history = _prepare(cfg, store, task, device, rank, nranks, data, model)
+    stages, status, reason = stage_ends(cfg), "finished", None
+    evaluated: dict = {}
+    stage_ckpts = {str(i + 1): f"stage{i + 1}.pt" for i, e in enumerate(stages) if e <= start_epoch}
+    bar = None
+    if cfg.progress and rank == 0:
+        from tqdm.auto import tqdm
 
+        bar = tqdm(total=cfg.epochs, initial=start_epoch, desc=f"{cfg.describe()} {cfg.run_id}", leave=False)
+    for epoch in range(start_epoch, cfg.epochs):
+        rec, status, reason = _train_one_epoch(t, epoch)
+        if status == "finished" and (task.eval_every_epoch or epoch + 1 == cfg.epochs):
+            evaluated, seconds = _evaluate(t)
+            rec.update(evaluated, eval_time=seconds)
+        history.append(rec)
+        if bar is not None:
+            bar.update(1)
+            shown = rec.get(task.headline)
+            loss = rec["train_loss"]
+            bar.set_postfix(
+                loss="nan" if loss is None else f"{loss:.3f}",
+                **({task.headline: f"{shown:.3g}"} if shown is not None else {}),
+            )
+        if status == "diverged":
+            break
+        _end_of_epoch(t, epoch, history, stages, stage_ckpts)
+    if bar is not None:
+        bar.close()
+    if status == "finished" and history and not evaluated:  # resumed after the last epoch's checkpoint
+        evaluated, _ = _evaluate(t)
+        history[-1].update(evaluated)
+    return _record(cfg, store, rank, nranks, task, data, _finish(t, status, reason, history, evaluated, stage_ckpts))
+
+
+def _build_model(cfg: RunConfig, store: RunStore, task, run_dependencies: bool) -> nn.Module:
+    """The run's model at its initial weights: its own draw at ``cfg.seed``, the conventional twin's
+    linear weights (``init_twin``), or its source's trained weights (``transfer_from``)."""
     torch.manual_seed(cfg.seed)
     model = task.build_model()
     if cfg.init_twin is not None:
@@ -355,36 +422,38 @@ def _train(
         try:
             _transfer(cfg, store, model, task, run_dependencies)
         except SourceDidNotConverge as e:
-            return _record(
-                cfg,
-                store,
-                rank,
-                nranks,
-                task,
-                data,
-                dict(
-                    status="diverged",
-                    diverged_reason=str(e),
-                    params=sum(p.numel() for p in model.parameters()),
-                    epochs_run=0,
-                    metrics={},
-                    epoch_time=0.0,
-                    stage_checkpoints={},
-                    history=[],
-                ),
-            )
+            e.params = sum(p.numel() for p in model.parameters())
+            raise
+    return model
+
+
+def _not_converged(reason: str, params: int) -> dict:
+    """The result of a run whose transfer source diverged: nothing trained, nothing to report."""
+    return dict(
+        status="diverged",
+        diverged_reason=reason,
+        params=params,
+        epochs_run=0,
+        metrics={},
+        epoch_time=0.0,
+        stage_checkpoints={},
+        history=[],
+    )
+
+
+def _prepare(cfg, store, task, device, rank, nranks, data, model) -> tuple[_Training, int, list]:
+    """The model on its device (recompute plan, synchronised BN, layout), its optimiser, and the
+    state of the last checkpoint when there is one: (training, first epoch, history so far)."""
     _plan_for_device(model, cfg, device, task, nranks)
     synced = nranks > 1 and (cfg.task == "classification" or cfg.sync_bn)
     if synced:
         model = sync_batchnorm(model, device)
-    cuda = on_cuda(device)
-    layout = torch.channels_last if cuda and cfg.channels_last else torch.preserve_format
+    layout = torch.channels_last if on_cuda(device) and cfg.channels_last else torch.preserve_format
     model.to(device, memory_format=layout)
-    params = sum(p.numel() for p in model.parameters())
     opt, ref_decay, shrink = _build_optimizer(cfg, task, model)
-
     history: list[dict] = []
     start_epoch, step = 0, 0
+    out = store.dir(cfg)
     try:
         ck = store.load_checkpoint(cfg, "last.pt", data)
     except CorruptFile:
@@ -403,7 +472,6 @@ def _train(
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "config.json", json.dumps(cfg.to_dict(), indent=1))
-
     net: nn.Module = model
     if nranks > 1:
         # Without synchronised BN every rank would keep its own running statistics and only rank 0's
@@ -411,118 +479,112 @@ def _train(
         net = nn.parallel.DistributedDataParallel(model, broadcast_buffers=not synced)
     if cfg.compile:
         net = torch.compile(net)
-
     total_steps = cfg.epochs * task.steps_per_epoch()
-    stages, status, reason = stage_ends(cfg), "finished", None
-    evaluated: dict = {}
-    stage_ckpts = {str(i + 1): f"stage{i + 1}.pt" for i, e in enumerate(stages) if e <= start_epoch}
-    bar = None
-    if cfg.progress and rank == 0:
-        from tqdm.auto import tqdm
+    t = _Training(
+        cfg, store, task, device, rank, nranks, data, model, net, opt, ref_decay, shrink, layout, total_steps, step
+    )
+    return t, start_epoch, history
 
-        bar = tqdm(total=cfg.epochs, initial=start_epoch, desc=f"{cfg.describe()} {cfg.run_id}", leave=False)
 
-    for epoch in range(start_epoch, cfg.epochs):
-        net.train()
-        lrs = {g["name"]: g["initial_lr"] * lr_factor(cfg, epoch, step, total_steps) for g in opt.param_groups}
-        tot = EpochTotals(device)
-        has_correct = False
-        t0 = time.perf_counter()
-        for x, y, n_global in task.train_batches(epoch):
-            for g in opt.param_groups:
-                g["lr"] = g["initial_lr"] * lr_factor(cfg, epoch, step, total_steps)
-            x = x.to(device, non_blocking=True, memory_format=layout)
-            y = (
-                tuple(t.to(device, non_blocking=True) for t in y)
-                if isinstance(y, tuple)
-                else y.to(device, non_blocking=True)
-            )
-            with _autocast(device, cfg.amp):
-                outputs = net(x)
-            loss, correct = task.loss(outputs, y)
-            opt.zero_grad(set_to_none=True)
-            (loss * (nranks / n_global)).backward()
-            opt.step()
-            ref_decay.step()
-            if shrink is not None:
-                shrink.step()
-            step += 1
-            has_correct = correct is not None
-            tot.add(loss, correct, len(x))
-            # Stop at the first non-finite loss where asking costs nothing; on a GPU that would wait
-            # for every step, so there the epoch's sum carries the NaN to the check below.
-            if nranks == 1 and device.type == "cpu" and not math.isfinite(loss.item()):
-                break
-        if cuda:
-            torch.cuda.synchronize(device)  # the epoch's kernels, not just their launches, in its time
-        train_time = time.perf_counter() - t0
-        tot = tot.reduce(nranks)
-        train_loss = tot[0] / tot[2]
-        finite_params = all(torch.isfinite(p).all() for p in model.parameters())
-        rec = dict(
-            epoch=epoch + 1, train_loss=train_loss if math.isfinite(train_loss) else None, lr=lrs, epoch_time=train_time
+def _train_one_epoch(t: _Training, epoch: int) -> tuple[dict, str, str | None]:
+    """One epoch of updates: its record (loss, error, learning rates, time) and whether the run
+    diverged in it (status "finished" or "diverged", and why)."""
+    cfg, task, device, opt, nranks = t.cfg, t.task, t.device, t.opt, t.nranks
+    t.net.train()
+    lrs = {g["name"]: g["initial_lr"] * lr_factor(cfg, epoch, t.step, t.total_steps) for g in opt.param_groups}
+    tot = EpochTotals(device)
+    has_correct = False
+    t0 = time.perf_counter()
+    for x, y, n_global in task.train_batches(epoch):
+        for g in opt.param_groups:
+            g["lr"] = g["initial_lr"] * lr_factor(cfg, epoch, t.step, t.total_steps)
+        x = x.to(device, non_blocking=True, memory_format=t.layout)
+        y = (
+            tuple(v.to(device, non_blocking=True) for v in y)
+            if isinstance(y, tuple)
+            else y.to(device, non_blocking=True)
         )
-        if has_correct:
-            rec["train_error"] = 100.0 - 100.0 * (tot[1] / tot[2])
-        if not math.isfinite(train_loss) or not finite_params:
-            status, reason = "diverged", "non-finite loss or parameters"
-        elif task.divergence_limit is not None and train_loss > task.divergence_limit:
-            status, reason = (
-                "diverged",
-                (
-                    f"mean training loss {train_loss:.3g} > {cfg.diverge_factor:g} "
-                    f"ln({task.num_classes}) = {task.divergence_limit:.3g}"
-                ),
-            )
-        if status == "finished" and (task.eval_every_epoch or epoch + 1 == cfg.epochs):
-            if nranks > 1:  # each rank's last forward updated its own BN statistics: evaluate rank 0's
-                broadcast_buffers(model)
-            t1 = time.perf_counter()
-            evaluated = task.evaluate(model, device, cfg.amp)
-            rec.update(evaluated, eval_time=time.perf_counter() - t1)
-        history.append(rec)
-        if bar is not None:
-            bar.update(1)
-            shown = rec.get(task.headline)
-            bar.set_postfix(loss=f"{train_loss:.3f}", **({task.headline: f"{shown:.3g}"} if shown is not None else {}))
-        if status == "diverged":
+        with _autocast(device, cfg.amp):
+            outputs = t.net(x)
+        loss, correct = task.loss(outputs, y)
+        opt.zero_grad(set_to_none=True)
+        (loss * (nranks / n_global)).backward()
+        opt.step()
+        t.ref_decay.step()
+        if t.shrink is not None:
+            t.shrink.step()
+        t.step += 1
+        has_correct = correct is not None
+        tot.add(loss, correct, len(x))
+        # Stop at the first non-finite loss where asking costs nothing; on a GPU that would wait
+        # for every step, so there the epoch's sum carries the NaN to the check below.
+        if nranks == 1 and device.type == "cpu" and not math.isfinite(loss.item()):
             break
-        if rank == 0:
-            if epoch + 1 in stages:
-                k = str(stages.index(epoch + 1) + 1)
-                store.save_checkpoint(cfg, f"stage{k}.pt", dict(model=model.state_dict(), epoch=epoch + 1), data)
-                stage_ckpts[k] = f"stage{k}.pt"
-            store.save_checkpoint(
-                cfg,
-                "last.pt",
-                dict(
-                    model=model.state_dict(),
-                    optimizer=opt.state_dict(),
-                    epoch=epoch + 1,
-                    step=step,
-                    history=history,
-                    rng=torch.get_rng_state(),
-                    world_size=nranks,
-                ),
-                data,
-            )
-            atomic_write_text(out / "metrics.json", json.dumps(history, indent=1))
-        if nranks > 1:
-            dist.barrier()
-    if bar is not None:
-        bar.close()
+    if t.cuda:
+        torch.cuda.synchronize(device)  # the epoch's kernels, not just their launches, in its time
+    train_time = time.perf_counter() - t0
+    tot = tot.reduce(nranks)
+    train_loss = tot[0] / tot[2]
+    finite_params = all(torch.isfinite(p).all() for p in t.model.parameters())
+    rec = dict(
+        epoch=epoch + 1, train_loss=train_loss if math.isfinite(train_loss) else None, lr=lrs, epoch_time=train_time
+    )
+    if has_correct:
+        rec["train_error"] = 100.0 - 100.0 * (tot[1] / tot[2])
+    status, reason = "finished", None
+    if not math.isfinite(train_loss) or not finite_params:
+        status, reason = "diverged", "non-finite loss or parameters"
+    elif task.divergence_limit is not None and train_loss > task.divergence_limit:
+        status = "diverged"
+        reason = (
+            f"mean training loss {train_loss:.3g} > {cfg.diverge_factor:g} "
+            f"ln({task.num_classes}) = {task.divergence_limit:.3g}"
+        )
+    return rec, status, reason
 
-    if status == "finished" and history and not evaluated:  # resumed after the last epoch's checkpoint
-        if nranks > 1:
-            broadcast_buffers(model)
-        evaluated = task.evaluate(model, device, cfg.amp)
-        history[-1].update(evaluated)
+
+def _evaluate(t: _Training) -> tuple[dict, float]:
+    """The task's metrics of the saved model (rank 0's batch-norm statistics on every rank) and the
+    seconds they took."""
+    if t.nranks > 1:  # each rank's last forward updated its own BN statistics: evaluate rank 0's
+        broadcast_buffers(t.model)
+    t1 = time.perf_counter()
+    evaluated = t.task.evaluate(t.model, t.device, t.cfg.amp)
+    return evaluated, time.perf_counter() - t1
+
+
+def _end_of_epoch(t: _Training, epoch: int, history: list, stages: list, stage_ckpts: dict) -> None:
+    """Checkpoint the epoch (rank 0): a transfer stage's weights when it ends one, and always
+    ``last.pt`` (model, optimiser, step, history, RNG) and the metrics so far; then the ranks meet."""
+    cfg, store, data = t.cfg, t.store, t.data
+    if t.rank == 0:
+        if epoch + 1 in stages:
+            k = str(stages.index(epoch + 1) + 1)
+            store.save_checkpoint(cfg, f"stage{k}.pt", dict(model=t.model.state_dict(), epoch=epoch + 1), data)
+            stage_ckpts[k] = f"stage{k}.pt"
+        state = dict(
+            model=t.model.state_dict(),
+            optimizer=t.opt.state_dict(),
+            epoch=epoch + 1,
+            step=t.step,
+            history=history,
+            rng=torch.get_rng_state(),
+            world_size=t.nranks,
+        )
+        store.save_checkpoint(cfg, "last.pt", state, data)
+        atomic_write_text(store.dir(cfg) / "metrics.json", json.dumps(history, indent=1))
+    if t.nranks > 1:
+        dist.barrier()
+
+
+def _finish(t: _Training, status: str, reason: str | None, history: list, evaluated: dict, stage_ckpts: dict) -> dict:
+    """The run's result from its history: the last evaluation's metrics when it finished."""
     last = history[-1] if history else {}
     final = {k: last[k] for k in evaluated} if status == "finished" else {}
     result = dict(
         status=status,
         diverged_reason=reason,
-        params=params,
+        params=sum(p.numel() for p in t.model.parameters()),
         epochs_run=len(history),
         metrics=final,
         epoch_time=sum(h["epoch_time"] for h in history) / max(1, len(history)),
@@ -530,9 +592,9 @@ def _train(
         history=history,
         **final,
     )
-    if task.eval_every_epoch and "test_error" in last:
+    if t.task.eval_every_epoch and "test_error" in last:
         result["best_test_error"] = min((h["test_error"] for h in history if "test_error" in h), default=None)
-    return _record(cfg, store, rank, nranks, task, data, result)
+    return result
 
 
 def _record(cfg: RunConfig, store: RunStore, rank: int, nranks: int, task, data: str | None, result: dict) -> dict:
