@@ -117,6 +117,14 @@ class RunConfig:
     # None: 2.0 (keep all, recompute nothing) on CUDA, model default elsewhere
 
     def __post_init__(self):
+        self._normalise()
+        self._check_choices()
+        self._check_numbers()
+        self._check_structure()
+
+    def _normalise(self):
+        """One spelling per setting: milestones as floats, the default data folder, a dict
+        ``transfer_from`` as a RunConfig, width/rezero out of model_kwargs into their fields."""
         self.milestones = tuple(float(m) for m in self.milestones)
         if not self.data_dir:  # generated stand-ins go where the project writes data, never into data/
             self.data_dir = str(_default_data(self.task, self.dataset))
@@ -134,6 +142,9 @@ class RunConfig:
                     )
                 self.model_kwargs = {k: v for k, v in self.model_kwargs.items() if k != name}
                 setattr(self, name, given)
+
+    def _check_choices(self):
+        """Named settings among their valid values, and the counts positive."""
         for name, valid in (
             ("task", TASKS),
             ("relinear", RELINEAR),
@@ -161,6 +172,9 @@ class RunConfig:
             isinstance(self.recompute_budget, (int, float)) and 0 <= self.recompute_budget <= 2
         ):
             raise ValueError(f"recompute_budget must be None or a number in [0, 2], got {self.recompute_budget!r}")
+
+    def _check_numbers(self):
+        """Seeds and limits non-negative integers; rates finite and non-negative; factors positive."""
         for name in ("train_limit", "split_seed", "seed"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
@@ -190,6 +204,9 @@ class RunConfig:
             raise ValueError(f"momentum and beta2 must be < 1, got {self.momentum!r}, {self.beta2!r}")
         if not all(0 < m <= 1 for m in self.milestones):
             raise ValueError(f"milestones are fractions of the epochs in (0, 1], got {self.milestones}")
+
+    def _check_structure(self):
+        """Keyword dicts are dicts; transfer_from, init_twin and threads of the right kind."""
         for name in ("model_kwargs", "task_kwargs"):
             if not isinstance(getattr(self, name), dict):
                 raise ValueError(f"{name} must be a dict of keyword arguments, got {getattr(self, name)!r}")
