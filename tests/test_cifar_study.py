@@ -65,6 +65,26 @@ def test_full_comparison_is_the_papers_protocol():
         assert timm.is_model(row.model), row.model
 
 
+def test_resnet110_warms_up_as_he_et_al_and_nothing_else_does():
+    # He et al. 2016, section 4.2: ResNet110 (and 1202) at a tenth of the rate for about 400
+    # iterations (one CIFAR-10 epoch at batch 128), then the schedule.
+    from quadnn_paper.engine.loop import lr_factor
+
+    warm = {}
+    for profile in ("cpu", "full"):
+        for cfg in cifar_comparison.runs(profile):
+            warm.setdefault((profile, cfg.model), set()).add(cfg.warmup_epochs)
+    assert warm[("full", "cifar_resnet110")] == warm[("full", "cifar_resnet1202")] == {1}
+    assert warm[("cpu", "cifar_resnet110")] == {2}  # the stand-in's 23 iterations an epoch
+    assert all(w == {0} for (_, model), w in warm.items() if model not in ("cifar_resnet110", "cifar_resnet1202"))
+    cfg = RunConfig(epochs=10, milestones=(0.5,), warmup_epochs=2)
+    assert [lr_factor(cfg, e, 0, 100) for e in (0, 1, 2, 5)] == [0.1, 0.1, 1.0, 0.1]
+    # a field added after runs were cached: without a warm-up, every stored run keeps its id
+    assert "warmup_epochs" not in RunConfig().key() and "warmup_epochs" in cfg.key()
+    with pytest.raises(ValueError, match="warmup_epochs must be a non-negative integer"):
+        RunConfig(warmup_epochs=-1)
+
+
 def test_weight_transfer_needs_a_source():
     row = next(r for r in cs.comparison_rows() if r.method == "wt")
     full = cifar_comparison.PROTOCOLS["full"]

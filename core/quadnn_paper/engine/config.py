@@ -55,7 +55,7 @@ OPERATIONAL = (
 )
 # Fields added after results were cached: they enter the hash only when they differ from these
 # defaults, so every run stored before them keeps its id.
-KEY_IF_NOT = {"tf32": True}
+KEY_IF_NOT = {"tf32": True, "warmup_epochs": 0}
 
 
 @dataclass
@@ -88,6 +88,8 @@ class RunConfig:
     schedule: str = "multistep"
     milestones: tuple = (0.5, 0.75)  # fractions of epochs
     lr_decay: float = 0.1
+    warmup_epochs: int = 0  # epochs at a tenth of every rate before the schedule (He et al. 2016,
+    # section 4.2: ResNet110 "warmed up" at 0.01 for its first ~400 iterations, then 0.1)
     dim_alpha: float = 1000.0  # diminishing schedule offset (iterations)
     end_lr: float = 0.0  # poly schedule: final lr of the linear group
     lr_power: float = 0.5  # poly schedule exponent
@@ -175,7 +177,7 @@ class RunConfig:
 
     def _check_numbers(self):
         """Seeds and limits non-negative integers; rates finite and non-negative; factors positive."""
-        for name in ("train_limit", "split_seed", "seed"):
+        for name in ("train_limit", "split_seed", "seed", "warmup_epochs"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
                 raise ValueError(f"{name} must be a non-negative integer, got {v!r}")

@@ -70,6 +70,12 @@ def stage_ends(cfg: RunConfig) -> list[int]:
 
 def lr_factor(cfg: RunConfig, epoch: int, step: int, total_steps: int) -> float:
     """Multiplier of every group's initial lr during 0-based ``epoch`` at global iteration ``step``."""
+    if epoch < cfg.warmup_epochs:
+        return 0.1 * _schedule_factor(cfg, epoch, step, total_steps)
+    return _schedule_factor(cfg, epoch, step, total_steps)
+
+
+def _schedule_factor(cfg: RunConfig, epoch: int, step: int, total_steps: int) -> float:
     if cfg.schedule == "multistep":
         return cfg.lr_decay ** sum(epoch >= m for m in milestone_epochs(cfg))
     if cfg.schedule == "diminishing":

@@ -76,8 +76,16 @@ PROTOCOLS = {
         threads=1,
         width=cs.STANDIN_WIDTH,
         split_per_seed=True,
+        warmup={"cifar_resnet110": 2},  # 46 iterations at a tenth of the rate (cs.WARMUP_EPOCHS)
     ),
-    "full": dict(recipe=dict(cs.RESNET_RECIPE), rows=None, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
+    "full": dict(
+        recipe=dict(cs.RESNET_RECIPE),
+        rows=None,
+        seeds=(0, 1, 2),
+        threads=None,
+        quadratic_decay="zero",
+        warmup=cs.WARMUP_EPOCHS,
+    ),
 }
 
 
