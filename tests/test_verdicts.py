@@ -133,9 +133,12 @@ def test_overfull_boxes_over_one_point_fail():
         "Overfull \\hbox (19.5pt too wide) in alignment at lines 3--9\n"
         "Overfull \\hbox (0.8pt too wide) in paragraph at lines 1--2\n"
         "Overfull \\vbox (30.0pt too high) has occurred\n"
+        "LaTeX Warning: Float too large for page by 50.46982pt on input line 58.\n"
+        "LaTeX Warning: Float too large for page by 0.5pt on input line 12.\n"
     )
     found = paper_check.overfull_boxes(log)
-    assert len(found) == 1 and "19.5" in found[0]
+    assert len(found) == 2 and "19.5" in found[0]
+    assert found[1] == "float 50.46982 pt taller than the page (input line 58)"  # the cpu claims table once
 
 
 def test_printed_width_follows_the_figure_environment():

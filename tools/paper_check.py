@@ -8,7 +8,8 @@
         exit 1, naming each problem, unless every notebook's section is stamped with this
         profile and its files are as stamped (run right before LaTeX);
     python tools/paper_check.py layout
-        exit 1, naming each problem, on an overfull box wider than 1 pt in paper/main.log or a
+        exit 1, naming each problem, on an overfull box wider than 1 pt in paper/main.log, a float
+        taller than the page by more than 1 pt, or a
         figure whose smallest font prints below 6 pt at the width the report includes it (run
         right after LaTeX).
 
@@ -37,9 +38,19 @@ _ENV = re.compile(r"\\(begin|end)\{(figure\*?)\}")
 _MEDIABOX = re.compile(rb"/MediaBox\s*\[\s*[-0-9.]+\s+[-0-9.]+\s+([-0-9.]+)\s+[-0-9.]+\s*\]")
 
 
+_FLOAT_TOO_LARGE = re.compile(r"^LaTeX Warning: Float too large for page by ([0-9.]+)pt on input line (\d+)", re.M)
+
+
 def overfull_boxes(log: str, limit: float = OVERFULL_PT) -> list[str]:
-    """Each overfull box of a LaTeX log wider than ``limit`` points, with its location."""
-    return [f"overfull box {w} pt too wide: {where}" for w, where in _OVERFULL.findall(log) if float(w) > limit]
+    """Each overfull box of a LaTeX log wider than ``limit`` points, and each float (table, figure)
+    taller than the page by more than ``limit`` points (it runs into the margin), with its location."""
+    wide = [f"overfull box {w} pt too wide: {where}" for w, where in _OVERFULL.findall(log) if float(w) > limit]
+    tall = [
+        f"float {h} pt taller than the page (input line {line})"
+        for h, line in _FLOAT_TOO_LARGE.findall(log)
+        if float(h) > limit
+    ]
+    return wide + tall
 
 
 def printed_widths(tex: str) -> dict[str, float]:
