@@ -148,6 +148,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"multistep milestones as fractions of --epochs in (0, 1] (default {' '.join(map(str, d.milestones))})",
     )
     a("--lr-decay", type=pos, default=None, help=f"multistep decay factor (default {d.lr_decay})")
+    a(
+        "--warmup-epochs",
+        type=_number(int, 0),
+        default=None,
+        help=f"epochs at a tenth of every rate before the schedule, as He et al.'s ResNet110 (default {d.warmup_epochs})",
+    )
     a("--dim-alpha", type=pos, default=None, help=f"diminishing schedule: lr_t = lr*a/(a+t) (default {d.dim_alpha})")
     a("--rezero", action="store_true", default=None, help="ReZero residual blocks (cifar_* models)")
     a("--seed", type=_number(int, 0), default=None, help=f"random seed (default {d.seed})")
