@@ -326,7 +326,9 @@ def committed_epochs(ops: list[tuple[str, str]], before: int) -> int:
 def uninterrupted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("clean")
     cfg = small_run(**FAULT_RUN)
-    assert train_forked(cfg, tmp / "runs", QUADNN_FAULT_LOG=str(tmp / "ops")) == 0
+    said = tmp / "said"
+    code = train_forked(cfg, tmp / "runs", QUADNN_FAULT_LOG=str(tmp / "ops"), SAY=str(said))
+    assert code == 0, said.read_text() if said.exists() else f"exit {code}"
     return cfg, RunStore(tmp / "runs").result(cfg), operations(tmp / "ops")
 
 
