@@ -87,7 +87,7 @@ endif
 .PHONY: help setup test test-fast test-e2e test-faults lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
-	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (default inline)"
+	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (cpu: local, else inline)"
 	@echo "make status [PROFILE=full] [TINY=1]  runs per section: done/running/pending/failed, GPU-hours left"
 	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"

@@ -892,21 +892,21 @@ def run(
     step_fns, built, extra = _build_rows(rows, shape, x, y, seed, device)
     limits, calls, moved = _limit_parts(rows, built, x, batch_size, device) if limit else ({}, {}, 0)
     times, call_s = _time_rounds(clock, step_fns, calls, warmup, steps)
+    # per model and round: the limit's (convolutions, elementwise) seconds beyond the baseline's step
+    limit_parts = {
+        name: [lim.extra({s: call_s[s][i] for s in lim.convs}, moved / call_s["bandwidth"][i]) for i in range(steps)]
+        for name, lim in limits.items()
+    }
     results = []
     for row in rows:
         base_row = Row(row.baseline, None, row.baseline, row.compiled)
-        parts = None
-        if row.implementation is not None and row.model in limits:
-            lim = limits[row.model]
-            bw = call_s["bandwidth"]
-            parts = [lim.extra({s: call_s[s][i] for s in lim.convs}, moved / bw[i]) for i in range(steps)]
         measured = _measure_row(
             row,
             built[row],
             step_fns[row],
             times[row],
             times[base_row],
-            parts,
+            limit_parts.get(row.model) if row.implementation is not None else None,
             bandwidth_s=call_s.get("bandwidth"),
             moved=moved,
             x=x,

@@ -376,10 +376,13 @@ def _train(
     task = make_task(cfg, rank, nranks, device)
     if data is None:  # generated data (written by the task just now), or data absent when asked
         data = data_fingerprint(cfg)
-    try:
-        model = _build_model(cfg, store, task, run_dependencies)
-    except SourceDidNotConverge as e:
-        return _record(cfg, store, rank, nranks, task, data, _not_converged(str(e), e.params))
+    model = _initial_model(cfg, task)
+    if cfg.transfer_from is not None:
+        try:
+            _transfer(cfg, store, model, task, run_dependencies)
+        except SourceDidNotConverge as e:
+            params = sum(p.numel() for p in model.parameters())
+            return _record(cfg, store, rank, nranks, task, data, _not_converged(str(e), params))
     t, start_epoch, history = _prepare(cfg, store, task, device, rank, nranks, data, model)
     stages, status, reason = stage_ends(cfg), "finished", None
     evaluated: dict = {}
@@ -414,9 +417,9 @@ def _train(
     return _record(cfg, store, rank, nranks, task, data, _finish(t, status, reason, history, evaluated, stage_ckpts))
 
 
-def _build_model(cfg: RunConfig, store: RunStore, task, run_dependencies: bool) -> nn.Module:
-    """The run's model at its initial weights: its own draw at ``cfg.seed``, the conventional twin's
-    linear weights (``init_twin``), or its source's trained weights (``transfer_from``)."""
+def _initial_model(cfg: RunConfig, task) -> nn.Module:
+    """The run's model at its own draw at ``cfg.seed``, with the conventional twin's linear weights
+    when it has one (``init_twin``); a weight transfer (``transfer_from``) follows in :func:`_train`."""
     torch.manual_seed(cfg.seed)
     model = task.build_model()
     if cfg.init_twin is not None:
@@ -424,12 +427,6 @@ def _build_model(cfg: RunConfig, store: RunStore, task, run_dependencies: bool) 
         # draws them, become this model's linear branch (quadratic terms at their reference).
         torch.manual_seed(cfg.seed)
         relinear.transfer_weights_(task.build_model(cfg.replace(model=cfg.init_twin)), model)
-    if cfg.transfer_from is not None:
-        try:
-            _transfer(cfg, store, model, task, run_dependencies)
-        except SourceDidNotConverge as e:
-            e.params = sum(p.numel() for p in model.parameters())
-            raise
     return model
 
 
