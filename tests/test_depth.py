@@ -91,7 +91,9 @@ def test_quadratic_encoder_matches_conventional_at_init():
     task = DepthRegression.__new__(DepthRegression)  # the optimiser groups need no data
     task.cfg = depth.runs("full")[1]
     task.kw = dict(depth.DATA_DEFAULTS, **task.cfg.task_kwargs)
-    groups = {g["name"]: g for g in task.param_groups(quad, task.cfg.lr_g, task.cfg.lr_b)}
+    from quadnn_paper.engine.optim import param_groups
+
+    groups = {g["name"]: g for g in param_groups(task.cfg, quad, task)}
     assert groups["decoder"]["weight_decay"] == 0.0 and groups["linear"]["weight_decay"] == 5e-4
     assert groups["g"]["lr"] == 1e-5 and groups["b"]["lr"] == 1e-5
 

@@ -506,8 +506,7 @@ def test_local_runner_jobs_pickle_without_cloudpickle(tmp_path, monkeypatch):
 
     from quadnn_paper.common.files import load_private_pickle
     from quadnn_paper.execution.execute import is_done, jobs
-    from quadnn_paper.execution.local import LocalRunner
-    from quadnn_paper.execution.runners import Job
+    from quadnn_paper.execution.runners import Job, LocalRunner
 
     monkeypatch.setitem(sys.modules, "cloudpickle", None)  # import cloudpickle raises ImportError
     runner = LocalRunner(tmp_path / "state", is_done=is_done(tmp_path / "runs"), workers=1, gpus=[])
@@ -590,8 +589,7 @@ def test_workers_and_threads_stay_within_the_cpus_the_task_is_bound_to(monkeypat
 def test_local_runner_gives_each_job_its_share_of_the_cpus(tmp_path, monkeypatch):
     """Item 8: docs/reliability.md's claim, OMP_NUM_THREADS = CPUs (this process's affinity) // slots,
     unless the user set it."""
-    from quadnn_paper.execution import local
-    from quadnn_paper.execution.runners import Job
+    from quadnn_paper.execution.runners import Job, local
 
     envs = []
     monkeypatch.setattr(local.subprocess, "call", lambda cmd, env, **kw: envs.append(env) or 0)  # GPU jobs

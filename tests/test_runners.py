@@ -160,7 +160,7 @@ def test_local_cpu_slot_runs_its_jobs_in_one_worker_and_a_job_that_kills_it_fail
 def test_local_running_counts_jobs_holding_slots_not_jobs_still_recording_their_exit(tmp_path, monkeypatch):
     # A finished job gives its slot back, then records its exit: slowed down here, the next job runs
     # in that slot meanwhile, and a count of phases said 2 jobs ran on 1 worker (issue 28, case 8).
-    from quadnn_paper.execution import local
+    from quadnn_paper.execution.runners import local
 
     real = local.read_json
     monkeypatch.setattr(local, "read_json", lambda path: time.sleep(0.6) or real(path))
@@ -354,7 +354,7 @@ def test_slurm_job_submitted_from_inside_an_array_task_runs(slurm, monkeypatch):
 def test_a_late_adoption_keeps_the_pickle_the_job_put_in_place(tmp_path):
     # sbatch's answer was lost; the job copied its intent into place, ran, was requeued with a
     # newer pickle; the submitter adopts it only now: the job's pickle must stay.
-    from quadnn_paper.execution.slurm import JOBS, adopt
+    from quadnn_paper.execution.runners.slurm import JOBS, adopt
 
     runner = make_runner("inline", tmp_path / "runs")
     intent = tmp_path / "runs" / "slurm" / "intents" / "x.abc.pkl"
@@ -543,7 +543,7 @@ def in_controller(job_id):
 
 
 def test_slurm_states_unknown_while_slurmdbd_is_stopped_stay_pending(slurm_cluster, tmp_path, monkeypatch):
-    from quadnn_paper.execution import slurm as slurm_runner
+    from quadnn_paper.execution.runners import slurm as slurm_runner
 
     monkeypatch.setattr(slurm_runner, "SACCT_TIMEOUT_S", 2)
     monkeypatch.setattr(slurm_runner, "SACCT_RETRIES", 1)

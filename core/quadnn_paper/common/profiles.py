@@ -35,9 +35,12 @@ def check_tiny(tiny) -> bool:
     raise ValueError(f"tiny must be True or False, got {tiny!r} (papermill: -p tiny True; make: TINY=1/0)")
 
 
-def protocol_of(table: dict, profile: str, tiny: bool = False) -> dict:
-    """A deep copy of ``table[profile]`` (a caller may change it freely). ``tiny`` (TINY=1) caps the
-    full profile only; the section applies its caps to the copy."""
+def protocol_of(table: dict, profile: str, tiny: bool = False, caps=None) -> dict:
+    """A deep copy of ``table[profile]`` (a caller may change it freely): every section's protocol.
+    ``tiny`` (TINY=1) goes with the full profile only, and then ``caps(copy)`` (if given) gives the
+    capped protocol; a section whose runs are what TINY caps leaves that to
+    :func:`quadnn_paper.sections._tiny.capped`."""
     if check_tiny(tiny) and profile != "full":
         raise ValueError(f"tiny=True caps the full profile; use it with profile='full', not {profile!r}")
-    return copy.deepcopy(select(table, profile))
+    P = copy.deepcopy(select(table, profile))
+    return caps(P) if tiny and caps is not None else P

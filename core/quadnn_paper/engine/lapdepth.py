@@ -89,9 +89,6 @@ class LapDepth(nn.Module):
         low = F.interpolate(F.avg_pool2d(x, 2, ceil_mode=True), size=size, mode="bilinear", align_corners=False)
         return x - low
 
-    def encoder_parameters(self):
-        return self.encoder.parameters()
-
     def decoder_parameters(self):
         enc = {id(p) for p in self.encoder.parameters()}
         return [p for p in self.parameters() if id(p) not in enc]

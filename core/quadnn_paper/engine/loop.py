@@ -33,6 +33,7 @@ from quadnn.layers import QuadraticLayer
 
 from .config import RunConfig
 from .distributed import agree, all_reduce, broadcast_buffers, local_cuda_index, on_cuda, sync_batchnorm, world
+from .optim import build_optimizer
 from .store import CorruptFile, RunStore, WorldSizeMismatch, atomic_write_text
 from .tasks import _autocast, data_fingerprint, generated_data, make_task, task_cpus
 
@@ -100,26 +101,6 @@ def result(cfg: RunConfig, out: str | os.PathLike) -> dict | None:
 def state(cfg: RunConfig, out: str | os.PathLike) -> str:
     """``done`` | ``diverged`` | ``partial`` | ``missing`` (see :data:`.store.STATES`)."""
     return RunStore(out).state(cfg)
-
-
-def _build_optimizer(cfg: RunConfig, task, model: nn.Module):
-    lr_g = cfg.lr_g if cfg.relinear == "sg" else cfg.lr
-    lr_b = (cfg.lr_b if cfg.lr_b is not None else cfg.lr_g) if cfg.relinear == "sg" else cfg.lr
-    groups = task.param_groups(model, lr_g, lr_b)
-    for g in groups:
-        g["initial_lr"] = g["lr"]
-    betas = (cfg.momentum, cfg.beta2)
-    if cfg.optimizer == "sgd":
-        opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
-    elif cfg.optimizer == "adam":
-        opt = torch.optim.Adam(groups, lr=cfg.lr, betas=betas)
-    else:
-        opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=betas)
-    shrink = None
-    if cfg.relinear.startswith("sw-"):
-        alpha_b = cfg.alpha_b if cfg.alpha_b is not None else cfg.alpha_g
-        shrink = relinear.Shrink(model, cfg.relinear[3:], cfg.alpha_g, alpha_b)
-    return opt, relinear.ReferenceWeightDecay(opt), shrink
 
 
 def requested_data(cfg: RunConfig) -> str | None:
@@ -222,7 +203,7 @@ def run(
 RANKS_POLL_S = 5.0  # how often the ranks of a run another process holds look again
 
 
-def _device(cfg: RunConfig, nranks: int) -> torch.device:
+def _device(cfg: RunConfig) -> torch.device:
     """The rank's compute device; on CUDA always with its index (``set_device`` refuses a bare "cuda"):
     ``cuda:N`` as given, else the launcher's LOCAL_RANK among the GPUs this process can see
     (:func:`.distributed.local_cuda_index`; 0 for a single process)."""
@@ -372,7 +353,7 @@ def _train(
     # No more intra-op threads than CPUs this task may run on (a SLURM step may bind it to fewer
     # than OMP_NUM_THREADS says): more only spin against each other and the loader's workers.
     torch.set_num_threads(min(cfg.threads or torch.get_num_threads(), task_cpus()))
-    device = _device(cfg, nranks)
+    device = _device(cfg)
     task = make_task(cfg, rank, nranks, device)
     if data is None:  # generated data (written by the task just now), or data absent when asked
         data = data_fingerprint(cfg)
@@ -453,7 +434,7 @@ def _prepare(cfg, store, task, device, rank, nranks, data, model) -> tuple[_Trai
         model = sync_batchnorm(model, device)
     layout = torch.channels_last if on_cuda(device) and cfg.channels_last else torch.preserve_format
     model.to(device, memory_format=layout)
-    opt, ref_decay, shrink = _build_optimizer(cfg, task, model)
+    opt, ref_decay, shrink = build_optimizer(cfg, model, task)
     history: list[dict] = []
     start_epoch, step = 0, 0
     out = store.dir(cfg)

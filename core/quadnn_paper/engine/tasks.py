@@ -3,7 +3,8 @@
 The training loop (:mod:`.loop`) is the same for all of them; a task supplies
 
 - ``num_classes`` / ``in_chans`` and :meth:`build_model`;
-- :meth:`param_groups` (ReLinear's groups, plus any the task needs);
+- :meth:`relinear_part` and :meth:`own_param_groups` (what takes ReLinear's groups, and any
+  group the task adds; :mod:`.optim` builds the optimiser);
 - :meth:`train_batches` (this rank's share of each global batch, a pure function of
   (seed, epoch), so a resumed or DDP run sees the batches an uninterrupted one would);
 - :meth:`loss` (summed over the batch, with a count of correct predictions if it has one);
@@ -22,8 +23,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from quadnn import relinear
 
 from .config import RunConfig
 from .distributed import all_reduce, on_cuda
@@ -75,8 +74,13 @@ class Task:
         except TypeError as e:
             raise ValueError(f"model {cfg.model!r} rejected model_kwargs {sorted(kwargs)}: {e}") from None
 
-    def param_groups(self, model: nn.Module, lr_g: float, lr_b: float) -> list[dict]:
-        return relinear.param_groups(model, self.cfg.lr, lr_g, lr_b, self.cfg.weight_decay, **_decay_kw(self.cfg))
+    def relinear_part(self, model: nn.Module) -> nn.Module:
+        """The module whose parameters take ReLinear's groups (:mod:`.optim`): the whole model."""
+        return model
+
+    def own_param_groups(self, groups: list[dict], model: nn.Module, lr: float) -> list[dict]:
+        """ReLinear's ``groups`` with what this task adds (none)."""
+        return groups
 
     def steps_per_epoch(self) -> int:
         raise NotImplementedError
@@ -144,12 +148,6 @@ def _sums(device, *values) -> torch.Tensor:
             for v in values
         ]
     )
-
-
-def _decay_kw(cfg: RunConfig) -> dict:
-    # Only pass the option when it differs from the library default, so a library without the
-    # option still works for the default behaviour.
-    return {} if cfg.quadratic_decay == "reference" else {"quadratic_decay": cfg.quadratic_decay}
 
 
 def _task_kwargs(task: str, defaults: dict, given: dict) -> dict:
@@ -328,21 +326,15 @@ class DepthRegression(Task):
         cfg = cfg or self.cfg
         return self.depth.build_model(cfg.model, **cfg.model_kwargs)
 
-    def param_groups(self, model, lr_g, lr_b):
-        # ReLinear groups for the encoder (with the encoder's weight decay), one decoder group.
-        groups = relinear.param_groups(
-            model.encoder, self.cfg.lr, lr_g, lr_b, self.cfg.weight_decay, **_decay_kw(self.cfg)
+    def relinear_part(self, model):
+        return model.encoder  # ReLinear's groups (with the encoder's weight decay) for the encoder
+
+    def own_param_groups(self, groups, model, lr):
+        # the encoder's non-empty groups, then one for the decoder with its own weight decay
+        decoder = dict(
+            name="decoder", params=model.decoder_parameters(), lr=lr, weight_decay=self.kw["weight_decay_decoder"]
         )
-        groups = [g for g in groups if g["params"]]
-        groups.append(
-            dict(
-                name="decoder",
-                params=model.decoder_parameters(),
-                lr=self.cfg.lr,
-                weight_decay=self.kw["weight_decay_decoder"],
-            )
-        )
-        return groups
+        return [g for g in groups if g["params"]] + [decoder]
 
     def train_input(self) -> tuple[int, ...]:
         crop = self.train_crop or (tuple(self.kw["crop"]) if self.kw["crop"] else None)

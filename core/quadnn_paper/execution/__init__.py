@@ -1,6 +1,6 @@
 """Execution: where a section's runs train (inline, this machine's GPUs/CPUs, SLURM), and the plan.
 
-:func:`execute` is what a notebook calls; :mod:`.runners` (with :mod:`.local` and :mod:`.slurm`)
+:func:`execute` is what a notebook calls; the :mod:`.runners` package (inline, local, slurm)
 submits keyed jobs; ``python -m quadnn_paper.execution.status`` prints the plan (``make status``).
 This layer imports the engine and the sections, never the reverse. Importing it does not import
 torch (the engine is imported where it is used), so a job process starts quickly.

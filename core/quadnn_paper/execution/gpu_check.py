@@ -408,7 +408,7 @@ def _tiny_section(section: str, out: Path) -> int:
     """Child process of :func:`check_tiny_section`: the section's runs on TINY data, local runner."""
     from ..sections._tiny import tiny_runs
     from .execute import execute
-    from .local import visible_gpus
+    from .runners import visible_gpus
 
     mod = importlib.import_module(f"quadnn_paper.sections.{section}")
     runs = tiny_runs(mod.runs("full"), out / "tiny" / "data")

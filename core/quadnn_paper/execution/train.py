@@ -89,14 +89,21 @@ def _parser() -> argparse.ArgumentParser:
         # no ArgumentDefaultsHelpFormatter: each help names its default itself (the flags default
         # to None so that --profile can fill what is not given), which it would print a second time
     )
-    a = p.add_argument
-    pos, nonneg, frac = _number(float, 0, lo_open=True), _number(float, 0), _number(float, 0, 1, lo_open=True)
-    a(
+    p.add_argument(
         "--profile",
         choices=PROFILES,
         default=None,
         help="fill defaults for a profile (smoke/cpu: digits with few epochs; full: CIFAR-10, 200 epochs)",
     )
+    _what_is_trained(p.add_argument_group("what is trained").add_argument, d)
+    _optimiser(p.add_argument_group("optimiser").add_argument, d)
+    _relinear(p.add_argument_group("ReLinear").add_argument, d)
+    _schedule(p.add_argument_group("learning-rate schedule").add_argument, d)
+    _how_it_runs(p.add_argument_group("how it runs").add_argument, d)
+    return p
+
+
+def _what_is_trained(a, d: RunConfig) -> None:
     a("--task", choices=TASKS, default=None, help=f"what is trained (default {d.task})")
     a("--model", default=None, help=f"timm model name, e.g. cifar_qresnet20, cifar_resnet56 (default {d.model})")
     width = _number(float, 0, MAX_WIDTH, lo_open=True)
@@ -108,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     a("--train-limit", type=_number(int, 0), default=None, help="train on the first N images only (0: all)")
     a("--epochs", type=_number(int, 1), default=None, help=f"training epochs (default {d.epochs})")
     a("--batch-size", type=_number(int, 1, MAX_BATCH), default=None, help=f"global batch size (default {d.batch_size})")
+
+
+def _optimiser(a, d: RunConfig) -> None:
+    nonneg = _number(float, 0)
     a("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimiser (default {d.optimizer})")
     a("--lr", type=nonneg, default=None, help=f"learning rate gamma_r of the linear parameters (default {d.lr})")
     a(
@@ -124,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
         help="weight decay of the quadratic terms: toward their ReLinear reference, decoupled ('reference'), "
         f"or coupled L2 toward 0 as the official code ('zero') (default {d.quadratic_decay})",
     )
+
+
+def _relinear(a, d: RunConfig) -> None:
+    nonneg = _number(float, 0)
     a("--relinear", choices=RELINEAR, default=None, help=f"ReLinear variant (default {d.relinear})")
     a(
         "--lr-g",
@@ -139,6 +154,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     a("--alpha-g", type=nonneg, default=None, help=f"shrink factor of the gate terms (default {d.alpha_g})")
     a("--alpha-b", type=nonneg, default=None, help="shrink factor of the power terms (default: --alpha-g)")
+
+
+def _schedule(a, d: RunConfig) -> None:
+    pos, frac = _number(float, 0, lo_open=True), _number(float, 0, 1, lo_open=True)
     a("--schedule", choices=SCHEDULES, default=None, help=f"learning-rate schedule (default {d.schedule})")
     a(
         "--milestones",
@@ -155,6 +174,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"epochs at a tenth of every rate before the schedule, as He et al.'s ResNet110 (default {d.warmup_epochs})",
     )
     a("--dim-alpha", type=pos, default=None, help=f"diminishing schedule: lr_t = lr*a/(a+t) (default {d.dim_alpha})")
+
+
+def _how_it_runs(a, d: RunConfig) -> None:
     a("--rezero", action="store_true", default=None, help="ReZero residual blocks (cifar_* models)")
     a("--seed", type=_number(int, 0), default=None, help=f"random seed (default {d.seed})")
     a("--out", metavar="DIR", default="runs", help="cache directory: results go to OUT/<run id>/ (default runs)")
@@ -163,7 +185,6 @@ def _parser() -> argparse.ArgumentParser:
     a("--compile", action="store_true", default=None, help="torch.compile the model")
     a("--threads", type=_number(int, 1), default=None, help="torch CPU threads (default: torch's choice)")
     a("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
-    return p
 
 
 def config_from_args(argv=None) -> tuple[RunConfig, str]:

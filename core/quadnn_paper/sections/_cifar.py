@@ -33,13 +33,11 @@ Reading of the paper used here (it does not spell these out):
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, replace
 
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
-from quadnn_paper.common.profiles import check_tiny, select
 from quadnn_paper.engine import RunConfig
 
 __all__ = [
@@ -56,7 +54,6 @@ __all__ = [
     "paper_init",
     "config_for",
     "plan",
-    "pick",
     "summarise",
     "error_cell",
     "seed_errors",
@@ -127,13 +124,6 @@ STANDIN = dict(dataset="digits", batch_size=64, epochs=15, train_limit=0)
 STANDIN_WIDTH = 0.25
 HEADLINE_SEEDS = tuple(range(12))  # sized from that spread: detectable <= 1 point at 80 % power
 REST_SEEDS = tuple(range(5))  # the other claims: detectable <= 2 points
-
-
-def pick(protocols: dict, profile: str, tiny: bool = False) -> dict:
-    """A deep copy of ``protocols[profile]``; ``tiny`` only with ``full`` (TINY=1 caps sizes)."""
-    if check_tiny(tiny) and profile != "full":
-        raise ValueError(f"tiny=True goes with profile 'full' only, got profile {profile!r}")
-    return copy.deepcopy(select(protocols, profile))
 
 
 # -- rows -------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..data.tiny import CAPS, KITTI_SCALE, TINY_ROOT, write_tiny_data
 from ..engine import RunConfig, stage_ends
 
-__all__ = ["tiny_runs"]
+__all__ = ["tiny_runs", "capped"]
 
 
 def _data_dir(cfg: RunConfig, root: Path) -> str:
@@ -49,3 +49,13 @@ def tiny_runs(runs: list[RunConfig], root: str | Path = TINY_ROOT) -> list[RunCo
         )
 
     return [cap(c) for c in runs]
+
+
+def capped(runs, tiny: bool):
+    """A section's runs as they run: ``runs`` (a list, or a dict of them) unchanged, or with TINY=1's
+    caps (:func:`tiny_runs`) under the same keys."""
+    if not tiny:
+        return runs
+    if isinstance(runs, dict):
+        return dict(zip(runs, tiny_runs(list(runs.values()))))
+    return tiny_runs(runs)

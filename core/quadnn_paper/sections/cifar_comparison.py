@@ -14,9 +14,11 @@ import math
 from dataclasses import replace
 
 from quadnn_paper.analysis import stats
+from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_ALIGN, CLAIMS_HEADER, claim_rows, error_cell, param_count
+from quadnn_paper.sections._tiny import capped
 
 __all__ = [
     "NAME",
@@ -96,17 +98,13 @@ def rows() -> list[cs.Row]:
 
 def protocol(profile: str, tiny: bool = False) -> dict:
     """A copy of the profile's protocol (``tiny`` only with ``full``)."""
-    return cs.pick(PROTOCOLS, profile, tiny)
+    return protocol_of(PROTOCOLS, profile, tiny)
 
 
 def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:
     P = protocol(profile, tiny)
     planned = cs.plan(cs.comparison_rows(), P, width=P.get("width"))
-    if tiny:
-        from quadnn_paper.sections._tiny import tiny_runs
-
-        planned = dict(zip(planned, tiny_runs(list(planned.values()))))
-    return planned
+    return capped(planned, tiny)
 
 
 def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
@@ -121,38 +119,56 @@ def transfer_confound(protocol: dict) -> str:
     return f"w.t. trained {stage}+{R['epochs']} epochs, the other {R['epochs']}"
 
 
-def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int], protocol: dict | None = None) -> list[cs.Claim]:
-    """The paper's claims, each from the paired per-seed errors ``errs[row] = {seed: error}`` (a row
-    absent from ``errs`` did not run at this profile), Holm-adjusted over the section's pairs. Rows
-    are found by what they train; ``protocol`` names the weight-transfer confound (default: full)."""
-    rows = cs.comparison_rows()
-    errs = {r.key: e for r, e in errs.items()}  # by what a row trains, never by its label
-    params = {r.key: n for r, n in params.items()}
-    wt_confound = transfer_confound(protocol or PROTOCOLS["full"])
+def _claim(errs: dict, text: str, pairs: list[tuple[cs.Row, cs.Row]], extra: str = "", confound: str = "") -> cs.Claim:
+    """The claim "each first row beats its second" from the pairs whose rows both ran (``errs``: per-seed
+    errors by row key); not tested when none did. ``extra`` follows the paper's numbers; ``confound``
+    is kept only where a weight-transfer arm ran."""
+    ran = [(a, b) for a, b in pairs if a.key in errs and b.key in errs]
+    # the first pair's numbers (its labels stand in the evidence column), then how many more
+    paper = f"{pairs[0][0].paper} vs {pairs[0][1].paper}" + (
+        f" (+{len(pairs) - 1} pair{'s' * (len(pairs) > 2)})" if len(pairs) > 1 else ""
+    )
+    note = f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only" if len(ran) < len(pairs) else ""
+    if not ran:
+        return cs.not_tested(text, "full only: " + note, paper=paper + extra)
+    if not any(a.method == "wt" or b.method == "wt" for a, b in ran):
+        confound = ""
+    return cs.pair_claim(
+        text,
+        [(a.label, errs[a.key], b.label, errs[b.key]) for a, b in ran],
+        paper=paper + extra,
+        confound=confound,
+        note=note,
+    )
+
+
+def _fewer_parameters_claim(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str) -> cs.Claim:
+    """QResNet32 beats ResNet110 with fewer parameters: contradicted, whatever the errors say, where
+    it has not fewer (``params`` by row key)."""
+    q32, r110 = cs.row_for(rows, "cifar_qresnet32", "wt"), cs.row_for(rows, "cifar_resnet110")
+    fewer = params.get(q32.key, 0) < params.get(r110.key, 0)
+    c = _claim(
+        errs,
+        "QResNet32 beats ResNet110 with fewer parameters",
+        [(q32, r110)],
+        f"; params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,}",
+        confound=wt_confound,
+    )
+    if not fewer and c.intervals:
+        c = replace(c, verdict=stats.CONTRADICTED, paper=c.paper + " (not fewer)")
+    return c
+
+
+def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str) -> list[cs.Claim]:
+    """The paper's claims in its order, before Holm adjustment (``errs``, ``params`` by row key)."""
 
     def row(model, method="conventional", width=1.0):
         return cs.row_for(rows, model, method, width)
 
-    def claim(text, pairs, extra="", confound=""):
-        ran = [(a, b) for a, b in pairs if a.key in errs and b.key in errs]
-        # the first pair's numbers (its labels stand in the evidence column), then how many more
-        paper = f"{pairs[0][0].paper} vs {pairs[0][1].paper}" + (
-            f" (+{len(pairs) - 1} pair{'s' * (len(pairs) > 2)})" if len(pairs) > 1 else ""
-        )
-        note = f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only" if len(ran) < len(pairs) else ""
-        if not ran:
-            return cs.not_tested(text, "full only: " + note, paper=paper + extra)
-        if not any(a.method == "wt" or b.method == "wt" for a, b in ran):
-            confound = ""
-        return cs.pair_claim(
-            text,
-            [(a.label, errs[a.key], b.label, errs[b.key]) for a, b in ran],
-            paper=paper + extra,
-            confound=confound,
-            note=note,
-        )
+    def claim(text, pairs, confound=""):
+        return _claim(errs, text, pairs, confound=confound)
 
-    out = [
+    return [
         claim(
             "QResNet20 (r.i., with and without ReZero) beats ResNet20",
             [(row("cifar_qresnet20", m), row("cifar_resnet20")) for m in ("ri", "ri+rezero")],
@@ -184,29 +200,31 @@ def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int], protocol: dict |
                 for k in ("parabolic", "poly")
             ],
         ),
-    ]
-    q32, r110 = row("cifar_qresnet32", "wt"), row("cifar_resnet110")
-    fewer = params.get(q32.key, 0) < params.get(r110.key, 0)
-    c = claim(
-        "QResNet32 beats ResNet110 with fewer parameters",
-        [(q32, r110)],
-        f"; params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,}",
-        confound=wt_confound,
-    )
-    if not fewer and c.intervals:
-        c = replace(c, verdict=stats.CONTRADICTED, paper=c.paper + " (not fewer)")
-    out.append(c)
-    out.append(
+        _fewer_parameters_claim(errs, params, rows, wt_confound),
         claim(
             "Compact-QResNet is worse than QResNet (both w.t.)",
             [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)],
-        )
-    )
-    widen = [
-        (row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w)) for d in (32, 56) for w in (1.5, 2.0, 2.5)
+        ),
+        claim(
+            "QResNet beats every widened ResNet of its depth",
+            [
+                (row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w))
+                for d in (32, 56)
+                for w in (1.5, 2.0, 2.5)
+            ],
+            confound=wt_confound,
+        ),
     ]
-    out.append(claim("QResNet beats every widened ResNet of its depth", widen, confound=wt_confound))
-    return cs.adjust(out)
+
+
+def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int], protocol: dict | None = None) -> list[cs.Claim]:
+    """The paper's claims, each from the paired per-seed errors ``errs[row] = {seed: error}`` (a row
+    absent from ``errs`` did not run at this profile), Holm-adjusted over the section's pairs. Rows
+    are found by what they train; ``protocol`` names the weight-transfer confound (default: full)."""
+    errs = {r.key: e for r, e in errs.items()}  # by what a row trains, never by its label
+    params = {r.key: n for r, n in params.items()}
+    wt_confound = transfer_confound(protocol or PROTOCOLS["full"])
+    return cs.adjust(_paper_claims(errs, params, cs.comparison_rows(), wt_confound))
 
 
 def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, params: dict | None = None) -> dict:

@@ -14,13 +14,17 @@ check behind the paper's "guaranteed performance" argument.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
 from quadnn import relinear
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
+from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import RunConfig, stage_ends
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import (
@@ -36,6 +40,7 @@ from quadnn_paper.sections._cifar import (
 from quadnn_paper.sections._cifar import (
     summary_rows as claims_summary_rows,
 )
+from quadnn_paper.sections._tiny import capped
 
 __all__ = [
     "NAME",
@@ -47,6 +52,8 @@ __all__ = [
     "plan",
     "runs",
     "summary",
+    "SweepRow",
+    "Curve",
     "conventional_config",
     "gamma_zero_trajectory",
     "SUMMARY_HEADER",
@@ -164,7 +171,7 @@ _RUN_KEYS = (
 
 def protocol(profile: str, tiny: bool = False) -> dict:
     """A copy of the profile's protocol (``tiny`` only with ``full``)."""
-    return cs.pick(PROTOCOLS, profile, tiny)
+    return protocol_of(PROTOCOLS, profile, tiny)
 
 
 def grid(proto: dict, name: str) -> list:
@@ -248,11 +255,7 @@ def plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunCo
                 out[(f"transfer{k}", v, s)] = _transfer(proto, s, k, v)
         if proto["optimizer"] != "adam" and s == proto["grid_seeds"][0]:
             out[("adam", 0.0, s)] = conv.replace(optimizer="adam")  # the optimiser the paper names
-    if tiny:
-        from quadnn_paper.sections._tiny import tiny_runs
-
-        out = dict(zip(out, tiny_runs(list(out.values()))))
-    return out
+    return capped(out, tiny)
 
 
 def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
@@ -264,59 +267,75 @@ def _error(res: dict | None) -> float:
     return res["test_error"] if res is not None and res["status"] == "finished" else math.nan
 
 
-def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -> dict:
-    """Sweeps, the best setting of each, claims and quoted numbers from ``{run_id: result or None}``.
+class SweepRow(NamedTuple):
+    """One value of a sweep: final test error over the grid seeds and how many runs gave none."""
 
-    ``sweeps[experiment] = [(value, mean error over grid seeds, sd, diverged count)]``;
-    ``curves[experiment] = [(value, result)]`` at the first grid seed (for the figures).
-    """
-    proto = protocol(profile, tiny)
-    planned = plan(profile, tiny)
-    got = {key: results.get(cfg.run_id) for key, cfg in planned.items()}
-    g0, gseeds = proto["grid_seeds"][0], proto["grid_seeds"]
-    experiments = list(dict.fromkeys(e for e, _, _ in planned))
+    value: float | None
+    mean: float
+    sd: float
+    diverged: int  # runs without a final error (diverged, or not finished yet)
+
+
+class Curve(NamedTuple):
+    """One value of a sweep and its run's result (or None) at the first grid seed: a figure's curve."""
+
+    value: float
+    result: dict | None
+
+
+_NO_BEST = SweepRow(None, math.nan, math.nan, 0)  # a sweep without a finished run
+_RESNET20 = "ResNet20"  # the conventional arm's label in the claims
+
+_Results = dict[tuple[str, float, int], dict | None]  # a result (or None) per plan() key
+_SeedErrors = Callable[[str, float], dict]  # (experiment, value) -> {seed: paired error}
+
+
+def _sweep_row(got: _Results, e: str, v: float, grid_seeds: list) -> SweepRow:
+    """Final test error of value ``v`` of sweep ``e`` over the grid seeds."""
+    errs = [_error(got[(e, v, s)]) for s in grid_seeds if (e, v, s) in got]
+    ok = [x for x in errs if not math.isnan(x)]
+    mean = sum(ok) / len(ok) if ok else math.nan
+    sd = math.sqrt(sum((x - mean) ** 2 for x in ok) / (len(ok) - 1)) if len(ok) > 1 else math.nan
+    return SweepRow(v, mean, sd, len(errs) - len(ok))
+
+
+def _sweeps_and_curves(got: _Results, experiments: list[str], grid_seeds: list) -> tuple[dict, dict]:
+    """``sweeps[e]``: a :class:`SweepRow` per value; ``curves[e]``: a :class:`Curve` per value."""
+    g0 = grid_seeds[0]
     sweeps, curves = {}, {}
     for e in experiments:
-        values = [v for (x, v, s) in planned if x == e and s == g0]
-        rows = []
-        for v in values:
-            errs = [_error(got[(e, v, s)]) for s in gseeds if (e, v, s) in got]
-            ok = [x for x in errs if not math.isnan(x)]
-            mean = sum(ok) / len(ok) if ok else math.nan
-            sd = math.sqrt(sum((x - mean) ** 2 for x in ok) / (len(ok) - 1)) if len(ok) > 1 else math.nan
-            rows.append((v, mean, sd, len(errs) - len(ok)))
-        sweeps[e] = rows
-        curves[e] = [(v, got[(e, v, g0)]) for v in values]
+        values = [v for (x, v, s) in got if x == e and s == g0]
+        sweeps[e] = [_sweep_row(got, e, v, grid_seeds) for v in values]
+        curves[e] = [Curve(v, got[(e, v, g0)]) for v in values]
+    return sweeps, curves
 
-    def best(e):
-        # gamma 0 is the conventional network, not a ReLinear-sg setting: never "sg's best"
-        ok = [r for r in sweeps.get(e, []) if not math.isnan(r[1]) and not (e == "sg" and r[0] == 0)]
-        return min(ok, key=lambda r: r[1]) if ok else (None, math.nan, math.nan, 0)
 
-    # Paired claims: per-seed errors of the settings the paper names (diverged = chance).
-    def seeds_of(e, v):
-        seeds = sorted({s for (x, y, s) in planned if x == e and y == v})
-        return {s: cs.seed_errors(got[(e, v, s)], proto["dataset"]) for s in seeds}
+def _best(e: str, rows: list[SweepRow]) -> SweepRow:
+    """The value of sweep ``e`` with the lowest mean error (chosen on the test set, as in the paper)."""
+    # gamma 0 is the conventional network, not a ReLinear-sg setting: never "sg's best"
+    ok = [r for r in rows if not math.isnan(r.mean) and not (e == "sg" and r.value == 0)]
+    return min(ok, key=lambda r: r.mean) if ok else _NO_BEST
 
-    conv = seeds_of("conventional", 0.0)
-    stages = sorted(e for e in experiments if e.startswith("transfer"))
-    sg = seeds_of("sg", SG_BEST)
-    res20 = "ResNet20"
-    sw = seeds_of("sw-l2", SW_BEST)
 
-    def confound(k):
-        own = proto["epochs"]
-        return f"w.t. trained {stage_ends(conventional_config(proto, 0))[int(k) - 1]}+{own} epochs, r.i. {own}"
+def _setting_errors(got: _Results, dataset: str, e: str, v: float) -> dict:
+    """Per-seed errors of a setting the paper names, for the paired claims (diverged = chance)."""
+    seeds = sorted({s for (x, y, s) in got if x == e and y == v})
+    return {s: cs.seed_errors(got[(e, v, s)], dataset) for s in seeds}
 
-    claims = [
+
+def _setting_claims(seeds_of: _SeedErrors) -> list[cs.Claim]:
+    """The claims on the settings the paper names, before Holm adjustment: its best ReLinear-sg and
+    -sw against the conventional network and each other, gamma against 0 and a large gamma, ReZero."""
+    conv, sg, sw = seeds_of("conventional", 0.0), seeds_of("sg", SG_BEST), seeds_of("sw-l2", SW_BEST)
+    return [
         cs.pair_claim(
             f"ReLinear-sg (gamma {SG_BEST:g}) beats the conventional ResNet20",
-            [(f"sg {SG_BEST:g}", sg, res20, conv)],
+            [(f"sg {SG_BEST:g}", sg, _RESNET20, conv)],
             paper=f"{PAPER['sg'].text} vs {published.CIFAR_MAIN['ResNet20']}",
         ),
         cs.pair_claim(
             f"ReLinear-sw (l2, beta {SW_BEST:g}) beats the conventional ResNet20",
-            [(f"sw-l2 {SW_BEST:g}", sw, res20, conv)],
+            [(f"sw-l2 {SW_BEST:g}", sw, _RESNET20, conv)],
             paper=f"{PAPER['sw'].text} vs {published.CIFAR_MAIN['ResNet20']}",
         ),
         cs.pair_claim(
@@ -347,6 +366,19 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
             paper="ReZero runs converge at every gamma (Table: QResNet20 + ReZero)",
         ),
     ]
+
+
+def _transfer_confound(proto: dict, k: str) -> str:
+    """What weight transfer from stage ``k`` has that random initialisation lacks: the source's epochs."""
+    own = proto["epochs"]
+    return f"w.t. trained {stage_ends(conventional_config(proto, 0))[int(k) - 1]}+{own} epochs, r.i. {own}"
+
+
+def _transfer_claims(seeds_of: _SeedErrors, proto: dict, stages: list[str]) -> list[cs.Claim]:
+    """Weight transfer from each stage against random initialisation, then the robustness claim
+    (not a paired difference), before Holm adjustment."""
+    sg = seeds_of("sg", SG_BEST)
+    claims = []
     for e in stages:
         k = e[len("transfer") :]
         claims.append(
@@ -354,7 +386,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
                 f"Weight transfer from stage {k} beats random initialisation (sg {SG_BEST:g})",
                 [(f"transfer {k}", seeds_of(e, SG_BEST), f"sg {SG_BEST:g}", sg)],
                 paper=f"{PAPER['transfer'][k].text} vs {PAPER['sg'].text}",
-                confound=confound(k),
+                confound=_transfer_confound(proto, k),
             )
         )
     claims.append(
@@ -365,36 +397,68 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
             else "a statement about spread across gamma, shown in the transfer figure, not a paired difference",
         )
     )
-    claims = cs.adjust(claims)
+    return claims
+
+
+def _gamma_zero_pair(seeds_of: _SeedErrors) -> cs.Claim:
     # gamma = 0 in float32: a conventional network whose trajectory differs from its twin's by rounding.
-    gamma0 = cs.pair_claim(
-        "gamma 0 against its conventional twin (float32)", [(res20, conv, "sg 0", seeds_of("sg", 0.0))]
+    return cs.pair_claim(
+        "gamma 0 against its conventional twin (float32)",
+        [(_RESNET20, seeds_of("conventional", 0.0), "sg 0", seeds_of("sg", 0.0))],
     )
 
-    def epoch_time(res):  # median training seconds per epoch (robust to a busy machine and warm-up)
-        times = sorted(h["epoch_time"] for h in res["history"]) if res else []
-        return times[len(times) // 2] if times else math.nan
 
-    q_times = sorted(epoch_time(r) for _, r in curves.get("sg", []) if r is not None)
+def _upper_median(values) -> float:
+    """The middle of ``values`` (the upper one of an even count), NaN for none."""
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else math.nan
+
+
+def _epoch_time(res: dict | None) -> float:
+    # the median training seconds per epoch: robust to a busy machine and warm-up
+    return _upper_median(h["epoch_time"] for h in res["history"]) if res else math.nan
+
+
+def _epoch_times(curves: dict) -> dict:
+    """Seconds per epoch of the QResNet20 (the median over the sg sweep's runs) and of the ResNet20."""
+    q = _upper_median(_epoch_time(c.result) for c in curves.get("sg", []) if c.result is not None)
+    return dict(epoch_time_q=q, epoch_time_conv=_epoch_time(curves["conventional"][0].result))
+
+
+def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -> dict:
+    """Sweeps, the best setting of each, claims and quoted numbers from ``{run_id: result or None}``.
+
+    ``sweeps[experiment] = [SweepRow(value, mean error over grid seeds, sd, diverged count)]``;
+    ``curves[experiment] = [Curve(value, result)]`` at the first grid seed (for the figures);
+    ``best[experiment]``: the sweep's :class:`SweepRow` of lowest mean error.
+    """
+    proto = protocol(profile, tiny)
+    planned = plan(profile, tiny)
+    got = {key: results.get(cfg.run_id) for key, cfg in planned.items()}
+    experiments = list(dict.fromkeys(e for e, _, _ in planned))
+    sweeps, curves = _sweeps_and_curves(got, experiments, proto["grid_seeds"])
+    stages = sorted(e for e in experiments if e.startswith("transfer"))
+    seeds_of = functools.partial(_setting_errors, got, proto["dataset"])
+    claims = cs.adjust(_setting_claims(seeds_of) + _transfer_claims(seeds_of, proto, stages))
+    conventional = curves["conventional"][0].result
     adam = [got[k] for k in got if k[0] == "adam"]
     return dict(
         protocol=proto,
         sweeps=sweeps,
         curves=curves,
-        best={e: best(e) for e in experiments},
+        best={e: _best(e, sweeps[e]) for e in experiments},
         stages=stages,
-        conventional=curves["conventional"][0][1],
-        conv_error=sweeps["conventional"][0][1],
+        conventional=conventional,
+        conv_error=sweeps["conventional"][0].mean,
         claims=claims,
-        gamma0=gamma0,
+        gamma0=_gamma_zero_pair(seeds_of),
         detectable=cs.detectable_text(claims),
         adam_error=_error(adam[0]) if adam else None,
-        diverged={e: sum(r[3] for r in sweeps[e]) for e in experiments},
+        diverged={e: sum(r.diverged for r in sweeps[e]) for e in experiments},
         runs=len(planned),
         pending=sum(r is None for r in got.values()),
-        epoch_time_q=q_times[len(q_times) // 2] if q_times else math.nan,
-        epoch_time_conv=epoch_time(curves["conventional"][0][1]),
-        test_images=(curves["conventional"][0][1] or {}).get("test_images"),
+        **_epoch_times(curves),
+        test_images=(conventional or {}).get("test_images"),
     )
 
 
@@ -468,13 +532,13 @@ def summary_rows(S: dict) -> list[list]:
     in the paper), at the grid seeds."""
 
     def row(label, e, paper_err=None, paper_setting=None):
-        value, err, _, _ = S["best"].get(e, (None, math.nan, math.nan, 0))
+        best = S["best"].get(e, _NO_BEST)
         return [
             label,
             paper_setting,
             paper_err,
-            None if value is None else f"{value:g}",
-            None if math.isnan(err) else round(err, 2),
+            None if best.value is None else f"{best.value:g}",
+            None if math.isnan(best.mean) else round(best.mean, 2),
             S["diverged"].get(e, 0),
         ]
 
@@ -501,11 +565,11 @@ def variables(S: dict, exact: dict) -> dict:
     P = S["protocol"]
 
     def err(e):
-        v = S["best"].get(e, (None, math.nan))[1]
+        v = S["best"].get(e, _NO_BEST).mean
         return "--" if math.isnan(v) else v
 
     def setting(e):
-        v = S["best"].get(e, (None,))[0]
+        v = S["best"].get(e, _NO_BEST).value
         return "--" if v is None else f"{v:g}"
 
     sd, mde, n = S["detectable"]

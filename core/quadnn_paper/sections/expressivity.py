@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -56,6 +57,8 @@ __all__ = [
     "NAME",
     "runs",
     "summary",
+    "OscillationRow",
+    "VarietyRow",
     "variety_table",
 ]
 
@@ -124,14 +127,16 @@ NAME = "expressivity"
 def protocol(profile: str, tiny: bool = False) -> dict:
     """A copy of the protocol of ``profile`` (see :data:`PROTOCOLS`); TINY=1 keeps full's
     architectures, depths and functions (the code paths) on fewer draws, points and trials."""
-    P = protocol_of(PROTOCOLS, profile, tiny)
-    if tiny:
-        P["oscillation"].update(
-            n_points=min(P["oscillation"]["n_points"], 201), n_draws=min(P["oscillation"]["n_draws"], 100)
-        )
-        P["spline"].update(n_h=min(P["spline"]["n_h"], 5))
-        P["variety"].update(n_trials=1)
-        P["amplification"].update(n_draws=min(P["amplification"]["n_draws"], 100))
+    return protocol_of(PROTOCOLS, profile, tiny, caps=_tiny_caps)
+
+
+def _tiny_caps(P: dict) -> dict:
+    P["oscillation"].update(
+        n_points=min(P["oscillation"]["n_points"], 201), n_draws=min(P["oscillation"]["n_draws"], 100)
+    )
+    P["spline"].update(n_h=min(P["spline"]["n_h"], 5))
+    P["variety"].update(n_trials=1)
+    P["amplification"].update(n_draws=min(P["amplification"]["n_draws"], 100))
     return P
 
 
@@ -646,103 +651,171 @@ def variety_table(archs, n_trials: int, seed: int) -> list[dict]:
     return out
 
 
+class OscillationRow(NamedTuple):
+    """A row of the oscillation table: ``max_{|x| <= R} |f|`` over the draws of one network and sigma."""
+
+    network: str  # "conventional" | "quadratic"
+    sigma: float
+    x_range: float  # R
+    median: float
+    q10: float  # 10% quantile
+    q90: float  # 90% quantile
+
+
+class VarietyRow(NamedTuple):
+    """A row of the variety table: per network kind the parameter count, the bounds and the numeric
+    dimension (quadratic neurons p2, quadratic activation p1), and whether dim p2 > dim p1."""
+
+    widths: str  # "(d_0,d_1,...)"
+    quadratic_params: int
+    quadratic_paper: int
+    quadratic_corrected: int
+    quadratic_layerwise: int
+    quadratic_dim: int
+    activation_params: int
+    activation_paper: int
+    activation_corrected: int
+    activation_dim: int
+    quadratic_larger: bool  # Proposition 2: dim p2 > dim p1
+
+
+def _median_max_abs(osc: dict, kind: str, s: str, R: str) -> float:
+    return float(np.median(osc["max_abs"][kind][s][R]))
+
+
+def _oscillation_row(osc: dict, kind: str, s: str, R: str) -> OscillationRow:
+    max_abs = osc["max_abs"][kind][s][R]
+    return OscillationRow(
+        kind,
+        float(s),
+        float(R),
+        _median_max_abs(osc, kind, s, R),
+        float(np.quantile(max_abs, 0.1)),
+        float(np.quantile(max_abs, 0.9)),
+    )
+
+
+def _oscillation_variables(osc: dict, sigmas: list[str], ranges: list[str]) -> dict:
+    """The smallest and largest x range, and the growth of the median max |f| from the smallest
+    sigma to the largest."""
+
+    def ratio(kind, R):
+        return _median_max_abs(osc, kind, sigmas[-1], R) / _median_max_abs(osc, kind, sigmas[0], R)
+
+    rmax, rmin = ranges[-1], ranges[0]
+    return dict(
+        OscXmax=float(rmax),
+        OscXmin=float(rmin),
+        OscQuadRatio=(ratio("quadratic", rmax), 2),
+        OscConvRatio=(ratio("conventional", rmax), 2),
+        OscQuadRatioSmall=(ratio("quadratic", rmin), 2),
+    )
+
+
+def _oscillation_summary(osc: dict) -> dict:
+    """Rows and variables of the oscillation table from :func:`oscillation`'s output."""
+    sigmas = sorted(osc["max_abs"]["conventional"], key=float)
+    ranges = sorted(osc["max_abs"]["conventional"][sigmas[0]], key=float)
+    rows = [_oscillation_row(osc, kind, s, R) for kind in ("conventional", "quadratic") for s in sigmas for R in ranges]
+    return dict(oscillation_rows=rows, oscillation_variables=_oscillation_variables(osc, sigmas, ranges))
+
+
+def _variety_row(r: dict) -> VarietyRow:
+    q, a = r["quadratic"], r["quadratic_activation"]
+    return VarietyRow(
+        "(" + ",".join(map(str, r["widths"])) + ")",
+        q["params"],
+        q["paper"],
+        q["corrected"],
+        q["layerwise"],
+        q["dim"],
+        a["params"],
+        a["paper"],
+        a["corrected"],
+        a["dim"],
+        q["dim"] > a["dim"],
+    )
+
+
+def _variety_variables(vd: list[dict], rows: list[VarietyRow]) -> dict:
+    """How often the paper's bounds fail, the corrected and layerwise counts hold and Proposition 2
+    holds; the smallest singular-value gap; the (1,1,1) network's dimension and bound."""
+    var = dict(
+        VarArchs=len(vd),
+        VarLemmaFails=sum(r["quadratic"]["paper"] < r["quadratic"]["dim"] for r in vd),
+        VarKileelFails=sum(r["quadratic_activation"]["paper"] < r["quadratic_activation"]["dim"] for r in vd),
+        VarPropTwoHolds=int(sum(r.quadratic_larger for r in rows)),
+        VarLayerwiseExact=int(sum(r["quadratic"]["layerwise"] == r["quadratic"]["dim"] for r in vd)),
+        VarMinGap=(float(min(r[n]["gap"] for r in vd for n in NETWORKS)), 3),
+        VarCorrectedHold="yes" if all(r[n]["corrected"] >= r[n]["dim"] for r in vd for n in NETWORKS) else "no",
+    )
+    one = next((r for r in vd if r["widths"] == [1, 1, 1]), None)
+    if one is not None:
+        var.update(VarOneDim=one["quadratic"]["dim"], VarOnePaper=one["quadratic"]["paper"])
+    return var
+
+
+def _variety_summary(vd: list[dict]) -> dict:
+    """Rows and variables of the variety table from :func:`variety_table`'s output."""
+    rows = [_variety_row(r) for r in vd]
+    return dict(variety_rows=rows, variety_variables=_variety_variables(vd, rows))
+
+
+def _amplification_row(d: str, amp_d: dict, ratio: float) -> list:
+    """Depth, the paper's scale, the median gradient norms of the three networks, the median
+    quadratic/conventional ratio and the paper's 2^H."""
+    return [
+        int(d),
+        amp_d["scale"],
+        float(np.median(amp_d["conventional"])),
+        float(np.median(amp_d["quadratic_random"])),
+        float(np.median(amp_d["quadratic_relinear"])),
+        float(ratio),
+        float(2 ** int(d)),
+    ]
+
+
+def _amplification_variables(amp: dict, depths: list[str], normalised: dict, ratio: np.ndarray) -> dict:
+    """The ratio at the smallest and largest depth against the paper's 2^H, and whether ReLinear's
+    quadratic networks have exactly the conventional networks' gradients."""
+    same = all(np.allclose(amp[d]["quadratic_relinear"], amp[d]["conventional"], rtol=1e-12) for d in depths)
+    return dict(
+        AmpMaxDepth=int(depths[-1]),
+        AmpRatioMax=(float(ratio[-1]), 2),
+        AmpPaperMax=(float(2 ** int(depths[-1])), 3),
+        AmpRatioOne=(float(ratio[0]), 2),
+        AmpConvOverScaleMax=(float(normalised["conventional"][-1]), 2),
+        AmpRelinearEqual="equal" if same else "not equal",
+    )
+
+
+def _amplification_summary(amp: dict) -> dict:
+    """The figure's curves, the rows and the variables of the amplification table from
+    :func:`amplification`'s output."""
+    depths = sorted(amp, key=int)
+    normalised = {
+        k: np.array([np.median(amp[d][k]) / amp[d]["scale"] for d in depths])
+        for k in ("conventional", "quadratic_random", "quadratic_relinear")
+    }
+    ratio = np.array(
+        [np.median(np.array(amp[d]["quadratic_random"]) / np.array(amp[d]["conventional"])) for d in depths]
+    )
+    return dict(
+        amplification=dict(depths=np.array([int(d) for d in depths]), normalised=normalised, ratio=ratio),
+        amplification_rows=[_amplification_row(d, amp[d], r) for d, r in zip(depths, ratio)],
+        amplification_variables=_amplification_variables(amp, depths, normalised, ratio),
+    )
+
+
 def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     """Rows and variables of the variety and amplification tables and the oscillation ratios, from
     ``results = dict(oscillation=..., variety=..., amplification=...)`` (the cached outputs of
     :func:`oscillation`, :func:`variety_table` and :func:`amplification`)."""
     out: dict = {}
     if "oscillation" in results:
-        osc = results["oscillation"]
-        sigmas = sorted(osc["max_abs"]["conventional"], key=float)
-        ranges = sorted(osc["max_abs"]["conventional"][sigmas[0]], key=float)
-
-        def med(kind, s, R):
-            return float(np.median(osc["max_abs"][kind][s][R]))
-
-        rmax, rmin = ranges[-1], ranges[0]
-        out["oscillation_rows"] = [
-            [
-                kind,
-                float(s),
-                float(R),
-                med(kind, s, R),
-                float(np.quantile(osc["max_abs"][kind][s][R], 0.1)),
-                float(np.quantile(osc["max_abs"][kind][s][R], 0.9)),
-            ]
-            for kind in ("conventional", "quadratic")
-            for s in sigmas
-            for R in ranges
-        ]
-        out["oscillation_variables"] = dict(
-            OscXmax=float(rmax),
-            OscXmin=float(rmin),
-            OscQuadRatio=(med("quadratic", sigmas[-1], rmax) / med("quadratic", sigmas[0], rmax), 2),
-            OscConvRatio=(med("conventional", sigmas[-1], rmax) / med("conventional", sigmas[0], rmax), 2),
-            OscQuadRatioSmall=(med("quadratic", sigmas[-1], rmin) / med("quadratic", sigmas[0], rmin), 2),
-        )
+        out.update(_oscillation_summary(results["oscillation"]))
     if "variety" in results:
-        vd = results["variety"]
-        rows = []
-        for r in vd:
-            q, a = r["quadratic"], r["quadratic_activation"]
-            rows.append(
-                [
-                    "(" + ",".join(map(str, r["widths"])) + ")",
-                    q["params"],
-                    q["paper"],
-                    q["corrected"],
-                    q["layerwise"],
-                    q["dim"],
-                    a["params"],
-                    a["paper"],
-                    a["corrected"],
-                    a["dim"],
-                    q["dim"] > a["dim"],
-                ]
-            )
-        one = next((r for r in vd if r["widths"] == [1, 1, 1]), None)
-        out["variety_rows"] = rows
-        out["variety_variables"] = dict(
-            VarArchs=len(vd),
-            VarLemmaFails=sum(r["quadratic"]["paper"] < r["quadratic"]["dim"] for r in vd),
-            VarKileelFails=sum(r["quadratic_activation"]["paper"] < r["quadratic_activation"]["dim"] for r in vd),
-            VarPropTwoHolds=int(sum(r[-1] for r in rows)),
-            VarLayerwiseExact=int(sum(r["quadratic"]["layerwise"] == r["quadratic"]["dim"] for r in vd)),
-            VarMinGap=(float(min(r[n]["gap"] for r in vd for n in NETWORKS)), 3),
-            VarCorrectedHold="yes" if all(r[n]["corrected"] >= r[n]["dim"] for r in vd for n in NETWORKS) else "no",
-        )
-        if one is not None:
-            out["variety_variables"].update(VarOneDim=one["quadratic"]["dim"], VarOnePaper=one["quadratic"]["paper"])
+        out.update(_variety_summary(results["variety"]))
     if "amplification" in results:
-        amp = results["amplification"]
-        depths = sorted(amp, key=int)
-        med_ = {
-            k: np.array([np.median(amp[d][k]) / amp[d]["scale"] for d in depths])
-            for k in ("conventional", "quadratic_random", "quadratic_relinear")
-        }
-        ratio = np.array(
-            [np.median(np.array(amp[d]["quadratic_random"]) / np.array(amp[d]["conventional"])) for d in depths]
-        )
-        out["amplification"] = dict(depths=np.array([int(d) for d in depths]), normalised=med_, ratio=ratio)
-        out["amplification_rows"] = [
-            [
-                int(d),
-                amp[d]["scale"],
-                float(np.median(amp[d]["conventional"])),
-                float(np.median(amp[d]["quadratic_random"])),
-                float(np.median(amp[d]["quadratic_relinear"])),
-                float(ratio[i]),
-                float(2 ** int(d)),
-            ]
-            for i, d in enumerate(depths)
-        ]
-        same = all(np.allclose(amp[d]["quadratic_relinear"], amp[d]["conventional"], rtol=1e-12) for d in depths)
-        out["amplification_variables"] = dict(
-            AmpMaxDepth=int(depths[-1]),
-            AmpRatioMax=(float(ratio[-1]), 2),
-            AmpPaperMax=(float(2 ** int(depths[-1])), 3),
-            AmpRatioOne=(float(ratio[0]), 2),
-            AmpConvOverScaleMax=(float(med_["conventional"][-1]), 2),
-            AmpRelinearEqual="equal" if same else "not equal",
-        )
+        out.update(_amplification_summary(results["amplification"]))
     return out

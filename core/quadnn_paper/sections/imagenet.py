@@ -28,6 +28,7 @@ from quadnn_paper.data.imagefolder import (
     train_transform,
     write_digits_folder,
 )
+from quadnn_paper.sections._tiny import capped
 
 __all__ = [
     "PROTOCOLS",
@@ -205,11 +206,7 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
                     init_twin=_twin(m),
                 )
             )  # "auto": JPEG decoding on every CPU of the task
-    if tiny:
-        from quadnn_paper.sections._tiny import tiny_runs
-
-        out = tiny_runs(out)
-    return out
+    return capped(out, tiny)
 
 
 # -- the section's numbers ---------------------------------------------------------------------------
@@ -253,31 +250,45 @@ _MACROS = {
 }
 
 
-def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Path | None = None) -> dict:
-    """Per model the finished results (``by_model``), the pending ones, the error table's rows
-    (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes."""
-    from quadnn_paper.common.cells import Cell
-
-    P = protocol(profile, tiny)
-    configs = runs(profile, tiny, data_root)
-    by_model = {m: [] for m in P["models"]}
+def _gather(configs: list, results: dict, models: list[str]) -> tuple[dict[str, list[dict]], list]:
+    """Per model its finished results (in run order), and the configurations still pending."""
+    by_model = {m: [] for m in models}
     pending = []
     for cfg in configs:
         r = results.get(cfg.run_id)
-        (pending.append(cfg) if r is None else by_model[cfg.model].append(r))
-    full_params = parameter_counts()
+        if r is None:
+            pending.append(cfg)
+        else:
+            by_model[cfg.model].append(r)
+    return by_model, pending
 
-    def top(model, key):
-        return _mean_sd([r[key] for r in by_model.get(model, [])])
 
-    def cell(model, key):
-        mean, sd = top(model, key)
-        if mean is None:
-            return "diverged" if by_model.get(model) else "pending"
-        return Cell(mean, sd, decimals=2)
+def _top(by_model: dict[str, list[dict]], model: str, key: str) -> tuple[float | None, float | None]:
+    """Mean and standard deviation of an error (``top1_error``/``top5_error``) over a model's runs
+    that report one (None: none does; a model outside the profile counts as not run)."""
+    return _mean_sd([r[key] for r in by_model.get(model, [])])
 
+
+def _top1(by_model: dict[str, list[dict]], model: str) -> float | None:
+    """A model's mean top-1 error (None: no run reports one)."""
+    return _top(by_model, model, "top1_error")[0]
+
+
+def _error_cell(by_model: dict[str, list[dict]], model: str, key: str):
+    """A table cell of a model's error: a ``Cell``, or "diverged" (runs, none with an error) or "pending"."""
+    from quadnn_paper.common.cells import Cell
+
+    mean, sd = _top(by_model, model, key)
+    if mean is None:
+        return "diverged" if by_model.get(model) else "pending"
+    return Cell(mean, sd, decimals=2)
+
+
+def _table_rows(models: list[str], by_model: dict[str, list[dict]], full_params: dict[str, int]) -> list[list]:
+    """The error table's rows (lists: the notebook prints them): the paper's label, our model,
+    parameters at ImageNet size and in the run (millions), the paper's top-1, ours top-1 and top-5."""
     rows = []
-    for m in P["models"]:
+    for m in models:
         run_params = by_model[m][0]["params"] / 1e6 if by_model[m] else None
         rows.append(
             [
@@ -286,26 +297,36 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
                 full_params[m] / 1e6,
                 run_params,
                 PAPER[m],
-                cell(m, "top1_error"),
-                cell(m, "top5_error"),
+                _error_cell(by_model, m, "top1_error"),
+                _error_cell(by_model, m, "top5_error"),
             ]
         )
+    return rows
 
-    def top1_text(model):
-        v = top(model, "top1_error")[0]
-        return "--" if v is None else f"{v:.2f}"
 
-    def gap(a, b):
-        x, y = top(a, "top1_error")[0], top(b, "top1_error")[0]
-        return "--" if x is None or y is None else f"${x - y:+.2f}$"
+def _top1_text(by_model: dict[str, list[dict]], model: str) -> str:
+    """A model's mean top-1 error as the text prints it ("--": no run reports one)."""
+    v = _top1(by_model, model)
+    return "--" if v is None else f"{v:.2f}"
 
-    def final_loss(model):
-        rs = by_model.get(model) or []
-        if not rs or rs[0]["history"][-1]["train_loss"] is None:
-            return "--"
-        return f"{np.mean([r['history'][-1]['train_loss'] for r in rs]):.2f}"
 
-    var = dict(
+def _gap_text(by_model: dict[str, list[dict]], a: str, b: str) -> str:
+    """Top-1 error of ``a`` minus that of ``b``, signed, in math mode ("--" unless both ran)."""
+    x, y = _top1(by_model, a), _top1(by_model, b)
+    return "--" if x is None or y is None else f"${x - y:+.2f}$"
+
+
+def _final_loss_text(by_model: dict[str, list[dict]], model: str) -> str:
+    """Mean training loss of a model's runs in their last epoch ("--": not run, or no loss recorded)."""
+    rs = by_model.get(model) or []
+    if not rs or rs[0]["history"][-1]["train_loss"] is None:
+        return "--"
+    return f"{np.mean([r['history'][-1]['train_loss'] for r in rs]):.2f}"
+
+
+def _protocol_variables(P: dict, full_params: dict[str, int]) -> dict:
+    """The text's numbers that the protocol and the parameter counts fix."""
+    return dict(
         Epochs=P["epochs"],
         BatchSize=P["batch_size"],
         Lr=P["lr"],
@@ -318,20 +339,45 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
         ParamsResThirtyFourB=f"{full_params['option_b_34'] / 1e6:.2f}M",
         ParamsQResThirtyFour=f"{full_params['imagenet_qresnet34'] / 1e6:.2f}M",
     )
+
+
+def _result_variables(by_model: dict[str, list[dict]]) -> dict:
+    """The text's numbers that the results give: errors, losses, the gaps it discusses, compute."""
+    var = {}
     for macro, m in _MACROS.items():
-        var[f"TopOne{macro}"] = top1_text(m)
-        var[f"Loss{macro}"] = final_loss(m)
-    eighteen = [top(m, "top1_error")[0] for m in MODELS[18][1:] if top(m, "top1_error")[0] is not None]
+        var[f"TopOne{macro}"] = _top1_text(by_model, m)
+        var[f"Loss{macro}"] = _final_loss_text(by_model, m)
+    eighteen = [_top1(by_model, m) for m in MODELS[18][1:] if _top1(by_model, m) is not None]
     var["SpreadResEighteen"] = f"{max(eighteen) - min(eighteen):.2f}" if len(eighteen) > 1 else "--"
-    var["GapPlainDeeper"] = gap("imagenet_plain34", "imagenet_plain18")
-    r18, r34 = top("imagenet_resnet18", "top1_error")[0], top("imagenet_resnet34", "top1_error")[0]
+    var["GapPlainDeeper"] = _gap_text(by_model, "imagenet_plain34", "imagenet_plain18")
+    r18, r34 = _top1(by_model, "imagenet_resnet18"), _top1(by_model, "imagenet_resnet34")
     var["ResDepthChange"] = "--" if r18 is None or r34 is None else ("rises" if r34 > r18 else "does not rise")
-    var["GapQResThirtyFour"] = gap("imagenet_qresnet34", "imagenet_resnet34")
-    var["GapPolyParabolicEighteen"] = gap("imagenet_poly_resnet18", "imagenet_parabolic_resnet18")
-    compute = sum(
+    var["GapQResThirtyFour"] = _gap_text(by_model, "imagenet_qresnet34", "imagenet_resnet34")
+    var["GapPolyParabolicEighteen"] = _gap_text(by_model, "imagenet_poly_resnet18", "imagenet_parabolic_resnet18")
+    var["ComputeMinutes"] = f"{_compute_seconds(by_model) / 60:.1f}"
+    return var
+
+
+def _compute_seconds(by_model: dict[str, list[dict]]) -> float:
+    """Training and evaluation time of every finished run."""
+    return sum(
         sum(h["epoch_time"] for h in r["history"]) + (r.get("eval_time") or 0.0) for rs in by_model.values() for r in rs
     )
-    var["ComputeMinutes"] = f"{compute / 60:.1f}"
+
+
+def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Path | None = None) -> dict:
+    """Per model the finished results (``by_model``), the pending ones, the error table's rows
+    (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes."""
+    P = protocol(profile, tiny)
+    configs = runs(profile, tiny, data_root)
+    by_model, pending = _gather(configs, results, P["models"])
+    full_params = parameter_counts()
     return dict(
-        protocol=P, configs=configs, by_model=by_model, pending=pending, params=full_params, rows=rows, variables=var
+        protocol=P,
+        configs=configs,
+        by_model=by_model,
+        pending=pending,
+        params=full_params,
+        rows=_table_rows(P["models"], by_model, full_params),
+        variables={**_protocol_variables(P, full_params), **_result_variables(by_model)},
     )

@@ -34,6 +34,7 @@ from quadnn_paper.engine.lapdepth import (
     quadratic_lapdepth,
     silog_loss,
 )
+from quadnn_paper.sections._tiny import capped
 
 __all__ = [
     "PROTOCOLS",
@@ -175,11 +176,7 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
         for s in P["seeds"]
         for m in MODELS
     ]
-    if tiny:
-        from quadnn_paper.sections._tiny import tiny_runs
-
-        out = tiny_runs(out)
-    return out
+    return capped(out, tiny)
 
 
 # -- the section's numbers ---------------------------------------------------------------------------

@@ -449,10 +449,7 @@ PAPER_ORDER = ("sg", "sw-l2", "sw-l1")  # the paper's ranking of the ReLinear st
 
 def protocol(profile: str, tiny: bool = False) -> dict:
     """A copy of the protocol of ``profile``; TINY=1 caps the iterations (the code path, not a measurement)."""
-    P = protocol_of(PROTOCOLS, profile, tiny)
-    if tiny:
-        P["iterations"] = min(P["iterations"], 300)
-    return P
+    return protocol_of(PROTOCOLS, profile, tiny, caps=lambda P: dict(P, iterations=min(P["iterations"], 300)))
 
 
 def runs(profile: str, tiny: bool = False) -> list:
@@ -465,54 +462,70 @@ def _high_order(pieces, k0: int = 3) -> float:
     return max(float(np.abs(c[k0:]).max()) for _, _, c in pieces)
 
 
-def summary(results: dict, profile: str, tiny: bool = False) -> dict:
-    """The section's numbers from :func:`run_experiment`'s ``results``: per strategy the test RMSEs,
-    the trained networks and their exact polynomial pieces; the RMSE and pieces tables (rows of
-    :class:`~quadnn_paper.common.cells.Cell`); and the variables the text quotes."""
-    P = protocol(profile, tiny)
-    lo, hi = P["interval"]
-    by = {s: [r for r in results["runs"] if r["strategy"] == s] for s in STRATEGIES}
-    models = {s: [unflatten_(build_model(P["width"], P["depth"]), r["params"]) for r in rs] for s, rs in by.items()}
-    rmse_ = {s: np.array([r["rmse"] for r in rs]) for s, rs in by.items()}
+def _strategy_cell(s: str) -> Cell:
+    """The strategy's label, as the tables' first column shows it."""
+    return Cell(LABEL[s], tex=TEX[s])
+
+
+def _blown(v: np.ndarray) -> int:
+    """How many fits blew up (test RMSE above :data:`BLOWN`)."""
+    return int((v > BLOWN).sum())
+
+
+def _rmse_cell(v: np.ndarray, paper: float | None) -> Cell:
+    """Mean and std of the test RMSEs ``v``, judged against the paper's RMSE (None: not in the paper)."""
+    # flagged only when ours is worse than the paper's by more than 2 std; a better fit is not a
+    # failure to reproduce, and says so in a note
+    better = paper is not None and v.mean() < paper - 2 * v.std()
+    return Cell(
+        float(v.mean()),
+        float(v.std()),
+        reproduced=None if paper is None or better else bool(v.mean() - paper <= 2 * v.std()),
+        note="(better than the paper)" if better else "",
+    )
+
+
+def _rmse_row(s: str, v: np.ndarray) -> list:
+    """A row of the RMSE table: strategy, mean +- std, median, blown fits, the paper's RMSE."""
+    paper = PAPER_RMSE[s]
+    return [_strategy_cell(s), _rmse_cell(v, paper), float(np.median(v)), f"{_blown(v)}/{len(v)}", paper]
+
+
+def _piece_row(s: str, n_pieces: np.ndarray, high: np.ndarray) -> list:
+    """A row of the pieces table: strategy, pieces mean +- std, their range, median largest |c_k|."""
+    return [
+        _strategy_cell(s),
+        Cell(float(n_pieces.mean()), float(n_pieces.std()), decimals=1),
+        f"{n_pieces.min()}--{n_pieces.max()}",
+        float(np.median(high)),
+    ]
+
+
+def _trained_model(run: dict, P: dict) -> nn.Sequential:
+    """The network of one run of :func:`run_experiment`, its final parameters loaded."""
+    return unflatten_(build_model(P["width"], P["depth"]), run["params"])
+
+
+def _piece_statistics(models: dict, lo: float, hi: float) -> dict:
+    """Per strategy the exact polynomial pieces of every network on ``[lo, hi]``, how many there are
+    (as found, and with equal neighbours merged) and how wild they are; and the worst relative
+    error of the pieces against the networks (the check that the pieces are the networks)."""
     pieces = {s: [piecewise_polynomials(m, lo, hi) for m in ms] for s, ms in models.items()}
     worst = max(
         check_against_model(m, p, n=1001)["max_rel_error"] for s in STRATEGIES for m, p in zip(models[s], pieces[s])
     )
-    n_pieces = {s: np.array([len(p) for p in ps]) for s, ps in pieces.items()}
-    n_distinct = {s: np.array([count_distinct(p) for p in ps]) for s, ps in pieces.items()}
-    high = {s: np.array([_high_order(p) for p in ps]) for s, ps in pieces.items()}
-
-    rmse_rows, piece_rows = [], []
-    for s in STRATEGIES:
-        v, paper = rmse_[s], PAPER_RMSE[s]
-        # flagged only when ours is worse than the paper's by more than 2 std; a better fit is not a
-        # failure to reproduce, and says so in a note
-        better = paper is not None and v.mean() < paper - 2 * v.std()
-        ours = Cell(
-            float(v.mean()),
-            float(v.std()),
-            reproduced=None if paper is None or better else bool(v.mean() - paper <= 2 * v.std()),
-            note="(better than the paper)" if better else "",
-        )
-        rmse_rows.append(
-            [Cell(LABEL[s], tex=TEX[s]), ours, float(np.median(v)), f"{int((v > BLOWN).sum())}/{len(v)}", paper]
-        )
-        piece_rows.append(
-            [
-                Cell(LABEL[s], tex=TEX[s]),
-                Cell(float(n_pieces[s].mean()), float(n_pieces[s].std()), decimals=1),
-                f"{n_pieces[s].min()}--{n_pieces[s].max()}",
-                float(np.median(high[s])),
-            ]
-        )
-
-    var = dict(
-        Seeds=len(P["seeds"]),
-        Iterations=P["iterations"],
-        TrainSeconds=round(results["seconds"]),
-        PaperPieces=PAPER_PIECES,
-        WorstPieceError=(worst, 1),
+    return dict(
+        pieces=pieces,
+        worst_piece_error=worst,
+        n_pieces={s: np.array([len(p) for p in ps]) for s, ps in pieces.items()},
+        n_distinct={s: np.array([count_distinct(p) for p in ps]) for s, ps in pieces.items()},
+        high={s: np.array([_high_order(p) for p in ps]) for s, ps in pieces.items()},
     )
+
+
+def _strategy_variables(rmse_: dict, n_pieces: dict, high: dict) -> dict:
+    """Per strategy the RMSE, pieces and coefficient numbers the text quotes."""
+    var = {}
     for s in STRATEGIES:
         m, v = MACRO[s], rmse_[s]
         var.update(
@@ -520,14 +533,18 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
                 f"Rmse{m}": float(v.mean()),
                 f"RmseMedian{m}": float(np.median(v)),
                 f"RmseStd{m}": float(v.std()),
-                f"Blown{m}": int((v > BLOWN).sum()),
+                f"Blown{m}": _blown(v),
                 f"Pieces{m}": (float(n_pieces[s].mean()), 3),
                 f"PiecesMin{m}": int(n_pieces[s].min()),
                 f"PiecesMax{m}": int(n_pieces[s].max()),
                 f"High{m}": (float(np.median(high[s])), 2),
             }
         )
-    order = sorted(PAPER_ORDER, key=lambda s: rmse_[s].mean())
+    return var
+
+
+def _ranking_verdict(rmse_: dict) -> str:
+    """Whether our RMSEs rank the ReLinear strategies as the paper does, in words."""
     # The ranking is decided from paired intervals (the seeds share the linear branch), by the
     # report's one verdict rule; no equivalence margin applies to an RMSE (margin 0).
     steps = [
@@ -535,42 +552,77 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
         for a, b in zip(PAPER_ORDER, PAPER_ORDER[1:])
     ]
     if all(v == stats.SUPPORTED for v in steps):
-        matches = "yes, each step decided by its paired interval"
-    elif stats.CONTRADICTED in steps:
-        matches = "no: at least one step is reversed beyond its paired interval"
-    else:
-        matches = "not decided: the paired intervals of the steps include zero"
-    var.update(
+        return "yes, each step decided by its paired interval"
+    if stats.CONTRADICTED in steps:
+        return "no: at least one step is reversed beyond its paired interval"
+    return "not decided: the paired intervals of the steps include zero"
+
+
+def _ranking_variables(order: list[str], rmse_: dict) -> dict:
+    """Our ranking of the ReLinear strategies (``order``, best first) against the paper's, and how
+    often sg beats the others."""
+    var = dict(
         OrderFirst=LABEL[order[0]],
         OrderSecond=LABEL[order[1]],
         OrderThird=LABEL[order[2]],
-        OrderMatches=matches,
+        OrderMatches=_ranking_verdict(rmse_),
         SgBest="yes" if order[0] == "sg" else "no",
     )
     # the seeds share the linear branch across strategies, so they compare seed by seed
     for other in ("sw-l1", "sw-l2", "relinear-init"):
         var[f"SgBeats{MACRO[other]}"] = int((rmse_["sg"] < rmse_[other]).sum())
+    return var
+
+
+def _paper_rmse_variables(rmse_: dict) -> dict:
+    """Per ReLinear strategy of the paper: its RMSE over ours, and whether ours reproduces it."""
+    var = {}
     for s in PAPER_ORDER:
         var[f"Ratio{MACRO[s]}"] = (float(PAPER_RMSE[s] / rmse_[s].mean()), 2)
         d = rmse_[s].mean() - PAPER_RMSE[s]
         var[f"Reproduced{MACRO[s]}"] = "yes" if abs(d) <= 2 * rmse_[s].std() else ("better" if d < 0 else "no")
-    spread = max(rmse_[s].std() for s in PAPER_ORDER)
+    return var
+
+
+def _gap_and_spread(rmse_: dict) -> tuple[float, float]:
+    """The range of the ReLinear strategies' mean RMSEs, and their largest std."""
     gap = max(rmse_[s].mean() for s in PAPER_ORDER) - min(rmse_[s].mean() for s in PAPER_ORDER)
-    var["GapWithinSpread"] = "yes" if gap < spread else "no"
+    spread = max(rmse_[s].std() for s in PAPER_ORDER)
+    return gap, spread
+
+
+def summary(results: dict, profile: str, tiny: bool = False) -> dict:
+    """The section's numbers from :func:`run_experiment`'s ``results``: per strategy the test RMSEs,
+    the trained networks and their exact polynomial pieces; the RMSE and pieces tables (rows of
+    :class:`~quadnn_paper.common.cells.Cell`); and the variables the text quotes."""
+    P = protocol(profile, tiny)
+    by = {s: [r for r in results["runs"] if r["strategy"] == s] for s in STRATEGIES}
+    models = {s: [_trained_model(r, P) for r in rs] for s, rs in by.items()}
+    rmse_ = {s: np.array([r["rmse"] for r in rs]) for s, rs in by.items()}
+    shape = _piece_statistics(models, *P["interval"])
+    order = sorted(PAPER_ORDER, key=lambda s: rmse_[s].mean())
+    gap, spread = _gap_and_spread(rmse_)
+    variables = dict(
+        Seeds=len(P["seeds"]),
+        Iterations=P["iterations"],
+        TrainSeconds=round(results["seconds"]),
+        PaperPieces=PAPER_PIECES,
+        WorstPieceError=(shape["worst_piece_error"], 1),
+        **_strategy_variables(rmse_, shape["n_pieces"], shape["high"]),
+        **_ranking_variables(order, rmse_),
+        **_paper_rmse_variables(rmse_),
+        GapWithinSpread="yes" if gap < spread else "no",
+    )
     return dict(
         protocol=P,
         runs=by,
         models=models,
         rmse=rmse_,
-        pieces=pieces,
-        worst_piece_error=worst,
-        n_pieces=n_pieces,
-        n_distinct=n_distinct,
-        high=high,
+        **shape,  # pieces, worst_piece_error, n_pieces, n_distinct, high
         order=order,
         gap=gap,
         spread=spread,
-        rmse_rows=rmse_rows,
-        piece_rows=piece_rows,
-        variables=var,
+        rmse_rows=[_rmse_row(s, rmse_[s]) for s in STRATEGIES],
+        piece_rows=[_piece_row(s, shape["n_pieces"][s], shape["high"][s]) for s in STRATEGIES],
+        variables=variables,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from quadnn_paper.analysis import stats
+from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import (
@@ -28,6 +29,7 @@ from quadnn_paper.sections._cifar import (
 from quadnn_paper.sections._cifar import (
     summary_rows as claims_summary_rows,
 )
+from quadnn_paper.sections._tiny import capped
 
 __all__ = [
     "NAME",
@@ -76,17 +78,13 @@ def rows() -> list[cs.Row]:
 
 def protocol(profile: str, tiny: bool = False) -> dict:
     """A copy of the profile's protocol (``tiny`` only with ``full``)."""
-    return cs.pick(PROTOCOLS, profile, tiny)
+    return protocol_of(PROTOCOLS, profile, tiny)
 
 
 def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:
     P = protocol(profile, tiny)
     planned = cs.plan(cs.vgg_rows(), P, width=P["width"])
-    if tiny:
-        from quadnn_paper.sections._tiny import tiny_runs
-
-        planned = dict(zip(planned, tiny_runs(list(planned.values()))))
-    return planned
+    return capped(planned, tiny)
 
 
 def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
@@ -94,63 +92,72 @@ def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
     return list(_plan(profile, tiny).values())
 
 
-def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -> dict:
-    """Rows, claims and quoted numbers from ``{run_id: result or None}``."""
-    P = protocol(profile, tiny)
-    R = P["recipe"]
-    planned = _plan(profile, tiny)
-    rows = cs.vgg_rows()
-    chance = cs.chance(R["dataset"])
+def _gather(
+    results: dict[str, dict | None],
+    planned: dict[tuple[cs.Row, int], RunConfig],
+    rows: list[cs.Row],
+    dataset: str,
+) -> tuple[dict[cs.Row, list], dict[cs.Row, dict]]:
+    """Per row its results in plan order (None: pending) and, by seed, the error each contributes
+    to a paired difference."""
     per_row = {r: [] for r in rows}
     errs = {r: {} for r in rows}
     for (row, seed), cfg in planned.items():
         res = results.get(cfg.run_id)
         per_row[row].append(res)
-        errs[row][seed] = cs.seed_errors(res, R["dataset"])
-    sums = {r: cs.summarise(v) for r, v in per_row.items()}
+        errs[row][seed] = cs.seed_errors(res, dataset)
+    return per_row, errs
 
-    def learned(s):
-        return s["finished"] > 0 and not s["pending"] and s["mean"] < chance - MARGIN
 
+def _learned(s: dict, chance: float) -> bool:
+    """Whether a row learned: none of its runs pending, some finished, and their mean error at least
+    :data:`MARGIN` points below chance."""
+    return s["finished"] > 0 and not s["pending"] and s["mean"] < chance - MARGIN
+
+
+def _engine_cell(s: dict, done: list[dict]) -> str:
+    """The table's "Engine" column: pending, finished, or which of the finished runs diverged and when."""
+    if s["pending"]:
+        return cs.error_cell(s)
+    diverged = [x for x in done if x["status"] != "finished"]
+    if not diverged:
+        return "finished"
+    return f"diverged ({len(diverged)}/{len(done)}), epoch " + ", ".join(str(x["epochs_run"]) for x in diverged)
+
+
+def _ours_cell(row: cs.Row, s: dict, chance: float) -> str | dict:
+    """The table's "Error ours" column: the pending text, or the keyword arguments of its ``Cell``
+    (``reproduced``: whether learning or not agrees with the paper's row; None where it has none)."""
+    if s["pending"]:
+        return cs.error_cell(s)
+    learned = _learned(s, chance)
+    agrees = None if row.paper == "--" else learned != (row.paper == "no converge")
+    if not s["finished"]:
+        return dict(value="no converge", note=f"({s['diverged']}/{s['n']})" if s["n"] > 1 else "", reproduced=agrees)
+    notes = (f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "", "(chance)" if not learned else "")
+    return dict(
+        value=s["mean"],
+        spread=s["std"] if s["finished"] > 1 else None,
+        decimals=2,
+        note="; ".join(n for n in notes if n),
+        reproduced=agrees,
+    )
+
+
+def _table(per_row: dict[cs.Row, list], sums: dict[cs.Row, dict], chance: float) -> list[dict]:
+    """The section's table, one entry per row: what the engine reports, our error, the paper's."""
     table = []
-    for row in rows:
-        s, done = sums[row], [x for x in per_row[row] if x is not None]
-        div = [x for x in done if x["status"] != "finished"]
-        engine = (
-            cs.error_cell(s)
-            if s["pending"]
-            else "finished"
-            if not div
-            else f"diverged ({len(div)}/{len(done)}), epoch " + ", ".join(str(x["epochs_run"]) for x in div)
-        )
-        agrees = None if row.paper == "--" or s["pending"] else learned(s) != (row.paper == "no converge")
-        if s["pending"]:
-            ours = cs.error_cell(s)
-        elif s["finished"]:
-            note = "; ".join(
-                n
-                for n in (
-                    f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "",
-                    "(chance)" if not learned(s) else "",
-                )
-                if n
-            )
-            ours = dict(
-                value=s["mean"],
-                spread=s["std"] if s["finished"] > 1 else None,
-                decimals=2,
-                note=note,
-                reproduced=agrees,
-            )
-        else:
-            ours = dict(
-                value="no converge", note=f"({s['diverged']}/{s['n']})" if s["n"] > 1 else "", reproduced=agrees
-            )
-        table.append(dict(row=row, engine=engine, ours=ours, paper=row.paper))
+    for row, res in per_row.items():
+        s, done = sums[row], [x for x in res if x is not None]
+        table.append(dict(row=row, engine=_engine_cell(s, done), ours=_ours_cell(row, s, chance), paper=row.paper))
+    return table
 
-    qvgg = next(r for r in rows if r.model == "cifar_qvgg16")
-    vgg = cs.row_for(rows, "cifar_vgg16")
-    square = [r for r in rows if r.model == "cifar_vgg16_square"]
+
+def _claims(
+    qvgg: cs.Row, vgg: cs.Row, square: list[cs.Row], errs: dict[cs.Row, dict]
+) -> tuple[list[cs.Claim], cs.Claim]:
+    """The claims (one per square-activation learning rate) and the measurement against the
+    conventional VGG16, Holm-adjusted together."""
     claims = [
         cs.pair_claim(
             f"Quadratic VGG16 (ReLinear) trains where the square-activation VGG16 at lr {r.lr:g} does not",
@@ -166,32 +173,50 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     )
     # One family for Holm: the square-activation claims and the measurement against VGG16.
     *claims, vs_vgg = cs.adjust([*claims, vs_vgg])
-    pending = sum(s["pending"] for s in sums.values())
+    return claims, vs_vgg
+
+
+def _test_images(per_row: dict[cs.Row, list]) -> int | None:
+    """The number of test images, from the first result that records it."""
+    return next((x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None)
+
+
+def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -> dict:
+    """Rows, claims and quoted numbers from ``{run_id: result or None}``."""
+    P = protocol(profile, tiny)
+    R = P["recipe"]
+    planned = _plan(profile, tiny)
+    rows = cs.vgg_rows()
+    chance = cs.chance(R["dataset"])
+    per_row, errs = _gather(results, planned, rows, R["dataset"])
+    sums = {r: cs.summarise(v) for r, v in per_row.items()}
+    learned = {r: _learned(sums[r], chance) for r in rows}
+    qvgg = next(r for r in rows if r.model == "cifar_qvgg16")
+    vgg = cs.row_for(rows, "cifar_vgg16")
+    square = [r for r in rows if r.model == "cifar_vgg16_square"]
+    claims, vs_vgg = _claims(qvgg, vgg, square, errs)
     num_classes = 100 if R["dataset"] == "cifar100" else 10
-    limit = next(iter(planned.values())).diverge_factor * math.log(num_classes)
     return dict(
         protocol=P,
         rows=rows,
-        table=table,
+        table=_table(per_row, sums, chance),
         summaries=sums,
         claims=claims,
         vs_vgg=vs_vgg,
         chance=chance,
-        pending=pending,
+        pending=sum(s["pending"] for s in sums.values()),
         runs=len(planned),
-        learned={r: learned(sums[r]) for r in rows},
+        learned=learned,
         square_diverged=sum(sums[r]["finished"] == 0 and not sums[r]["pending"] for r in square),
-        square_not_learned=sum(not learned(sums[r]) for r in square),
+        square_not_learned=sum(not learned[r] for r in square),
         square_runs=len(square),
         qvgg=qvgg,
         vgg=vgg,
         history={r: [x for x in per_row[r] if x is not None] for r in rows},
         detectable=cs.detectable_text(claims),
         num_classes=num_classes,
-        loss_limit=limit,
-        test_images=next(
-            (x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None
-        ),
+        loss_limit=next(iter(planned.values())).diverge_factor * math.log(num_classes),
+        test_images=_test_images(per_row),
     )
 
 

@@ -5,7 +5,7 @@ or ``workers`` CPU slots (default ``QUADNN_LOCAL_WORKERS`` or the CPU count) wit
 thread pool (:mod:`concurrent.futures`) starts each job once its sources are done and it holds
 ``max(1, gpus)`` slots; the job sees exactly its GPUs in ``CUDA_VISIBLE_DEVICES`` and gets
 ``OMP_NUM_THREADS = CPUs // slots`` unless that is set. Each job is a process of its own
-(``python -m quadnn_paper.execution.local``), which holds the key's lock while it runs (another
+(``python -m quadnn_paper.execution.runners.local``), which holds the key's lock while it runs (another
 submitter then sees it running and the job itself skips a key that became done meanwhile),
 and ``tasks_per_node > 1`` starts that many ranks with ``torchrun``. The queue lives in the
 submitting process, which waits for it at exit (``concurrent.futures`` joins its threads); if
@@ -32,11 +32,11 @@ import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..common.files import load_private_pickle, private_dir, read_json
-from .runners import Job, Runner
+from ...common.files import load_private_pickle, private_dir, read_json
+from .base import Job, Runner
 
 __all__ = ["LocalRunner", "visible_gpus"]
-_MODULE = "quadnn_paper.execution.local"  # what job processes run (not __name__: "__main__" there)
+_MODULE = "quadnn_paper.execution.runners.local"  # what job processes run (not __name__: "__main__" there)
 
 
 def visible_gpus() -> list[str]:
@@ -222,7 +222,7 @@ class SlotWorker:
 
 
 def serve() -> int:
-    """A slot's worker (``-m quadnn_paper.execution.local --serve``): for each line ``[spec,
+    """A slot's worker (``-m quadnn_paper.execution.runners.local --serve``): for each line ``[spec,
     state_dir, log]`` on stdin, run the job with its output in ``log`` and answer its exit status
     on stdout; end when stdin closes."""
     answers = os.fdopen(os.dup(1), "w", buffering=1)
@@ -258,7 +258,7 @@ def _free_port() -> int:
 def main(spec: str, state_dir: str, task: bool = False) -> int:
     """One local job: check and load its pickle, hold its key's lock, skip it if done meanwhile,
     run it (or its ranks through torchrun), record its exit status."""
-    from ..common.files import atomic_write_text, file_lock
+    from ...common.files import atomic_write_text, file_lock
 
     record_path = Path(state_dir) / f"{Path(spec).stem}.json"
     try:

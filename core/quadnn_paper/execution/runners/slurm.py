@@ -42,12 +42,11 @@ import time
 import uuid
 from pathlib import Path
 
-from submitit import SlurmExecutor, SlurmJob
-from submitit.core.utils import DelayedSubmission, JobPaths
-from submitit.helpers import Checkpointable
+from ...common.files import private_dir
+from .base import Job, Runner
 
-from ..common.files import private_dir
-from .runners import Job, Runner
+# submitit is imported where it is used: this module is imported with the package (any runner may
+# read a SLURM record), also where submitit is not installed (a GPU node checking a build).
 
 __all__ = ["SlurmRunner", "SlurmCall", "GRACE_S"]
 
@@ -87,6 +86,8 @@ def query(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], bool]:
         if text is not None or attempt == SACCT_RETRIES:
             break
         time.sleep(2**attempt)
+    from submitit import SlurmJob
+
     info = SlurmJob.watcher.read_info(text or "")  # expands a pending array's 123_[0-5] line
     known = {i: ((r.get("State", "").split() or ["UNKNOWN"])[0], r.get("JobName", "")) for i, r in info.items()}
     if any(i not in known for i in job_ids):
@@ -106,13 +107,19 @@ def find(name: str, since: float) -> tuple[list[str], bool]:
     return sorted(ids, key=int), queued is not None
 
 
-class SlurmCall(Checkpointable):
+class SlurmCall:
     """What SLURM runs: the distributed environment from submitit
-    (:class:`~submitit.helpers.TorchDistributedEnvironment`), then the job. Checkpointable: on USR2
-    submitit pickles this object again and requeues it; the job resumes from its checkpoint."""
+    (:class:`~submitit.helpers.TorchDistributedEnvironment`), then the job. Checkpointable (submitit
+    looks for a ``checkpoint`` method, as :class:`submitit.helpers.Checkpointable` has): on USR2
+    submitit pickles this object again and requeues it; the job resumes from its own checkpoint."""
 
     def __init__(self, fn, key: str):
         self.fn, self.key = fn, key
+
+    def checkpoint(self, *args, **kwargs):
+        from submitit.core.utils import DelayedSubmission
+
+        return DelayedSubmission(self, *args, **kwargs)
 
     def __call__(self):
         from submitit.helpers import TorchDistributedEnvironment
@@ -168,6 +175,10 @@ class SlurmRunner(Runner):
             k: options.get(k) if options.get(k) is not None else os.environ.get(v) or None for k, v in self._ENV.items()
         }
         self.max_requeues, self.setup, self.signal_delay_s = max_requeues, list(setup or []), signal_delay_s
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            raise RuntimeError("the slurm runner needs submitit: pip install 'quadnn-paper[paper]'") from None
         if shutil.which("sbatch") is None:
             raise RuntimeError(
                 "the slurm runner needs sbatch on PATH (is this a SLURM login node? "
@@ -266,6 +277,9 @@ class SlurmRunner(Runner):
         ]
         # One flat folder that exists before sbatch: SLURM opens a job's log there when it starts,
         # which may be before we learn its id (a per-job "%j" folder would not exist yet).
+        from submitit import SlurmExecutor
+        from submitit.core.utils import DelayedSubmission
+
         executor = SlurmExecutor(folder=private_dir(self.folder / JOBS), max_num_timeout=self.max_requeues)
         params = self._parameters(jobs[0], name, intents, array)
         if sources:
@@ -281,10 +295,10 @@ class SlurmRunner(Runner):
             delayed.dump(record["intent"])
             self.write_record(record)  # the intent, before sbatch
         try:
-            sub = executor._submit_command(executor._submitit_command_str)
+            job_id = _sbatch(executor)
         except Exception as error:  # noqa: BLE001  (submitit raises several kinds)
             return self._after_error(jobs, records, sources, error)
-        return adopt(self, records, [sub.job_id])
+        return adopt(self, records, [job_id])
 
     def _after_error(self, jobs, records, sources, error) -> list[dict]:
         message = " ".join(str(error).split())[-300:]
@@ -328,18 +342,48 @@ class SlurmRunner(Runner):
 
     def job(self, key: str):
         """The :class:`submitit.SlurmJob` of ``key``'s latest submission (or None)."""
+        from submitit import SlurmJob
+
         record = self.record(key)
         if not record or not record.get("job_id"):
             return None
         return SlurmJob(folder=record["folder"], job_id=record["job_id"])
 
+    # states of records, for any reader (``make status`` reads them through ``inline``)
+    @classmethod
+    def read_record(cls, record: dict, reader: Runner) -> tuple[str, str]:
+        """State of a SLURM record; a SlurmRunner reader answers from its one query per call."""
+        if not record.get("job_id"):
+            return cls._unconfirmed(record, reader)
+        known = reader._known if isinstance(reader, SlurmRunner) else None
+        return _state_of(record, *(known if known is not None else query([record["job_id"]])))
 
-def record_state(runner: Runner, record: dict) -> tuple[str, str]:
-    """State of a SLURM record, for any runner (``make status`` reads them through ``inline``)."""
-    if not record.get("job_id"):
-        return _unconfirmed(runner, record)
-    known = getattr(runner, "_known", None)
-    known, answered = known if known is not None else query([record["job_id"]])
+    @staticmethod
+    def _unconfirmed(record: dict, reader: Runner) -> tuple[str, str]:
+        """A submission whose sbatch failed: adopt the job SLURM took under its name, if any."""
+        names = reader._names if isinstance(reader, SlurmRunner) else None
+        names, name = {} if names is None else names, record["job_name"]  # an array's tasks share a lookup
+        ids, answered = names[name] = names.get(name) or find(name, record["submitted_at"])
+        if ids:
+            adopt(reader, [record], ids)
+            return "pending", ""
+        if answered and time.time() - record["submitted_at"] > GRACE_S:
+            return "missing", f"sbatch failed ({record.get('error')}) and SLURM has no job {name}"
+        return "pending", f"submitted, unconfirmed: {record.get('error')}"
+
+
+def _sbatch(executor) -> str:
+    """Run sbatch for what ``executor`` was set up for; the job (or array) id.
+
+    submitit's public ``submit``/``batch`` pickle and submit in one call and name the pickle by the
+    job id, known only after sbatch answers. We write each job's pickle (the "intent") and its
+    record *before* sbatch, so a lost answer loses nothing; that needs the two private calls below,
+    kept here alone (the SLURM tests in tests/test_runners.py run them against the installed submitit)."""
+    return executor._submit_command(executor._submitit_command_str).job_id
+
+
+def _state_of(record: dict, known: dict, answered: bool) -> tuple[str, str]:
+    """State of a confirmed SLURM record from one query's answers."""
     info = known.get(record["job_id"])
     # sacct names a job "allocation" for a moment while it completes; another name: not ours.
     if info is None or info[1] not in (record["job_name"], "allocation"):
@@ -353,22 +397,11 @@ def record_state(runner: Runner, record: dict) -> tuple[str, str]:
     return "failed", f"SLURM job {record['job_id']} is {info[0]}"
 
 
-def _unconfirmed(runner: Runner, record: dict) -> tuple[str, str]:
-    """A submission whose sbatch failed: adopt the job SLURM took under its name, if any."""
-    names, name = getattr(runner, "_names", None), record["job_name"]
-    names = {} if names is None else names  # an array's tasks share one lookup
-    ids, answered = names[name] = names.get(name) or find(name, record["submitted_at"])
-    if ids:
-        adopt(runner, [record], ids)
-        return "pending", ""
-    if answered and time.time() - record["submitted_at"] > GRACE_S:
-        return "missing", f"sbatch failed ({record.get('error')}) and SLURM has no job {name}"
-    return "pending", f"submitted, unconfirmed: {record.get('error')}"
-
-
 def adopt(runner: Runner, records: list[dict], ids: list[str]) -> list[dict]:
     """Record SLURM's job (an array: task ``array_index`` of it) for each record of this attempt,
     with its pickle in place; extra ones are cancelled."""
+    from submitit.core.utils import JobPaths
+
     for extra in ids[1:]:
         _call(["scancel", extra])
     adopted = []

@@ -1,27 +1,7 @@
-"""Runners: execute keyed jobs inline, on this machine's GPUs/CPUs, or on SLURM via submitit.
-
-A :class:`Job` is a key (stable: the configuration hash of a run), a picklable callable that takes
-no argument, and what it needs (GPUs, nodes, tasks, CPUs, memory, the keys it depends on). The
-callable must be idempotent and resume from its own checkpoint when called again: a runner may
-call it again after a preemption, a timeout or a crash. Runners know nothing about training.
-
-    runner = make_runner("slurm", "build/cache/runs/.jobs", partition="gpu")
-    runner.submit(jobs, is_done=lambda key: ...)    # returns at once: {key: state}
-    runner.wait(keys)                                 # optional: until nothing is queued or running
-    runner.log_tail(key)                              # why a job failed
-
-``submit`` submits every job that is neither done (``is_done(key)``) nor queued or running,
-whichever process queued it; ``runner.last_submitted`` lists what it submitted. States are
-``done | running | pending | failed | missing`` (``missing``: not submitted, or its submitting
-process ended before it started; the next submit takes it).
-
-Each key has one record, ``state_dir/<key>.json``, written under the key's lock
-(``state_dir/<key>.submit.lock``, a POSIX lock, so it holds between processes and on NFS):
-two racing submitters submit a key once. ``inline`` runs a job in this process; ``local``
-(:mod:`.local`) runs it in a child process that holds the key's lock while it runs, so "running"
-is "its lock is held" and "trained once" is that lock; ``slurm`` (:mod:`.slurm`) submits through
-submitit and reads states from SLURM.
-"""
+"""The runners' shared part: :class:`Job`, and :class:`Runner` (records, locks, states, waiting,
+the submission decision). It imports no runner; each runner registers its kind by name
+(:attr:`Runner.kinds`), so any runner reads any kind's records (``make status`` reads SLURM's
+through ``inline``). See the package doc for the contract."""
 
 from __future__ import annotations
 
@@ -32,16 +12,14 @@ import json
 import os
 import re
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..common.files import atomic_write_text, file_lock, lock_held, private_dir, read_json
+from ...common.files import atomic_write_text, file_lock, lock_held, private_dir, read_json
 
-__all__ = ["Job", "Runner", "InlineRunner", "make_runner", "RUNNERS", "STATES"]
+__all__ = ["Job", "Runner", "STATES", "ACTIVE", "order", "tail"]
 
-RUNNERS = ("inline", "local", "slurm")
 STATES = ("done", "running", "pending", "failed", "missing")
 ACTIVE = ("pending", "running")
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]{0,199}")
@@ -76,21 +54,6 @@ class Job:
                 raise ValueError(f"job {self.key}: {field}={value!r} is not a valid count")
         if self.key in self.deps:
             raise ValueError(f"job {self.key} depends on itself")
-
-
-def make_runner(name: str, state_dir: str | os.PathLike, **options) -> Runner:
-    """The runner called ``name`` (one of :data:`RUNNERS`), keeping its records in ``state_dir``."""
-    if name == "inline":
-        return InlineRunner(state_dir, **options)
-    if name == "local":
-        from .local import LocalRunner
-
-        return LocalRunner(state_dir, **options)
-    if name == "slurm":
-        from .slurm import SlurmRunner
-
-        return SlurmRunner(state_dir, **options)
-    raise ValueError(f"unknown runner {name!r}; choose one of: {', '.join(RUNNERS)}")
 
 
 # --- files ------------------------------------------------------------------------------------------
@@ -132,6 +95,14 @@ class Runner:
 
     name = ""
     max_gpus: int | None = None  # the most GPUs one job can get (None: unknown)
+    # Every runner kind by name, filled as each subclass is defined: a record names the kind that
+    # wrote it, and that kind's read_record says its state (no import of the implementations here).
+    kinds: dict[str, type[Runner]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            Runner.kinds[cls.name] = cls
 
     def __init__(self, state_dir: str | os.PathLike, is_done: Callable[[str], bool] | None = None):
         self.state_dir = private_dir(Path(state_dir).resolve())
@@ -168,15 +139,16 @@ class Runner:
         return bool(self.is_done and self.is_done(key))
 
     def state(self, key: str, is_done: Callable[[str], bool] | None = None) -> tuple[str, str]:
-        """``(state, reason)`` of one key; ``reason`` says why a job failed or is missing."""
-        self.is_done = is_done or self.is_done
-        if self._done(key):
+        """``(state, reason)`` of one key; ``reason`` says why a job failed or is missing. A query:
+        ``is_done`` (default: the runner's) is used for this call only."""
+        is_done = is_done or self.is_done
+        if is_done is not None and is_done(key):
             return "done", ""
         record = self.record(key)
         if record is None:
             return "missing", "never submitted"
         state, reason = self._record_state(record)
-        if state == "done" and self.is_done is not None:
+        if state == "done" and is_done is not None:
             return "failed", "the job finished but is_done() says its result is missing"
         return state, reason
 
@@ -185,14 +157,16 @@ class Runner:
         return {key: self.state(key, is_done)[0] for key in keys}
 
     def _record_state(self, record: dict) -> tuple[str, str]:
-        """State of a record this process did not queue: its exit status, else its lock."""
-        if record.get("runner") == "slurm":
-            from .slurm import record_state
+        """State of a record this process did not queue, read by the kind that wrote it."""
+        return Runner.kinds.get(record.get("runner"), Runner).read_record(record, self)
 
-            return record_state(self, record)
+    @classmethod
+    def read_record(cls, record: dict, reader: Runner) -> tuple[str, str]:
+        """``(state, reason)`` of a record of this kind, for any ``reader`` (whose folder holds it):
+        its exit status, else its lock."""
         if "exit" in record:
             return ("done", "") if record["exit"] == 0 else ("failed", record.get("error") or f"exit {record['exit']}")
-        if lock_held(self.state_dir / f"{record['key']}.lock"):
+        if lock_held(reader.state_dir / f"{record['key']}.lock"):
             return "running", ""
         return "missing", "its process ended before it started or finished (killed?)"
 
@@ -315,31 +289,3 @@ class Runner:
     def _launch(self, jobs: list[Job], sources: dict[str, dict], records: list[dict]) -> list[dict]:
         """Start ``jobs`` together (``sources``: of a single job); their complete records."""
         return records
-
-
-class InlineRunner(Runner):
-    """Runs each job in the calling process, in dependency order, holding its key's lock. A job's
-    exception is recorded (``log_tail`` shows its traceback) and re-raised (``raise_errors=False``
-    continues with the jobs that do not depend on it)."""
-
-    name = "inline"
-
-    def __init__(self, state_dir, is_done=None, raise_errors: bool = True):
-        super().__init__(state_dir, is_done)
-        self.raise_errors = raise_errors
-
-    def _after_submit(self, job):
-        record = self.record(job.key)
-        with self.lock(job.key):
-            try:
-                if not self._done(job.key):
-                    job.fn()
-            except BaseException as error:
-                with open(self.log_path(job.key), "a") as log:
-                    log.write(f"--- inline attempt at {time.ctime()} failed\n{traceback.format_exc()}")
-                self.write_record({**record, "exit": 1, "error": f"{type(error).__name__}: {error}"})
-                if self.raise_errors or not isinstance(error, Exception):
-                    raise
-                return "failed"
-            self.write_record({**record, "exit": 0})
-        return "done" if self.is_done is None or self._done(job.key) else "failed"

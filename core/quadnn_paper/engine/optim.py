@@ -1,0 +1,57 @@
+"""A run's optimiser, built in one place: the learning rates are read from the configuration here
+and nowhere else in the engine.
+
+ReLinear's parameter groups (:func:`quadnn.relinear.param_groups`: the linear weights at ``lr``,
+the quadratic terms at ``lr_g`` / ``lr_b`` under ReLinear-sg, else at ``lr``) are built once, over
+the part of the model the task names (:meth:`Task.relinear_part`); the task then adds what it
+must (:meth:`Task.own_param_groups`, e.g. the depth decoder's group). Each group remembers its
+``initial_lr``, which the schedule scales (:func:`quadnn_paper.engine.loop.lr_factor`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from quadnn import relinear
+
+from .config import RunConfig
+
+__all__ = ["learning_rates", "param_groups", "build_optimizer"]
+
+
+def learning_rates(cfg: RunConfig) -> tuple[float, float, float]:
+    """``(lr, lr_g, lr_b)``: the linear weights' rate and the quadratic terms' (ReLinear-sg's own
+    rates, ``lr_b`` defaulting to ``lr_g``; without sg the terms train at ``lr``)."""
+    if cfg.relinear != "sg":
+        return cfg.lr, cfg.lr, cfg.lr
+    return cfg.lr, cfg.lr_g, cfg.lr_b if cfg.lr_b is not None else cfg.lr_g
+
+
+def param_groups(cfg: RunConfig, model: nn.Module, task) -> list[dict]:
+    """The optimiser's groups: ReLinear's over the task's part of ``model``, then the task's own."""
+    lr, lr_g, lr_b = learning_rates(cfg)
+    # The option only when it differs from the library's default (a library without it still works).
+    decay = {} if cfg.quadratic_decay == "reference" else {"quadratic_decay": cfg.quadratic_decay}
+    groups = relinear.param_groups(task.relinear_part(model), lr, lr_g, lr_b, cfg.weight_decay, **decay)
+    groups = task.own_param_groups(groups, model, lr)
+    for g in groups:
+        g["initial_lr"] = g["lr"]
+    return groups
+
+
+def build_optimizer(cfg: RunConfig, model: nn.Module, task):
+    """``(optimizer, reference weight decay, ReLinear-sw shrink or None)`` of a run."""
+    groups = param_groups(cfg, model, task)
+    lr, betas = learning_rates(cfg)[0], (cfg.momentum, cfg.beta2)
+    if cfg.optimizer == "sgd":
+        opt = torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum)
+    elif cfg.optimizer == "adam":
+        opt = torch.optim.Adam(groups, lr=lr, betas=betas)
+    else:
+        opt = torch.optim.AdamW(groups, lr=lr, betas=betas)
+    shrink = None
+    if cfg.relinear.startswith("sw-"):
+        alpha_b = cfg.alpha_b if cfg.alpha_b is not None else cfg.alpha_g
+        shrink = relinear.Shrink(model, cfg.relinear[3:], cfg.alpha_g, alpha_b)
+    return opt, relinear.ReferenceWeightDecay(opt), shrink

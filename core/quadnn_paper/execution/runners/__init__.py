@@ -1,0 +1,63 @@
+"""Runners: execute keyed jobs inline, on this machine's GPUs/CPUs, or on SLURM via submitit.
+
+:mod:`.base` holds what every runner shares (:class:`Job`, :class:`Runner`) and imports none of
+them; :mod:`.inline`, :mod:`.local` and :mod:`.slurm` are the runners; this package names them
+(:data:`RUNNER_CLASSES`) and makes one (:func:`make_runner`).
+
+A :class:`Job` is a key (stable: the configuration hash of a run), a picklable callable that takes
+no argument, and what it needs (GPUs, nodes, tasks, CPUs, memory, the keys it depends on). The
+callable must be idempotent and resume from its own checkpoint when called again: a runner may
+call it again after a preemption, a timeout or a crash. Runners know nothing about training.
+
+    runner = make_runner("slurm", "build/cache/runs/.jobs", partition="gpu")
+    runner.submit(jobs, is_done=lambda key: ...)    # returns at once: {key: state}
+    runner.wait(keys)                                 # optional: until nothing is queued or running
+    runner.log_tail(key)                              # why a job failed
+
+``submit`` submits every job that is neither done (``is_done(key)``) nor queued or running,
+whichever process queued it; ``runner.last_submitted`` lists what it submitted. States are
+``done | running | pending | failed | missing`` (``missing``: not submitted, or its submitting
+process ended before it started; the next submit takes it).
+
+Each key has one record, ``state_dir/<key>.json``, written under the key's lock
+(``state_dir/<key>.submit.lock``, a POSIX lock, so it holds between processes and on NFS):
+two racing submitters submit a key once. ``inline`` runs a job in this process; ``local``
+(:mod:`.local`) runs it in a child process that holds the key's lock while it runs, so "running"
+is "its lock is held" and "trained once" is that lock; ``slurm`` (:mod:`.slurm`) submits through
+submitit and reads states from SLURM.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .base import ACTIVE, STATES, Job, Runner, order, tail
+from .inline import InlineRunner
+from .local import LocalRunner, visible_gpus
+from .slurm import SlurmRunner
+
+__all__ = [
+    "Job",
+    "Runner",
+    "InlineRunner",
+    "LocalRunner",
+    "SlurmRunner",
+    "make_runner",
+    "RUNNER_CLASSES",
+    "RUNNERS",
+    "STATES",
+    "ACTIVE",
+    "order",
+    "tail",
+    "visible_gpus",
+]
+
+RUNNER_CLASSES: dict[str, type[Runner]] = {cls.name: cls for cls in (InlineRunner, LocalRunner, SlurmRunner)}
+RUNNERS = tuple(RUNNER_CLASSES)
+
+
+def make_runner(name: str, state_dir: str | os.PathLike, **options) -> Runner:
+    """The runner called ``name`` (one of :data:`RUNNERS`), keeping its records in ``state_dir``."""
+    if name not in RUNNER_CLASSES:
+        raise ValueError(f"unknown runner {name!r}; choose one of: {', '.join(RUNNERS)}")
+    return RUNNER_CLASSES[name](state_dir, **options)
