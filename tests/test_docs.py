@@ -111,7 +111,12 @@ def texts():
     paths = [REPO / f for f in FILES if (REPO / f).is_file()]
     for root in ROOTS:
         for folder, dirs, files in os.walk(REPO / root):
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+            # hidden folders are tools' caches (import-linter's), build/ a packaging copy
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if d not in SKIP_DIRS and not d.endswith(".egg-info") and not d.startswith(".") and d != "build"
+            )
             paths += [Path(folder) / f for f in sorted(files)]
     for path in paths:
         rel = path.relative_to(REPO).as_posix()

@@ -63,7 +63,7 @@ def test_cuda_device_always_has_an_index(monkeypatch, name, gpus, nranks, local_
         monkeypatch.delenv("LOCAL_RANK", raising=False)
     else:
         monkeypatch.setenv("LOCAL_RANK", local_rank)
-    device = loop._device(RunConfig(device=name, tf32=False), nranks)
+    device = loop._device(RunConfig(device=name, tf32=False))
     assert device == torch.device("cuda", expect) and fake.current == expect
     assert torch.backends.cudnn.benchmark and not torch.backends.cuda.matmul.allow_tf32
 
@@ -88,7 +88,7 @@ def two_ranks_on_a_standin_device(monkeypatch):
     """The engine as rank 0 of 2 computing on :data:`DEVICE`, collectives checked as NCCL does."""
     nccl = StrictNCCL(DEVICE).install(monkeypatch)
     monkeypatch.setattr(loop, "world", lambda: (0, 2))
-    monkeypatch.setattr(loop, "_device", lambda cfg, nranks: DEVICE)
+    monkeypatch.setattr(loop, "_device", lambda cfg: DEVICE)
     monkeypatch.setattr(nn.parallel, "DistributedDataParallel", _NoDDP)
     save = RunStore.save_checkpoint
     monkeypatch.setattr(
@@ -632,7 +632,7 @@ def test_ranks_use_the_gpu_they_can_see(monkeypatch, visible, local_rank, expect
 
     fake = StrictCuda(visible).install(monkeypatch)
     monkeypatch.setenv("LOCAL_RANK", local_rank)
-    assert loop._device(RunConfig(device="cuda"), 8) == torch.device("cuda", expect) and fake.current == expect
+    assert loop._device(RunConfig(device="cuda")) == torch.device("cuda", expect) and fake.current == expect
     fake.current = None
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
@@ -785,7 +785,7 @@ def test_a_whole_run_takes_the_loops_cuda_branches_on_the_standin_device(tmp_pat
 
     fake = StrictCuda(1).install(monkeypatch)
     _standin_is_cuda(monkeypatch)
-    monkeypatch.setattr(loop, "_device", lambda cfg, nranks: DEVICE)
+    monkeypatch.setattr(loop, "_device", lambda cfg: DEVICE)
     save = RunStore.save_checkpoint
     monkeypatch.setattr(
         RunStore, "save_checkpoint", lambda self, cfg, name, obj, *a, **kw: save(self, cfg, name, to_cpu(obj), *a, **kw)

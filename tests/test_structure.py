@@ -13,10 +13,12 @@ MAX_README_LINES = 150
 
 
 def modules(root: Path) -> dict[str, Path]:
-    """Dotted module name -> file, for every module under ``root`` (a package is its __init__)."""
+    """Dotted module name -> file, for every module of the packages under ``root`` (a package is
+    its __init__; a build/ copy of them is not a package here)."""
     out = {}
-    for path in sorted(root.rglob("*.py")):
-        if "__pycache__" in path.parts or any(p.endswith(".egg-info") for p in path.parts):
+    packages = [d for d in sorted(root.iterdir()) if (d / "__init__.py").is_file()]
+    for path in sorted(f for d in packages for f in d.rglob("*.py")):
+        if "__pycache__" in path.parts:
             continue
         parts = path.relative_to(root).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
