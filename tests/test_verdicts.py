@@ -141,6 +141,25 @@ def test_overfull_boxes_over_one_point_fail():
     assert found[1] == "float 50.46982 pt taller than the page (input line 58)"  # the cpu claims table once
 
 
+def test_a_table_shrunk_below_six_points_fails():
+    # the lines paper/main.tex's \\fittable writes; the cpu stand-in settings table once printed at 4.5 pt
+    log = (
+        "quadnn-table: scale 842 per mille of 8 pt, input line 38\n"
+        "quadnn-table: scale 562 per mille of 8 pt, input line 68\n"
+        "quadnn-table: scale 760 per mille of 8 pt, input line 70\n"
+    )
+    found = paper_check.small_tables(log)
+    assert len(found) == 1 and "4.5 pt" in found[0] and "input line 68" in found[0]
+    assert paper_check.small_tables("quadnn-table: scale 750 per mille of 8 pt, input line 1\n") == []  # 6.0 pt
+
+
+def test_the_report_shrinks_tables_only_through_fittable():
+    # a bare \\resizebox would shrink a table without the log line the layout check reads
+    tex = "\n".join(f.read_text() for f in (paper_check.ROOT / "paper" / "sections").glob("*.tex"))
+    assert "\\resizebox" not in tex and "\\scalebox" not in tex
+    assert "\\newcommand{\\fittable}" in (paper_check.ROOT / "paper" / "main.tex").read_text()
+
+
 def test_printed_width_follows_the_figure_environment():
     tex = (
         r"\begin{figure*}\includegraphics[width=0.9\linewidth]{figures/a.pdf}\end{figure*}"

@@ -9,9 +9,9 @@
         profile and its files are as stamped (run right before LaTeX);
     python tools/paper_check.py layout
         exit 1, naming each problem, on an overfull box wider than 1 pt in paper/main.log, a float
-        taller than the page by more than 1 pt, or a
-        figure whose smallest font prints below 6 pt at the width the report includes it (run
-        right after LaTeX).
+        taller than the page by more than 1 pt, a table shrunk to fit so far that its text prints
+        below 6 pt, or a figure whose smallest font prints below 6 pt at the width the report
+        includes it (run right after LaTeX).
 
 The stamps are written by :meth:`quadnn_paper.report.Report.commit`.
 """
@@ -51,6 +51,20 @@ def overfull_boxes(log: str, limit: float = OVERFULL_PT) -> list[str]:
         if float(h) > limit
     ]
     return wide + tall
+
+
+_TABLE_SCALE = re.compile(r"^quadnn-table: scale (\d+) per mille of ([0-9.]+) pt, input line (\d+)", re.M)
+
+
+def small_tables(log: str, limit: float = MIN_FONT_PT) -> list[str]:
+    """Each table that ``\\fittable`` shrank so far that its text prints below ``limit`` pt (the log
+    line paper/main.tex's macro writes: the scale and the font size it shrank from)."""
+    return [
+        f"a table shrunk to {int(s) / 10:g} % prints its {f} pt text at {int(s) * float(f) / 1000:.1f} pt "
+        f"(input line {line}); set it wider (table*) or in fewer columns, text >= {limit:g} pt"
+        for s, f, line in _TABLE_SCALE.findall(log)
+        if int(s) * float(f) / 1000 < limit
+    ]
 
 
 def printed_widths(tex: str) -> dict[str, float]:
@@ -109,7 +123,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.action == "layout":
         log = Path(a.paper) / "main.log"
-        found = (overfull_boxes(log.read_text(errors="replace")) if log.exists() else []) + small_fonts(Path(a.paper))
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found = overfull_boxes(text) + small_tables(text) + small_fonts(Path(a.paper))
         for p in found:
             print(f"layout check: {p}", file=sys.stderr)
         return 1 if found else 0

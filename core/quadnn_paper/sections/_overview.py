@@ -53,7 +53,7 @@ def environment(repo: str | os.PathLike = "..") -> str:
     )
 
 
-STANDIN_HEADER = ["Section", "Data", "Model scale", "Train images", "Epochs", "Batch", "Optimiser", "Seeds"]
+STANDIN_HEADER = ["Section", "Data", "Width", "Train images", "Epochs", "Batch", "Optimiser", "Seeds"]
 
 
 def _seeds(p: dict) -> str:
@@ -65,6 +65,10 @@ def _seeds(p: dict) -> str:
     return f"{head} / {rest}" if head != rest else str(head)
 
 
+def _optimiser(name: str, lr: float, weight_decay: float) -> str:
+    return f"{name.upper() if name == 'sgd' else name.capitalize()} {lr:g}, wd {weight_decay:.0e}"
+
+
 def standin_rows(profile: str) -> list[list]:
     """One row per CIFAR section: the settings its runs use at ``profile``."""
     from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
@@ -73,28 +77,28 @@ def standin_rows(profile: str) -> list[list]:
     t = cifar_tuning.protocol(profile)
     out.append(
         [
-            "Tuning (ResNet20/QResNet20)",
+            "Tuning",
             t["dataset"],
-            f"width x{t['width']:g}",
+            f"x{t['width']:g}",
             t["train_limit"] or "all",
             t["epochs"],
             t["batch_size"],
-            f"{t['optimizer']}, lr {t['lr']:g}, wd {t['weight_decay']:g}",
+            _optimiser(t["optimizer"], t["lr"], t["weight_decay"]),
             _seeds(t),
         ]
     )
-    for name, mod in (("Comparison (ResNets, QResNets)", cifar_comparison), ("VGG16 stability", vgg_stability)):
+    for name, mod in (("Comparison", cifar_comparison), ("VGG16", vgg_stability)):
         p = mod.protocol(profile)
         R = p["recipe"]
         out.append(
             [
                 name,
                 R["dataset"],
-                f"width x{p.get('width') or 1:g}",
+                f"x{p.get('width') or 1:g}",
                 R.get("train_limit") or "all",
                 R["epochs"],
                 R["batch_size"],
-                f"{R['optimizer']}, lr {R['lr']:g}, wd {R['weight_decay']:g}",
+                _optimiser(R["optimizer"], R["lr"], R["weight_decay"]),
                 _seeds(p),
             ]
         )
