@@ -24,6 +24,7 @@ __all__ = [
     "CIFAR_TUNING_PROTOCOL",
     "CIFAR_MAIN",
     "CIFAR_COMPACT",
+    "CIFAR_COMPACT_PARAMS",
     "CIFAR_WIDTH",
     "CIFAR_EPOCH_SECONDS",
     "TRANSFER_COST_PERCENT",
@@ -107,6 +108,15 @@ CIFAR_MAIN = {
     "QResNet110 (w.t., ReLinear)": "5.44",
 }
 CIFAR_COMPACT = {20: "7.76", 32: "6.56", 56: "6.30"}  # Compact-QResNet (w.t., ReLinear)
+# The compact table's "Params" column (millions), by model.
+CIFAR_COMPACT_PARAMS = {
+    "cifar_qresnet20": P("0.81"),
+    "cifar_qresnet20_compact": P("0.54"),
+    "cifar_qresnet32": P("1.39"),
+    "cifar_qresnet32_compact": P("0.92"),
+    "cifar_qresnet56": P("2.55"),
+    "cifar_qresnet56_compact": P("1.92"),
+}
 CIFAR_WIDTH = {
     (32, 1.5): "6.45",
     (32, 2.0): "6.75",
