@@ -53,7 +53,7 @@ def environment(repo: str | os.PathLike = "..") -> str:
     )
 
 
-STANDIN_HEADER = ["Section", "Data", "Width", "Train images", "Epochs", "Batch", "Optimiser", "Seeds"]
+STANDIN_HEADER = ["Section", "Data", "Width", "Images", "Epochs", "Batch", "Optimiser", "Seeds"]  # Images: training images
 
 
 def _seeds(p: dict) -> str:
@@ -66,7 +66,8 @@ def _seeds(p: dict) -> str:
 
 
 def _optimiser(name: str, lr: float, weight_decay: float) -> str:
-    return f"{name.upper() if name == 'sgd' else name.capitalize()} {lr:g}, wd {weight_decay:.0e}"
+    mantissa, exponent = f"{weight_decay:.0e}".split("e")
+    return f"{name.upper() if name == 'sgd' else name.capitalize()} {lr:g}, wd {mantissa}e{int(exponent)}"
 
 
 def standin_rows(profile: str) -> list[list]:
