@@ -53,7 +53,8 @@ def environment(repo: str | os.PathLike = "..") -> str:
     )
 
 
-STANDIN_HEADER = ["Section", "Data", "Width", "Images", "Epochs", "Batch", "Optimiser", "Seeds"]  # Images: training images
+# Images: training images (short headers: the table fits a column at 6 pt and more)
+STANDIN_HEADER = ["Section", "Data", "Width", "Images", "Epochs", "Batch", "Optimiser", "Seeds"]
 
 
 def _seeds(p: dict) -> str:
