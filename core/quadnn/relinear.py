@@ -160,12 +160,24 @@ class ReferenceWeightDecay:
 
     @torch.no_grad()
     def step(self) -> None:
+        params, refs, keeps = [], [], []
         for group in self.optimizer.param_groups:
             wd = group.get("reference_weight_decay", 0.0)
             if wd:
-                keep = 1.0 - group["lr"] * wd
-                for p, ref in zip(group["params"], group["references"]):
-                    p.sub_(ref).mul_(keep).add_(ref)
+                params += group["params"]
+                refs += group["references"]
+                keeps += [1.0 - group["lr"] * wd] * len(group["params"])
+        _toward_reference_(params, refs, keeps)
+
+
+def _toward_reference_(params: list, refs: list, keeps: list) -> None:
+    """``theta <- ref + keep (theta - ref)`` for every parameter, in three multi-tensor operations
+    whatever their number: each parameter's arithmetic is that of ``p.sub_(ref).mul_(keep).add_(ref)``,
+    bit for bit (on a GPU each per-parameter operation would be a kernel launch)."""
+    if params:
+        torch._foreach_sub_(params, refs)
+        torch._foreach_mul_(params, keeps)
+        torch._foreach_add_(params, refs)
 
 
 class Shrink:
@@ -195,14 +207,20 @@ class Shrink:
 
     @torch.no_grad()
     def step(self) -> None:
-        for p, group, ref in self.terms:
-            alpha = self.alpha_g if group == "g" else self.alpha_b
-            if alpha == 0.0:
-                continue
-            if self.mode == "l1":
-                p.sub_(alpha * torch.sign(p - ref))
-            else:
-                p.sub_(ref).mul_(1.0 - alpha).add_(ref)
+        """One shrink of every term, in multi-tensor operations (l2: three, l1: four), each term's
+        arithmetic that of the rule written per tensor, bit for bit."""
+        alpha = {"g": self.alpha_g, "b": self.alpha_b}
+        moving = [(p, ref, alpha[group]) for p, group, ref in self.terms if alpha[group] != 0.0]
+        if not moving:
+            return
+        params, refs, alphas = (list(column) for column in zip(*moving))
+        if self.mode == "l2":
+            _toward_reference_(params, refs, [1.0 - a for a in alphas])
+            return
+        signs = torch._foreach_sub(params, refs)  # p.sub_(alpha * sign(p - ref)), for every term at once
+        torch._foreach_sign_(signs)
+        torch._foreach_mul_(signs, alphas)
+        torch._foreach_sub_(params, signs)
 
     def __repr__(self) -> str:
         return (
