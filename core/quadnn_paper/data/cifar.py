@@ -21,7 +21,9 @@ and every DDP rank can cut its share out of the same global batch.
 from __future__ import annotations
 
 import hashlib
+import io
 import pickle
+import pickletools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,34 +145,61 @@ class _DataOnlyUnpickler(pickle.Unpickler):
         )
 
 
-def load_cifar_batch(path: str | Path) -> dict:
-    """One CIFAR batch file (torchvision's "python version"), read without executing anything."""
+MAX_BATCH_BYTES = 1 << 30  # a CIFAR batch file is at most 160 MB (CIFAR-100's train); refused above 1 GiB
+
+
+def load_cifar_batch(path: str | Path, label_key: bytes = b"labels") -> dict:
+    """One CIFAR batch file (torchvision's "python version"), read without executing anything and
+    bounded before anything is built: the file at most :data:`MAX_BATCH_BYTES`, its memo indices
+    checked before the unpickler sizes its memo by them, and the arrays made of its images and
+    labels (``label_key``) at most as many values as the file has bytes. Other entries (file
+    names, which honest writers may share) are never built into arrays, so they are not counted."""
     path = Path(path)
-    with open(path, "rb") as fh:
-        try:
-            d = _DataOnlyUnpickler(fh, path).load()
-        except UnsafePickle:
-            raise
-        except Exception as e:  # noqa: BLE001  (truncated or not a pickle at all)
-            raise ValueError(f"{path}: not a readable CIFAR batch ({type(e).__name__}: {e})") from None
+    size = path.stat().st_size
+    if size > MAX_BATCH_BYTES:
+        raise BadData(f"{path}: {size} bytes, more than a CIFAR batch file's bound of {MAX_BATCH_BYTES}")
+    blob = path.read_bytes()
+    try:
+        _check_memo(path, blob)
+        d = _DataOnlyUnpickler(io.BytesIO(blob), path).load()
+    except (UnsafePickle, BadData):
+        raise
+    except Exception as e:  # noqa: BLE001  (truncated or not a pickle at all)
+        raise ValueError(f"{path}: not a readable CIFAR batch ({type(e).__name__}: {e})") from None
     if not isinstance(d, dict) or b"data" not in d:
         raise ValueError(f"{path}: not a CIFAR batch (expected a dict with b'data' and labels)")
     try:
-        values, size = _values(d), path.stat().st_size
+        values = _values(d[b"data"]) + (_values(d[label_key]) if label_key in d else 0)
     except RecursionError:
         raise BadData(f"{path}: objects nested too deeply for a CIFAR batch (a pickle bomb?)") from None
     if values > size:
         raise BadData(
             f"{path}: its objects hold {values} values, more than its {size} bytes can store (an honest "
-            f"pickle spends at least a byte on each): repeated references, a pickle bomb; refused before "
-            f"they are built into arrays"
+            f"pickle spends at least a byte on each): repeated references or ragged entries, a pickle bomb; "
+            f"refused before they are built into arrays"
         )
     return d
 
 
+_PUTS = ("PUT", "BINPUT", "LONG_BINPUT")
+
+
+def _check_memo(path: Path, blob: bytes) -> None:
+    """Refuse a memo index beyond the opcodes read so far, before the C unpickler sees it: it
+    grows its memo table to the largest index given (``}r<2^31>`` in 9 bytes asks for 16 GB),
+    while an honest pickler numbers its memo 0, 1, 2, ... as it goes."""
+    for ops, (op, arg, _) in enumerate(pickletools.genops(io.BytesIO(blob)), 1):
+        if op.name in _PUTS and int(arg) > ops:
+            raise BadData(
+                f"{path}: memo index {arg} after {ops} opcodes (an honest pickle numbers its memo in order): "
+                f"a pickle bomb, refused before the unpickler allocates its memo"
+            )
+
+
 def _values(obj, seen: dict | None = None) -> int:
-    """The scalar values ``obj`` expands to when turned into arrays, each shared object counted at
-    every reference (what ``np.asarray`` would build), in time linear in the distinct objects."""
+    """The scalar values ``obj`` expands to when turned into an array, each shared object counted at
+    every reference and each list as long as its longest item times its length (``np.asarray``
+    pads ragged bytes to the longest), in time linear in the distinct objects."""
     seen = {} if seen is None else seen
     if id(obj) in seen:
         return seen[id(obj)]
@@ -183,7 +212,7 @@ def _values(obj, seen: dict | None = None) -> int:
         n = sum(_values(v, seen) for v in obj.values())
     elif isinstance(obj, (list, tuple)):
         seen[id(obj)] = 0
-        n = sum(_values(v, seen) for v in obj)
+        n = len(obj) * max((_values(v, seen) for v in obj), default=1)
     else:
         n = 1
     seen[id(obj)] = n
@@ -202,7 +231,9 @@ def _checked(path: Path, d: dict, label_key: bytes, classes: int) -> tuple[np.nd
         )
     if x.size and (x.min() < 0 or x.max() > 255):
         raise BadData(f"{path}: pixel values must be in 0..255, found {x.min()}..{x.max()}")
-    if y.ndim != 1 or len(y) != len(x) or (y.size and not np.issubdtype(y.dtype, np.integer)):
+    if y.ndim != 1:
+        raise BadData(f"{path}: labels must be one integer per image, shape ({len(x)},), got shape {y.shape}")
+    if len(y) != len(x) or (y.size and not np.issubdtype(y.dtype, np.integer)):
         raise BadData(
             f"{path}: {len(x)} images but {y.shape[0] if y.ndim else 0} labels of {y.dtype} "
             "(one integer label per image)"
@@ -210,7 +241,7 @@ def _checked(path: Path, d: dict, label_key: bytes, classes: int) -> tuple[np.nd
     bad = y[(y < 0) | (y >= classes)]
     if bad.size:
         raise BadData(f"{path}: labels must be in 0..{classes - 1}, found {sorted(set(bad.tolist()))[:5]}")
-    return x.astype(np.uint8).reshape(-1, 3, 32, 32), y.astype(np.int64)
+    return x.astype(np.uint8, copy=False).reshape(-1, 3, 32, 32), y.astype(np.int64, copy=False)
 
 
 _DIGITS_FINGERPRINT: list[str] = []
@@ -252,17 +283,33 @@ def _load_cifar(name: str, root: Path, download: bool) -> Data:
     def read(files):
         xs, ys = [], []
         for f in files:
-            x, y = _checked(folder / f, load_cifar_batch(folder / f), spec["label"], spec["classes"])
+            x, y = _checked(folder / f, load_cifar_batch(folder / f, spec["label"]), spec["label"], spec["classes"])
             xs.append(x)
             ys.append(y)
         return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
     x_train, y_train = read(spec["train"])
     x_test, y_test = read(spec["test"])
-    xf = x_train.float() / 255.0
-    return Data(
-        name, x_train, y_train, x_test, y_test, spec["classes"], xf.mean((0, 2, 3)), xf.std((0, 2, 3)), pad=4, flip=True
-    )
+    for split, files, y in (("training", spec["train"], y_train), ("test", spec["test"], y_test)):
+        if not len(y):  # (found now, not as a division by zero after the first epoch)
+            raise BadData(f"{folder}: its {split} batches ({', '.join(files)}) hold no images")
+    mean, std = _channel_stats(x_train)
+    return Data(name, x_train, y_train, x_test, y_test, spec["classes"], mean, std, pad=4, flip=True)
+
+
+def _channel_stats(x: torch.Tensor, chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and (unbiased) standard deviation of uint8 images scaled to [0, 1], summed in
+    float64 over chunks: a full-size CIFAR-10 costs 50 MB here, not three float copies (1.8 GB)."""
+    total = torch.zeros(x.shape[1], dtype=torch.float64)
+    squares = torch.zeros_like(total)
+    for i in range(0, len(x), chunk):
+        part = x[i : i + chunk].double()
+        total += part.sum((0, 2, 3))
+        squares += part.square().sum((0, 2, 3))
+    n = x.numel() // x.shape[1]
+    mean = total / n
+    var = (squares - n * mean.square()) / max(n - 1, 1)
+    return (mean / 255.0).float(), (var.clamp(min=0).sqrt() / 255.0).float()
 
 
 def _load_digits(split_seed: int) -> Data:

@@ -10,13 +10,12 @@ paper's ImageNet augmentation and 10-crop evaluation, and an offline stand-in in
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import numpy as np
 import torch
-
-from quadnn_paper.common.files import atomic_write_text
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -57,7 +56,7 @@ def write_digits_folder(
 
     from quadnn_paper.data.standin import claim
 
-    root = claim(root, "digits ImageFolder")
+    owned = claim(root, "digits ImageFolder")
     spec = dict(
         source="sklearn.datasets.load_digits",
         size=int(size),
@@ -65,19 +64,13 @@ def write_digits_folder(
         test_size=float(test_size),
         max_per_class=max_per_class,
     )
-    manifest = root / "manifest.json"
-    if manifest.exists():
-        if json.loads(manifest.read_text()).get("spec") == spec:
-            return root
-        import shutil  # a tree we wrote with other settings: replace it, leaving no stale images
-
-        for split in ("train", "val"):
-            shutil.rmtree(root / split, ignore_errors=True)
-        manifest.unlink()
+    manifest = owned.root / "manifest.json"
+    if manifest.exists() and owned.owns("manifest.json") and json.loads(manifest.read_text()).get("spec") == spec:
+        return owned.root
     d = load_digits()
     idx = np.arange(len(d.target))
     tr, te = train_test_split(idx, test_size=test_size, stratify=d.target, random_state=split_seed)
-    counts = {}
+    counts, blobs = {}, {}
     for split, ids in (("train", tr), ("val", te)):
         kept = {c: 0 for c in range(10)}
         for i in sorted(ids):
@@ -86,13 +79,13 @@ def write_digits_folder(
                 continue
             kept[c] += 1
             img = Image.fromarray((d.images[i] * (255.0 / 16.0)).round().astype(np.uint8), mode="L")
-            img = img.resize((size, size), Image.BICUBIC)
-            folder = root / split / str(c)
-            folder.mkdir(parents=True, exist_ok=True)
-            img.save(folder / f"{i:04d}.png")
+            png = io.BytesIO()
+            img.resize((size, size), Image.BICUBIC).save(png, format="PNG")
+            blobs[f"{split}/{c}/{i:04d}.png"] = png.getvalue()
         counts[split] = sum(kept.values())
-    atomic_write_text(manifest, json.dumps(dict(spec=spec, counts=counts), indent=1))
-    return root
+    blobs["manifest.json"] = json.dumps(dict(spec=spec, counts=counts), indent=1).encode()
+    owned.replace_all(blobs)  # our earlier images of other settings go; nobody else's file is touched
+    return owned.root
 
 
 def _normalise():

@@ -10,6 +10,8 @@ bottom rows, centred: the KB crop). :func:`write_synthetic_kitti` writes driving
 
 from __future__ import annotations
 
+import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +42,9 @@ def write_depth_png(path, depth: np.ndarray) -> None:
     from PIL import Image
 
     d = np.clip(np.round(np.asarray(depth, dtype=np.float64) * 256.0), 0, 65535).astype(np.uint16)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(d).save(path)
+    if isinstance(path, (str, os.PathLike)):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(d).save(path, format="PNG")  # (``path`` may be an open file)
 
 
 def _decoded(path):
@@ -253,15 +256,16 @@ def write_synthetic_kitti(
 
     from quadnn_paper.data.standin import claim
 
-    root = claim(root, "synthetic KITTI")  # never into a folder of someone's own data
+    owned = claim(root, "synthetic KITTI")  # never into a folder of someone's own data
     # One stamp naming the settings of the last write: the split files are shared, so a tree
     # written later with other settings (another profile) must not pass for this one.
     spec = f"{n_train} {n_test} {height} {width} {seed}" + (f" {[tuple(s) for s in sizes]}" if sizes else "") + "\n"
-    stamp = root / "synthetic" / "spec.txt"
-    if stamp.exists() and stamp.read_text() == spec:
-        return root
+    stamp = owned.root / "synthetic" / "spec.txt"
+    if stamp.exists() and owned.owns("synthetic/spec.txt") and stamp.read_text() == spec:
+        return owned.root
     rng = np.random.default_rng(seed)
     sizes = [tuple(s) for s in sizes] if sizes else [(height, width)]
+    blobs = {}
     for split, n in (("train", n_train), ("test", n_test)):
         lines = []
         for i in range(n):
@@ -271,12 +275,12 @@ def write_synthetic_kitti(
             drive = f"synthetic/drive_{split}"
             rgb_rel = f"{drive}/image_02/data/{i:010d}.png"
             dep_rel = f"{drive}/proj_depth/groundtruth/image_02/{i:010d}.png"
-            (root / rgb_rel).parent.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(rgb).save(root / rgb_rel)
-            write_depth_png(root / dep_rel, sparse)
+            png, depth_png = io.BytesIO(), io.BytesIO()
+            Image.fromarray(rgb).save(png, format="PNG")
+            write_depth_png(depth_png, sparse)
+            blobs[rgb_rel], blobs[dep_rel] = png.getvalue(), depth_png.getvalue()
             lines.append(f"{rgb_rel} {dep_rel} {f:.4f}")
-        (root / "splits").mkdir(parents=True, exist_ok=True)
-        (root / "splits" / f"eigen_{split}_files.txt").write_text("\n".join(lines) + "\n")
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(spec)
-    return root
+        blobs[f"splits/eigen_{split}_files.txt"] = ("\n".join(lines) + "\n").encode()
+    blobs["synthetic/spec.txt"] = spec.encode()
+    owned.replace_all(blobs)  # our earlier scenes go; nobody else's file is touched
+    return owned.root

@@ -20,6 +20,7 @@ report labels them as such.
 from __future__ import annotations
 
 import pickle
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -76,22 +77,24 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
     from quadnn_paper.data import kitti as depth
     from quadnn_paper.data.standin import claim
 
-    root = claim(root, "TINY")
+    owned = claim(root, "TINY")
+    root = owned.root
     stamp = root / "written"
-    if stamp.exists() and _LAYOUT in stamp.read_text():  # trees of an older layout are rewritten
+    if stamp.exists() and owned.owns("written") and _LAYOUT in stamp.read_text():  # older layouts: rewritten
         return root
     n = dict(n_train=CAPS["classification_images"], n_test=CAPS["classification_test"])
-    write_cifar(root, "cifar10", **n)
-    write_cifar(root, "cifar100", **n)
+    blobs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("cifar10", "cifar100"):
+            folder = write_cifar(Path(tmp), name, **n)
+            blobs |= {f"{folder.name}/{f.name}": f.read_bytes() for f in sorted(folder.iterdir())}
     # ImageNet: digits rendered as 64x64 RGB-readable PNGs in ImageFolder layout (the full
     # protocol's Resize(256) + TenCrop(224) then run on them unchanged).
     tree = imagenet.write_digits_folder(root / "imagenet-digits", size=64, max_per_class=CAPS["imagenet_per_class"])
-    dest = root / "imagenet"
     for split in ("train", "val"):
         for c in sorted((tree / split).iterdir())[: CAPS["imagenet_classes"]]:
-            (dest / split / f"n{int(c.name):08d}").mkdir(parents=True, exist_ok=True)
-            for png in c.glob("*.png"):
-                (dest / split / f"n{int(c.name):08d}" / png.name).write_bytes(png.read_bytes())
+            for png in sorted(c.glob("*.png")):
+                blobs[f"imagenet/{split}/n{int(c.name):08d}/{png.name}"] = png.read_bytes()
     depth.write_synthetic_kitti(
         root / "kitti",
         CAPS["kitti_train"],
@@ -99,5 +102,6 @@ def write_tiny_data(root: str | Path = TINY_ROOT) -> Path:
         seed=0,
         sizes=[(h // KITTI_SCALE, w // KITTI_SCALE) for h, w in depth.KITTI_SIZES],
     )
-    stamp.write_text(f"tiny format-identical data for the full profile, {_LAYOUT}\n")
+    blobs["written"] = f"tiny format-identical data for the full profile, {_LAYOUT}\n".encode()  # last
+    owned.replace_all(blobs)
     return root
