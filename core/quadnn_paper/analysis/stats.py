@@ -13,6 +13,13 @@ into words, for every section:
   seeds and spread;
 - *not tested at this profile*: no pair ran.
 
+Where an arm has runs that did not train (a network that diverged, or ended near chance), its
+errors are not a measurement of how well it trains but of whether it does: such a pair is decided
+on the counts of runs that trained (:class:`Counts`, Fisher's exact test on the 2 x 2 table, the
+same Holm adjustment), its words *supported* / *contradicted* / *undecided (trained a/n vs b/m)*.
+A pair whose quadratic network did not depart from its linear twin (:class:`Unmoved`) tests
+nothing quadratic: *not tested at this scale*.
+
 One pair per seed is the unit: seeds are the independent replicates, test images are not.
 """
 
@@ -31,7 +38,11 @@ __all__ = [
     "CONTRADICTED",
     "EQUIVALENT",
     "NOT_TESTED",
+    "NOT_TESTED_SCALE",
     "Interval",
+    "Counts",
+    "Unmoved",
+    "counts",
     "paired_differences",
     "interval",
     "holm",
@@ -45,6 +56,7 @@ LEVEL = 0.95  # two-sided confidence level of every interval in the report
 MARGIN = 1.0  # points of error: an interval inside +-MARGIN says "no difference larger than this"
 POWER = 0.8  # the probability with which :func:`detectable`'s difference is found
 SUPPORTED, CONTRADICTED, NOT_TESTED = "supported", "contradicted", "not tested at this profile"
+NOT_TESTED_SCALE = "not tested at this scale"
 EQUIVALENT = f"no difference larger than {MARGIN:g} point at this scale"
 
 
@@ -75,6 +87,70 @@ class Interval:
             return 1.0 if self.mean == 0 else 0.0
         t = self.mean / (self.sd / math.sqrt(self.n))
         return float(2 * _st.t.sf(abs(t), self.n - 1))
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many runs of each arm trained, of those both arms ran (one per seed): ``trained_a`` of
+    ``n`` for the arm claimed better, ``trained_b`` of ``n`` for the other, with the mean error of the
+    runs that trained (nan: none did). ``p``: two-sided Fisher exact test of equal rates."""
+
+    trained_a: int
+    trained_b: int
+    n: int
+    error_a: float = math.nan
+    error_b: float = math.nan
+
+    @property
+    def p(self) -> float:
+        if self.n == 0:
+            return math.nan
+        table = [[self.trained_a, self.n - self.trained_a], [self.trained_b, self.n - self.trained_b]]
+        return float(_st.fisher_exact(table).pvalue)
+
+    @property
+    def sign(self) -> int:
+        """+1 where the arm claimed better trained more often, -1 where less, 0 where as often."""
+        return (self.trained_a > self.trained_b) - (self.trained_a < self.trained_b)
+
+    def text(self, decimals: int = 2) -> str:
+        """ "trained 5/5 vs 0/5 (exact p 0.008; errors 3.10 vs --)"."""
+
+        def err(e):
+            return "--" if math.isnan(e) else f"{e:.{decimals}f}"
+
+        return (
+            f"trained {self.trained_a}/{self.n} vs {self.trained_b}/{self.n} (exact p {self.p:.2g}; "
+            f"errors of those: {err(self.error_a)} vs {err(self.error_b)})"
+        )
+
+
+@dataclass(frozen=True)
+class Unmoved:
+    """A pair with a quadratic arm whose terms did not depart from its linear twin: ``moved`` maps
+    each such arm's label to the share of test predictions (%) its terms changed."""
+
+    moved: tuple  # ((label, percent), ...)
+    threshold: float
+
+    p = math.nan
+    n = 0
+
+    def text(self, decimals: int = 2) -> str:
+        arms = ", ".join(f"{a}: {m:.{decimals}f} %" for a, m in self.moved)
+        return f"terms did not move ({arms} of predictions changed; threshold {self.threshold:g} %)"
+
+
+def counts(better: list[float], worse: list[float], limit: float) -> Counts:
+    """:class:`Counts` of two arms' per-seed errors (seeds both ran, in the same order): a run trained
+    where its error is below ``limit``."""
+    ok_a = [e for e in better if e < limit]
+    ok_b = [e for e in worse if e < limit]
+
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else math.nan
+
+    return Counts(len(ok_a), len(ok_b), len(better), mean(ok_a), mean(ok_b))
 
 
 def paired_differences(better: dict, worse: dict) -> list[float]:
@@ -130,15 +206,22 @@ def undecided(detect: float, held_back: bool = False) -> str:
     return f"undecided (detectable: {x} points" + ("; clear of 0 before Holm)" if held_back else ")")
 
 
-def verdict(iv: Interval | None, p_adjusted: float | None = None, margin: float = MARGIN) -> str:
-    """The verdict words of one paired interval (differences: positive is the paper's side).
+def verdict(iv: Interval | Counts | Unmoved | None, p_adjusted: float | None = None, margin: float = MARGIN) -> str:
+    """The verdict words of one pair's evidence (differences: positive is the paper's side).
 
     ``p_adjusted``: the pair's Holm-adjusted p-value in its family (None: no adjustment, the
     interval alone decides). An interval clear of zero whose adjusted p-value is not below
-    ``1 - level`` is undecided.
+    ``1 - level`` is undecided; so are counts whose adjusted exact p-value is not below it.
     """
     if iv is None:
         return NOT_TESTED
+    if isinstance(iv, Unmoved):
+        return f"{NOT_TESTED_SCALE}: {iv.text()}"
+    if isinstance(iv, Counts):
+        p = iv.p if p_adjusted is None else p_adjusted
+        if iv.sign and p < 1 - LEVEL:
+            return SUPPORTED if iv.sign > 0 else CONTRADICTED
+        return f"undecided (trained {iv.trained_a}/{iv.n} vs {iv.trained_b}/{iv.n})"
     if iv.n < 2:
         return undecided(math.inf)
     alpha = 1 - iv.level
@@ -159,9 +242,9 @@ def combine(verdicts: list[str]) -> str:
     """One verdict for a claim made of several pairs ("every QResNet beats ..."): contradicted if
     any pair is, supported if every pair that ran is, equivalent if every pair is, not tested if
     none ran; otherwise the undecided verdict with the largest detectable difference."""
-    ran = [v for v in verdicts if v != NOT_TESTED]
-    if not ran:
-        return NOT_TESTED
+    ran = [v for v in verdicts if not v.startswith("not tested")]
+    if not ran:  # the reason a pair was not tested at this scale is worth more than "not tested"
+        return next((v for v in verdicts if v.startswith(NOT_TESTED_SCALE)), NOT_TESTED)
     for word in (CONTRADICTED,):
         if word in ran:
             return word
@@ -173,6 +256,8 @@ def combine(verdicts: list[str]) -> str:
         return "partly supported (others: " + EQUIVALENT + ")"
 
     def size(v):
+        if "detectable: " not in v:  # undecided on counts: no detectable difference to rank by
+            return math.inf
         x = v.split("detectable: ")[1].split(" ")[0].rstrip(";")
         return math.inf if x == "--" else float(x)
 

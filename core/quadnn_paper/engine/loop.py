@@ -31,6 +31,7 @@ from torch import nn
 from quadnn import relinear
 from quadnn.layers import QuadraticLayer
 
+from . import departure
 from .config import RunConfig
 from .distributed import agree, all_reduce, broadcast_buffers, local_cuda_index, on_cuda, sync_batchnorm, world
 from .optim import build_optimizer
@@ -302,21 +303,38 @@ def step_bytes(model: nn.Module, shape, batch: int, budget: float, optimizer: st
 
 
 class EpochTotals:
-    """Summed loss, correct predictions and images of this rank's epoch, kept on the compute
-    device (adding to it never waits for the GPU); :meth:`reduce` sums them over the ranks."""
+    """Summed loss, correct predictions and images of this rank's epoch. Each step's loss and count
+    stay on the compute device as they are (adding costs no launch and never waits for the GPU);
+    :meth:`reduce` reads them once, sums them in float64 in step order (the sums a float64
+    accumulator on the device would hold, bit for bit) and sums those over the ranks."""
 
     def __init__(self, device: torch.device):
         self.device = device
-        self.tot = torch.zeros(3, dtype=torch.float64, device=device)
+        self.losses: list[torch.Tensor] = []
+        self.correct: list[torch.Tensor] = []
+        self.images = 0
 
     def add(self, loss: torch.Tensor, correct: torch.Tensor | None, n: int) -> None:
-        c = correct.double() if correct is not None else torch.zeros((), dtype=torch.float64, device=self.device)
-        self.tot += torch.stack([loss.detach().double(), c, torch.full((), n, dtype=torch.float64, device=self.device)])
+        self.losses.append(loss.detach())
+        if correct is not None:
+            self.correct.append(correct)
+        self.images += n
 
     def reduce(self, nranks: int) -> list[float]:
+        tot = [_ordered_sum(self.losses), _ordered_sum(self.correct), float(self.images)]
         if nranks > 1:
-            all_reduce(self.tot, self.device)
-        return self.tot.cpu().tolist()
+            summed = torch.tensor(tot, dtype=torch.float64).to(self.device)
+            all_reduce(summed, self.device)
+            tot = summed.cpu().tolist()
+        return tot
+
+
+def _ordered_sum(values: list[torch.Tensor]) -> float:
+    """The float64 sum of 0-dim tensors, added one after another (one read from the device)."""
+    total = 0.0
+    for v in torch.stack(values).double().cpu().tolist() if values else ():
+        total += v
+    return total
 
 
 @dataclasses.dataclass
@@ -340,6 +358,7 @@ class _Training:
     layout: torch.memory_format
     total_steps: int
     step: int = 0
+    seeds: dict = dataclasses.field(default_factory=dict)  # backward's seed per loss scale (see _seed)
 
     @property
     def cuda(self) -> bool:
@@ -479,31 +498,12 @@ def _train_one_epoch(t: _Training, epoch: int) -> tuple[dict, str, str | None]:
     tot = EpochTotals(device)
     has_correct = False
     t0 = time.perf_counter()
+    # No step asks the device anything (a GPU would stop to answer): a non-finite loss reaches
+    # the epoch's sum, which is read, with the parameters' finiteness, after the last step.
     for x, y, n_global in task.train_batches(epoch):
-        for g in opt.param_groups:
-            g["lr"] = g["initial_lr"] * lr_factor(cfg, epoch, t.step, t.total_steps)
-        x = x.to(device, non_blocking=True, memory_format=t.layout)
-        y = (
-            tuple(v.to(device, non_blocking=True) for v in y)
-            if isinstance(y, tuple)
-            else y.to(device, non_blocking=True)
-        )
-        with _autocast(device, cfg.amp):
-            outputs = t.net(x)
-        loss, correct = task.loss(outputs, y)
-        opt.zero_grad(set_to_none=True)
-        (loss * (nranks / n_global)).backward()
-        opt.step()
-        t.ref_decay.step()
-        if t.shrink is not None:
-            t.shrink.step()
-        t.step += 1
+        loss, correct = _train_step(t, epoch, x, y, n_global)
         has_correct = correct is not None
         tot.add(loss, correct, len(x))
-        # Stop at the first non-finite loss where asking costs nothing; on a GPU that would wait
-        # for every step, so there the epoch's sum carries the NaN to the check below.
-        if nranks == 1 and device.type == "cpu" and not math.isfinite(loss.item()):
-            break
     if t.cuda:
         torch.cuda.synchronize(device)  # the epoch's kernels, not just their launches, in its time
     train_time = time.perf_counter() - t0
@@ -525,6 +525,38 @@ def _train_one_epoch(t: _Training, epoch: int) -> tuple[dict, str, str | None]:
             f"ln({task.num_classes}) = {task.divergence_limit:.3g}"
         )
     return rec, status, reason
+
+
+def _train_step(t: _Training, epoch: int, x, y, n_global: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One update: the step's learning rates, forward, the task's summed loss (and correct count),
+    backward of its share of the global mean, the optimiser, ReLinear's decay and shrink. Returns the
+    loss and count as tensors on the device; nothing here waits for the device."""
+    cfg, opt, device = t.cfg, t.opt, t.device
+    factor = lr_factor(cfg, epoch, t.step, t.total_steps)
+    for g in opt.param_groups:
+        g["lr"] = g["initial_lr"] * factor
+    x = x.to(device, non_blocking=True, memory_format=t.layout)
+    y = tuple(v.to(device, non_blocking=True) for v in y) if isinstance(y, tuple) else y.to(device, non_blocking=True)
+    with _autocast(device, cfg.amp):
+        outputs = t.net(x)
+    loss, correct = t.task.loss(outputs, y)
+    opt.zero_grad(set_to_none=True)
+    # d(loss * nranks / n_global)/d(loss) as backward's seed: the gradients of the scaled loss, bit
+    # for bit, without the product and its backward (the seed is made once per batch size)
+    loss.backward(_seed(t, t.nranks / n_global, loss))
+    opt.step()
+    t.ref_decay.step()
+    if t.shrink is not None:
+        t.shrink.step()
+    t.step += 1
+    return loss, correct
+
+
+def _seed(t: _Training, scale: float, loss: torch.Tensor) -> torch.Tensor:
+    key = (scale, loss.dtype, loss.device)
+    if key not in t.seeds:
+        t.seeds[key] = torch.full((), scale, dtype=loss.dtype, device=loss.device)
+    return t.seeds[key]
 
 
 def _evaluate(t: _Training) -> tuple[dict, float]:
@@ -578,6 +610,10 @@ def _finish(t: _Training, status: str, reason: str | None, history: list, evalua
     )
     if t.task.eval_every_epoch and "test_error" in last:
         result["best_test_error"] = min((h["test_error"] for h in history if "test_error" in h), default=None)
+    if status == "finished":  # how far the quadratic terms moved from the linear twin (None: no terms)
+        moved = departure.measure(t.model, t.task, t.device, t.cfg.amp)
+        if moved is not None:
+            result["departure"] = moved
     return result
 
 

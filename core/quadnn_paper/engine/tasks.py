@@ -100,6 +100,11 @@ class Task:
     def evaluate(self, model: nn.Module, device, amp: bool) -> dict:
         raise NotImplementedError
 
+    def predictions(self, model: nn.Module, device, amp: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(predicted class, label)`` of every test image, on the CPU (None: the task has no
+        classes to predict, or does not say); what the quadratic terms' departure is measured on."""
+        return None
+
     def _loader(self, dataset, batch_size: int, sampler=None, generator=None):
         """A DataLoader built once per run: workers from :func:`loader_workers`, kept alive across
         epochs, batches in page-locked memory when they go to a GPU."""
@@ -205,6 +210,16 @@ class InMemoryClassification(Task):
             tot += _sums(device, F.cross_entropy(out.float(), y, reduction="sum"), (out.argmax(1) == y).sum(), len(y))
         loss, correct, n = tot.cpu().tolist()
         return dict(test_loss=_finite(loss / n), test_error=100.0 - 100.0 * correct / n, test_images=int(n))
+
+    @torch.no_grad()
+    def predictions(self, model, device, amp):
+        model.eval()
+        preds, labels = [], []
+        for x, y in self.qdata.batches(self.data, self.cfg.eval_batch_size, None, train=False):
+            with _autocast(device, amp):
+                preds.append(model(x.to(device, non_blocking=True)).argmax(1).cpu())
+            labels.append(y.cpu())
+        return torch.cat(preds), torch.cat(labels)
 
 
 class ImageFolderClassification(Task):

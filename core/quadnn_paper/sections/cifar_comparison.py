@@ -121,7 +121,16 @@ def transfer_confound(protocol: dict) -> str:
     return f"w.t. trained {stage}+{R['epochs']} epochs, the other {R['epochs']}"
 
 
-def _claim(errs: dict, text: str, pairs: list[tuple[cs.Row, cs.Row]], extra: str = "", confound: str = "") -> cs.Claim:
+def _claim(
+    errs: dict,
+    text: str,
+    pairs: list[tuple[cs.Row, cs.Row]],
+    extra: str = "",
+    confound: str = "",
+    *,
+    dataset: str = "cifar10",
+    moved: dict | None = None,
+) -> cs.Claim:
     """The claim "each first row beats its second" from the pairs whose rows both ran (``errs``: per-seed
     errors by row key); not tested when none did. ``extra`` follows the paper's numbers; ``confound``
     is kept only where a weight-transfer arm ran."""
@@ -135,17 +144,20 @@ def _claim(errs: dict, text: str, pairs: list[tuple[cs.Row, cs.Row]], extra: str
         return cs.not_tested(text, "full only: " + note, paper=paper + extra)
     if not any(a.method == "wt" or b.method == "wt" for a, b in ran):
         confound = ""
+    moved = moved or {}
     return cs.pair_claim(
         text,
         [(a.label, errs[a.key], b.label, errs[b.key]) for a, b in ran],
         paper=paper + extra,
         confound=confound,
         note=note,
+        dataset=dataset,
+        moved_by={r.label: moved.get(r.key) for a, b in ran for r in (a, b)},
     )
 
 
 def _fewer_parameters_claim(
-    errs: dict, params: dict, rows: list[cs.Row], wt_confound: str, model: str = "cifar_qresnet32"
+    errs: dict, params: dict, rows: list[cs.Row], wt_confound: str, model: str = "cifar_qresnet32", **kw
 ) -> cs.Claim:
     """``model`` (w.t.) beats ResNet110 with fewer parameters: contradicted, whatever the errors say,
     where it has not fewer (``params`` by row key)."""
@@ -158,20 +170,21 @@ def _fewer_parameters_claim(
         [(q32, r110)],
         f"; params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,}",
         confound=wt_confound,
+        **kw,
     )
     if not fewer and c.intervals:
         c = replace(c, verdict=stats.CONTRADICTED, paper=c.paper + " (not fewer)")
     return c
 
 
-def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str) -> list[cs.Claim]:
+def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str, **kw) -> list[cs.Claim]:
     """The paper's claims in its order, before Holm adjustment (``errs``, ``params`` by row key)."""
 
     def row(model, method="conventional", width=1.0):
         return cs.row_for(rows, model, method, width)
 
     def claim(text, pairs, confound=""):
-        return _claim(errs, text, pairs, confound=confound)
+        return _claim(errs, text, pairs, confound=confound, **kw)
 
     return [
         claim(
@@ -205,8 +218,8 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str
                 for k in ("parabolic", "poly")
             ],
         ),
-        _fewer_parameters_claim(errs, params, rows, wt_confound),
-        _fewer_parameters_claim(errs, params, rows, wt_confound, model="cifar_qresnet32_compact"),
+        _fewer_parameters_claim(errs, params, rows, wt_confound, **kw),
+        _fewer_parameters_claim(errs, params, rows, wt_confound, model="cifar_qresnet32_compact", **kw),
         claim(
             "Compact-QResNet is worse than QResNet (both w.t.)",
             [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)],
@@ -223,14 +236,21 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str
     ]
 
 
-def claims(errs: dict[cs.Row, dict], params: dict[cs.Row, int], protocol: dict | None = None) -> list[cs.Claim]:
+def claims(
+    errs: dict[cs.Row, dict],
+    params: dict[cs.Row, int],
+    protocol: dict | None = None,
+    moved: dict[cs.Row, float | None] | None = None,
+) -> list[cs.Claim]:
     """The paper's claims, each from the paired per-seed errors ``errs[row] = {seed: error}`` (a row
     absent from ``errs`` did not run at this profile), Holm-adjusted over the section's pairs. Rows
     are found by what they train; ``protocol`` names the weight-transfer confound (default: full)."""
     errs = {r.key: e for r, e in errs.items()}  # by what a row trains, never by its label
     params = {r.key: n for r, n in params.items()}
-    wt_confound = transfer_confound(protocol or PROTOCOLS["full"])
-    return cs.adjust(_paper_claims(errs, params, cs.comparison_rows(), wt_confound))
+    protocol = protocol or PROTOCOLS["full"]
+    wt_confound = transfer_confound(protocol)
+    kw = dict(dataset=protocol["recipe"]["dataset"], moved={r.key: m for r, m in (moved or {}).items()})
+    return cs.adjust(_paper_claims(errs, params, cs.comparison_rows(), wt_confound, **kw))
 
 
 def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, params: dict | None = None) -> dict:
@@ -244,8 +264,9 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         res = results.get(cfg.run_id)
         per_row.setdefault(row, []).append(res)
         errs.setdefault(row, {})[seed] = cs.seed_errors(res, P["recipe"]["dataset"])
-    sums = {r: cs.summarise(v) for r, v in per_row.items()}
-    verdicts = claims(errs, params or {}, P)
+    sums = {r: cs.summarise(v, cs.trained_limit(P["recipe"]["dataset"])) for r, v in per_row.items()}
+    moved = {r: cs.moved(v) for r, v in per_row.items()}
+    verdicts = claims(errs, params or {}, P, moved)
     test_images = next(
         (x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None
     )
@@ -255,6 +276,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         rows=cs.comparison_rows(),
         summaries=sums,
         errors=errs,
+        moved=moved,
         claims=verdicts,
         runs=len(planned),
         pending=sum(s["pending"] for s in sums.values()),
@@ -282,7 +304,7 @@ def _error_cell(S: dict, r: cs.Row):
         value=s["mean"],
         spread=s["std"] if s["finished"] > 1 else None,
         decimals=2,
-        note=f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "",
+        note=f"({s['diverged']}/{s['n']} did not train)" if s["diverged"] else "",
     )
 
 
@@ -309,7 +331,15 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
         s = S["summaries"].get(r)
         return f"{s['epoch_time']:.2f}" if s and s["epoch_time"] else "--"
 
-    main = [[r.label, mparams(r), time_cell(r), _error_cell(S, r), r.paper] for r in rows if r.table == "main"]
+    def moved_cell(r):
+        m = S["moved"].get(r)
+        return "--" if m is None else round(m, 1)
+
+    main = [
+        [r.label, mparams(r), time_cell(r), _error_cell(S, r), moved_cell(r), r.paper]
+        for r in rows
+        if r.table == "main"
+    ]
     compact = [
         [r.label, mparams(r), _paper_params_cell(r.model, params[r]), _error_cell(S, r), r.paper]
         for d in (20, 32, 56)
@@ -323,7 +353,10 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
         q = row(f"cifar_qresnet{d}", "wt")
         width.append([q.label, "--", mparams(q), _error_cell(S, q), q.paper])
     return {
-        "comparison_main": (["Network", "Params", "Time/epoch (s)", "Error ours (%)", "Paper (%)"], main),
+        "comparison_main": (
+            ["Network", "Params", "Time/epoch (s)", "Error ours (%)", "Terms moved (%)", "Paper (%)"],
+            main,
+        ),
         "comparison_compact": (["Network", "Params", "Paper params", "Error ours (%)", "Paper (%)"], compact),
         "comparison_width": (["Network", "Channels", "Params", "Error ours (%)", "Paper (%)"], width),
         "comparison_claims": (cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),

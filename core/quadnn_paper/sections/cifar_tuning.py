@@ -136,6 +136,7 @@ PROTOCOLS = {
         grid_seeds=[0],
         optimizer="sgd",
         grid="ends",
+        full_sweeps=("sg",),  # the curve of departure and error against gamma, at the grid seed
         quadratic_decay="reference",
         split_per_seed=True,
     ),
@@ -175,9 +176,18 @@ def protocol(profile: str, tiny: bool = False) -> dict:
 
 
 def grid(proto: dict, name: str) -> list:
-    """The values of sweep ``name`` a protocol runs: all of them, or (smoke, cpu) the two ends."""
+    """The values of sweep ``name`` a protocol runs: all of them (full, or a sweep the protocol names
+    in ``full_sweeps``), or the two ends. Values are the paper's; :func:`rate` scales them."""
     values = sorted(GRIDS[name])  # ascending, so figures read from weak to strong
-    return values if proto["grid"] == "all" else [values[0], values[-1]]
+    if proto["grid"] == "all" or name in proto.get("full_sweeps", ()):
+        return values
+    return [values[0], values[-1]]
+
+
+def rate(proto: dict, value: float) -> float:
+    """The rate a run of the quadratic terms trains at for the paper's ``value`` (gamma_g = gamma_b):
+    the paper's at full, scaled by :func:`_cifar.gamma_scale` on a stand-in."""
+    return value * cs.gamma_scale(proto)
 
 
 def _base(proto: dict, seed: int, **kw) -> RunConfig:
@@ -207,8 +217,8 @@ def _transfer(proto: dict, seed: int, k: int, v: float) -> RunConfig:
         seed,
         relinear="sg",
         lr=lr,
-        lr_g=v,
-        lr_b=v,
+        lr_g=rate(proto, v),
+        lr_b=rate(proto, v),
         transfer_from=conventional_config(proto, seed),
         transfer_stage=k,
     )
@@ -239,7 +249,7 @@ def plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunCo
         out[("conventional", 0.0, s)] = conv
         # gamma_g = gamma_b = 0 keeps every quadratic term at its reference: a conventional network.
         for v in _values(proto, "sg", full_grid, sg_claimed + ([0.0] if full_grid else [])):
-            out[("sg", v, s)] = _base(proto, s, relinear="sg", lr_g=v, lr_b=v)
+            out[("sg", v, s)] = _base(proto, s, relinear="sg", lr_g=rate(proto, v), lr_b=rate(proto, v))
         if full_grid:
             for v in grid(proto, "sw-l1"):
                 out[("sw-l1", v, s)] = _base(proto, s, relinear="sw-l1", alpha_g=v)
@@ -247,7 +257,8 @@ def plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunCo
             out[("sw-l2", v, s)] = _base(proto, s, relinear="sw-l2", alpha_g=v)
         # ReZero at the largest gamma at the rest seeds: "ReZero stabilises training" is paired there
         for v in _values(proto, "rezero", full_grid, [REZERO_LARGE] if s in rest else []):
-            out[("rezero", v, s)] = _base(proto, s, relinear="sg", lr_g=v, lr_b=v, rezero=True)
+            r = rate(proto, v)
+            out[("rezero", v, s)] = _base(proto, s, relinear="sg", lr_g=r, lr_b=r, rezero=True)
         for k in range(1, n_stages + 1):
             # Below "all", transfer runs only the claimed value: its three stages triple every value.
             claimed = [SG_BEST] if (s in head if k == 1 else s in rest) else []
@@ -268,12 +279,17 @@ def _error(res: dict | None) -> float:
 
 
 class SweepRow(NamedTuple):
-    """One value of a sweep: final test error over the grid seeds and how many runs gave none."""
+    """One value of a sweep over the grid seeds: the mean final test error of the runs that trained,
+    how many did not (diverged, ended within :data:`_cifar.UNTRAINED_MARGIN` of chance, or not
+    finished yet), and the quadratic terms' departure (median % of test predictions changed, and the
+    terms' norm over W_r; None for the conventional network)."""
 
     value: float | None
     mean: float
     sd: float
-    diverged: int  # runs without a final error (diverged, or not finished yet)
+    diverged: int  # runs that did not train
+    moved: float | None = None
+    terms: float | None = None
 
 
 class Curve(NamedTuple):
@@ -287,25 +303,35 @@ _NO_BEST = SweepRow(None, math.nan, math.nan, 0)  # a sweep without a finished r
 _RESNET20 = "ResNet20"  # the conventional arm's label in the claims
 
 _Results = dict[tuple[str, float, int], dict | None]  # a result (or None) per plan() key
-_SeedErrors = Callable[[str, float], dict]  # (experiment, value) -> {seed: paired error}
 
 
-def _sweep_row(got: _Results, e: str, v: float, grid_seeds: list) -> SweepRow:
-    """Final test error of value ``v`` of sweep ``e`` over the grid seeds."""
-    errs = [_error(got[(e, v, s)]) for s in grid_seeds if (e, v, s) in got]
-    ok = [x for x in errs if not math.isnan(x)]
+def _median(xs: list) -> float | None:
+    xs = sorted(xs)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def _sweep_row(got: _Results, e: str, v: float, grid_seeds: list, limit: float) -> SweepRow:
+    """Final test error of value ``v`` of sweep ``e`` over the grid seeds (runs at or above ``limit``
+    did not train)."""
+    res = [got[(e, v, s)] for s in grid_seeds if (e, v, s) in got]
+    errs = [_error(r) for r in res]
+    ok = [x for x in errs if not math.isnan(x) and x < limit]
     mean = sum(ok) / len(ok) if ok else math.nan
     sd = math.sqrt(sum((x - mean) ** 2 for x in ok) / (len(ok) - 1)) if len(ok) > 1 else math.nan
-    return SweepRow(v, mean, sd, len(errs) - len(ok))
+    terms = _median([r["departure"]["terms"] for r in res if r is not None and "departure" in r])
+    return SweepRow(v, mean, sd, len(errs) - len(ok), cs.moved(res), terms)
 
 
-def _sweeps_and_curves(got: _Results, experiments: list[str], grid_seeds: list) -> tuple[dict, dict]:
+def _sweeps_and_curves(got: _Results, experiments: list[str], grid_seeds: list, limit: float) -> tuple[dict, dict]:
     """``sweeps[e]``: a :class:`SweepRow` per value; ``curves[e]``: a :class:`Curve` per value."""
     g0 = grid_seeds[0]
     sweeps, curves = {}, {}
     for e in experiments:
         values = [v for (x, v, s) in got if x == e and s == g0]
-        sweeps[e] = [_sweep_row(got, e, v, grid_seeds) for v in values]
+        sweeps[e] = [_sweep_row(got, e, v, grid_seeds, limit) for v in values]
         curves[e] = [Curve(v, got[(e, v, g0)]) for v in values]
     return sweeps, curves
 
@@ -323,46 +349,68 @@ def _setting_errors(got: _Results, dataset: str, e: str, v: float) -> dict:
     return {s: cs.seed_errors(got[(e, v, s)], dataset) for s in seeds}
 
 
-def _setting_claims(seeds_of: _SeedErrors) -> list[cs.Claim]:
+def _setting_moved(got: _Results, e: str, v: float) -> float | None:
+    """The departure (:func:`_cifar.moved`) of a setting over every seed it ran at."""
+    return cs.moved([r for (x, y, _), r in got.items() if x == e and y == v])
+
+
+class _Arm(NamedTuple):
+    """One arm of a claim: its label and the setting it trains (``experiment``, paper's value)."""
+
+    label: str
+    experiment: str
+    value: float
+
+
+def _claim(arms_of: Callable, text: str, pairs: list[tuple[_Arm, _Arm]], **kw) -> cs.Claim:
+    """:func:`_cifar.pair_claim` over pairs of arms (``arms_of(arm) -> (errors by seed, departure)``)."""
+    arms = {a: arms_of(a) for pair in pairs for a in pair}
+    return cs.pair_claim(
+        text,
+        [(a.label, arms[a][0], b.label, arms[b][0]) for a, b in pairs],
+        moved_by={a.label: m for a, (_, m) in arms.items()},
+        **kw,
+    )
+
+
+def _setting_claims(arms_of: Callable, dataset: str) -> list[cs.Claim]:
     """The claims on the settings the paper names, before Holm adjustment: its best ReLinear-sg and
     -sw against the conventional network and each other, gamma against 0 and a large gamma, ReZero."""
-    conv, sg, sw = seeds_of("conventional", 0.0), seeds_of("sg", SG_BEST), seeds_of("sw-l2", SW_BEST)
+    conv, zero = _Arm(_RESNET20, "conventional", 0.0), _Arm("sg 0", "sg", 0.0)
+    sg, sw = _Arm(f"sg {SG_BEST:g}", "sg", SG_BEST), _Arm(f"sw-l2 {SW_BEST:g}", "sw-l2", SW_BEST)
+    large = _Arm(f"sg {SG_LARGE:g}", "sg", SG_LARGE)
+    rezero = _Arm(f"ReZero {REZERO_LARGE:g}", "rezero", REZERO_LARGE)
+    resnet20 = published.CIFAR_MAIN["ResNet20"]
+    claim = functools.partial(_claim, arms_of, dataset=dataset)
     return [
-        cs.pair_claim(
+        claim(
             f"ReLinear-sg (gamma {SG_BEST:g}) beats the conventional ResNet20",
-            [(f"sg {SG_BEST:g}", sg, _RESNET20, conv)],
-            paper=f"{PAPER['sg'].text} vs {published.CIFAR_MAIN['ResNet20']}",
+            [(sg, conv)],
+            paper=f"{PAPER['sg'].text} vs {resnet20}",
         ),
-        cs.pair_claim(
+        claim(
             f"ReLinear-sw (l2, beta {SW_BEST:g}) beats the conventional ResNet20",
-            [(f"sw-l2 {SW_BEST:g}", sw, _RESNET20, conv)],
-            paper=f"{PAPER['sw'].text} vs {published.CIFAR_MAIN['ResNet20']}",
+            [(sw, conv)],
+            paper=f"{PAPER['sw'].text} vs {resnet20}",
         ),
-        cs.pair_claim(
+        claim(
             f"ReLinear-sg beats ReLinear-sw (gamma {SG_BEST:g} vs l2 beta {SW_BEST:g})",
-            [(f"sg {SG_BEST:g}", sg, f"sw-l2 {SW_BEST:g}", sw)],
+            [(sg, sw)],
             paper=f"{PAPER['sg'].text} vs {PAPER['sw'].text}",
         ),
-        cs.pair_claim(
+        claim(
             f"The quadratic terms help: gamma {SG_BEST:g} beats gamma 0 (the same network, terms frozen)",
-            [(f"sg {SG_BEST:g}", sg, "sg 0", seeds_of("sg", 0.0))],
-            paper=f"{PAPER['sg'].text} vs {published.CIFAR_MAIN['ResNet20']} (gamma 0: conventional)",
+            [(sg, zero)],
+            paper=f"{PAPER['sg'].text} vs {resnet20} (gamma 0: conventional)",
         ),
-        cs.pair_claim(
+        claim(
             f"Too large a gamma hurts: {SG_BEST:g} beats {SG_LARGE:g}",
-            [(f"sg {SG_BEST:g}", sg, f"sg {SG_LARGE:g}", seeds_of("sg", SG_LARGE))],
+            [(sg, large)],
             paper="error rises for large gamma (Fig. 2 sketch)",
         ),
-        cs.pair_claim(
+        claim(
             f"ReZero stabilises training: with ReZero beats without at gamma {REZERO_LARGE:g}",
-            [
-                (
-                    f"ReZero {REZERO_LARGE:g}",
-                    seeds_of("rezero", REZERO_LARGE),
-                    f"sg {SG_LARGE:g}",
-                    seeds_of("sg", SG_LARGE),
-                )
-            ],
+            [(rezero, large)],
             paper="ReZero runs converge at every gamma (Table: QResNet20 + ReZero)",
         ),
     ]
@@ -374,19 +422,21 @@ def _transfer_confound(proto: dict, k: str) -> str:
     return f"w.t. trained {stage_ends(conventional_config(proto, 0))[int(k) - 1]}+{own} epochs, r.i. {own}"
 
 
-def _transfer_claims(seeds_of: _SeedErrors, proto: dict, stages: list[str]) -> list[cs.Claim]:
+def _transfer_claims(arms_of: Callable, proto: dict, stages: list[str]) -> list[cs.Claim]:
     """Weight transfer from each stage against random initialisation, then the robustness claim
     (not a paired difference), before Holm adjustment."""
-    sg = seeds_of("sg", SG_BEST)
+    sg = _Arm(f"sg {SG_BEST:g}", "sg", SG_BEST)
     claims = []
     for e in stages:
         k = e[len("transfer") :]
         claims.append(
-            cs.pair_claim(
+            _claim(
+                arms_of,
                 f"Weight transfer from stage {k} beats random initialisation (sg {SG_BEST:g})",
-                [(f"transfer {k}", seeds_of(e, SG_BEST), f"sg {SG_BEST:g}", sg)],
+                [(_Arm(f"transfer {k}", e, SG_BEST), sg)],
                 paper=f"{PAPER['transfer'][k].text} vs {PAPER['sg'].text}",
                 confound=_transfer_confound(proto, k),
+                dataset=proto["dataset"],
             )
         )
     claims.append(
@@ -400,11 +450,13 @@ def _transfer_claims(seeds_of: _SeedErrors, proto: dict, stages: list[str]) -> l
     return claims
 
 
-def _gamma_zero_pair(seeds_of: _SeedErrors) -> cs.Claim:
+def _gamma_zero_pair(arms_of: Callable, dataset: str) -> cs.Claim:
     # gamma = 0 in float32: a conventional network whose trajectory differs from its twin's by rounding.
-    return cs.pair_claim(
+    return _claim(
+        arms_of,
         "gamma 0 against its conventional twin (float32)",
-        [(_RESNET20, seeds_of("conventional", 0.0), "sg 0", seeds_of("sg", 0.0))],
+        [(_Arm(_RESNET20, "conventional", 0.0), _Arm("sg 0", "sg", 0.0))],
+        dataset=dataset,
     )
 
 
@@ -436,10 +488,16 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     planned = plan(profile, tiny)
     got = {key: results.get(cfg.run_id) for key, cfg in planned.items()}
     experiments = list(dict.fromkeys(e for e, _, _ in planned))
-    sweeps, curves = _sweeps_and_curves(got, experiments, proto["grid_seeds"])
+    limit = cs.trained_limit(proto["dataset"])
+    sweeps, curves = _sweeps_and_curves(got, experiments, proto["grid_seeds"], limit)
     stages = sorted(e for e in experiments if e.startswith("transfer"))
-    seeds_of = functools.partial(_setting_errors, got, proto["dataset"])
-    claims = cs.adjust(_setting_claims(seeds_of) + _transfer_claims(seeds_of, proto, stages))
+
+    def arms_of(arm: _Arm) -> tuple[dict, float | None]:
+        return _setting_errors(got, proto["dataset"], arm.experiment, arm.value), _setting_moved(
+            got, arm.experiment, arm.value
+        )
+
+    claims = cs.adjust(_setting_claims(arms_of, proto["dataset"]) + _transfer_claims(arms_of, proto, stages))
     conventional = curves["conventional"][0].result
     adam = [got[k] for k in got if k[0] == "adam"]
     return dict(
@@ -451,7 +509,8 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         conventional=conventional,
         conv_error=sweeps["conventional"][0].mean,
         claims=claims,
-        gamma0=_gamma_zero_pair(seeds_of),
+        gamma0=_gamma_zero_pair(arms_of, proto["dataset"]),
+        moved_claimed=_setting_moved(got, "sg", SG_BEST),
         detectable=cs.detectable_text(claims),
         adam_error=_error(adam[0]) if adam else None,
         diverged={e: sum(r.diverged for r in sweeps[e]) for e in experiments},
@@ -519,7 +578,15 @@ def gamma_zero_trajectory(
     )
 
 
-SUMMARY_HEADER = ["method", "paper best setting", "paper error (%)", "our best setting", "our error (%)", "diverged"]
+SUMMARY_HEADER = [
+    "method",
+    "paper best setting",
+    "paper error (%)",
+    "our best setting",
+    "our error (%)",
+    "did not train",
+    "terms moved (%)",
+]
 _DECAY_TEXT = {
     "reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
     "zero": "as ordinary coupled L2 toward zero on every group (the official code)",
@@ -540,6 +607,7 @@ def summary_rows(S: dict) -> list[list]:
             None if best.value is None else f"{best.value:g}",
             None if math.isnan(best.mean) else round(best.mean, 2),
             S["diverged"].get(e, 0),
+            "--" if best.moved is None else round(best.moved, 1),
         ]
 
     rows = [
@@ -551,6 +619,7 @@ def summary_rows(S: dict) -> list[list]:
             None,
             round(S["conv_error"], 2),
             S["diverged"]["conventional"],
+            "--",
         ],
         row("ReLinear-sg", "sg", PAPER["sg"], f"{SG_BEST:g}"),
         row("ReLinear-sw l1", "sw-l1"),
@@ -629,5 +698,26 @@ def variables(S: dict, exact: dict) -> dict:
         ExactScale=exact["scale"],
         ExactLr=exact["lr"],
         ExactDecay=exact["weight_decay"],
+        **_scale_variables(S),
     )
     return out
+
+
+def _scale_variables(S: dict) -> dict:
+    """The quadratic terms' room to act at this profile: the rule that scales the paper's gamma, the
+    departure it gave, and the test set's resolution."""
+    P = S["protocol"]
+    moved = S["moved_claimed"]
+    return dict(
+        GammaScale=f"{cs.gamma_scale(P):.3g}",
+        PaperSteps=f"{cs.PAPER_STEPS:,}",
+        OurSteps=f"{cs.training_steps(P):,}",
+        StepRatio=f"{cs.PAPER_STEPS / cs.training_steps(P):.0f}",
+        SgRate=f"{rate(P, SG_BEST):.2g}",
+        MovedThreshold=f"{cs.MOVED_THRESHOLD:g}",
+        MovedClaimed="--" if moved is None else f"{moved:.1f}",
+        MovedEnough="--" if moved is None else ("at least" if moved >= cs.MOVED_THRESHOLD else "below"),
+        UntrainedMargin=f"{cs.UNTRAINED_MARGIN:g}",
+        TrainedLimit=f"{cs.trained_limit(P['dataset']):g}",
+        Resolution="--" if not S["test_images"] else f"{100 / S['test_images']:.2f}",
+    )
