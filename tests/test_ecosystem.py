@@ -221,13 +221,60 @@ def test_gradient_penalty_of_a_model_equals_naive():
 
 
 # -- weight norm, spectral norm ---------------------------------------------------------------
+def snapshot(layer):
+    """What a refused transform must leave as it was: the parameters (names, order, objects,
+    values), buffers, hooks and output."""
+    return (
+        [(n, p, p.detach().clone()) for n, p in layer.named_parameters()],
+        {k: v.clone() for k, v in layer.state_dict().items()},
+        list(layer._forward_pre_hooks.values()),
+    )
+
+
+def assert_unchanged(layer, before, x, y):
+    params, state, hooks = before
+    assert [(n, id(p)) for n, p in layer.named_parameters()] == [(n, id(p)) for n, p, _ in params]
+    assert all(torch.equal(p, v) for _, p, v in params)
+    after = layer.state_dict()
+    assert list(after) == list(state) and all(torch.equal(after[k], state[k]) for k in state)
+    assert list(layer._forward_pre_hooks.values()) == hooks
+    torch.testing.assert_close(layer(x), y, rtol=0, atol=0)  # still callable, the same function
+
+
+@pytest.mark.parametrize("layer_cls", [QuadraticConv2d, QuadraticLinear])
 @pytest.mark.parametrize("kind", NEURONS)
-def test_legacy_weight_norm_on_weight_is_refused_by_name(kind):
-    layer = QuadraticConv2d(3, 4, 3, neuron=kind)
+def test_refused_legacy_weight_norm_leaves_the_layer_as_it_was(layer_cls, kind):
+    layer = randomise_terms_(layer_cls(3, 4, *([3] if layer_cls is QuadraticConv2d else []), neuron=kind))
+    x = torch.randn(2, 3, 5, 5) if layer_cls is QuadraticConv2d else torch.randn(2, 3)
+    y, before = layer(x), snapshot(layer)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        with pytest.raises(RuntimeError, match=r"'weight_g'.*gate.*parametrizations\.weight_norm"):
+        with pytest.raises(RuntimeError, match=r"'weight_g'.*left as it was.*parametrizations\.weight_norm") as e:
             torch.nn.utils.weight_norm(layer)
+    # the message names only what the kind has: compact has no gate
+    assert ("gate" in str(e.value)) == (kind != "compact") and "\n" not in str(e.value)
+    assert_unchanged(layer, before, x, y)
+
+
+@pytest.mark.parametrize("kind", NEURONS)
+def test_torch_ao_quantization_and_torch_fusion_leave_the_layer_as_it_was(kind):
+    from torch.ao import quantization as tq
+
+    layer = randomise_terms_(QuadraticConv2d(3, 4, 3, neuron=kind))
+    x = torch.randn(2, 3, 5, 5)
+    y, before = layer(x), snapshot(layer)
+    model = nn.Sequential(tq.QuantStub(), layer, tq.DeQuantStub()).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the layer's own "left in float" warning, torch.ao's deprecation
+        model.qconfig = tq.get_default_qconfig("x86")
+        tq.convert(tq.prepare(model, inplace=True), inplace=True)
+    assert model[1] is layer
+    assert_unchanged(layer, before, x, y)
+    # torch's conv-BN fusion (weight and bias only) is refused in one line naming quadnn's
+    bn = nn.BatchNorm2d(4).eval()
+    with pytest.raises(RuntimeError, match=r"^QuadraticConv2d: .*quadnn\.fusion\.fuse_conv_bn_eval[^\n]*$"):
+        torch.nn.utils.fusion.fuse_conv_bn_eval(layer.eval(), bn)
+    assert_unchanged(layer.train(), before, x, y)
 
 
 @pytest.mark.parametrize("kind", NEURONS)
@@ -249,12 +296,13 @@ def test_weight_and_spectral_norm_keep_the_neuron(kind):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             norm(layer, name)
-        y = layer(x)
+        with torch.nn.utils.parametrize.cached():  # spectral_norm iterates on each evaluation: read it once
+            y, normalised = layer(x), getattr(layer, name)
         for n, p, _, _ in layer.quadratic_terms():  # every other term is still the layer's
             if n != name:
                 torch.testing.assert_close(p, getattr(ref, n))
         # the neuron computed with the normalised weight in place of `name`
-        torch.testing.assert_close(y, torch.func.functional_call(ref, {name: getattr(layer, name)}, (x,)))
+        torch.testing.assert_close(y, torch.func.functional_call(ref, {name: normalised}, (x,)))
         y.sum().backward()
         assert all(p.grad is not None for p in layer.parameters() if p.requires_grad)
 

@@ -1,15 +1,18 @@
-"""Counting hooks for the FLOP/parameter counters papers quote, so they count quadratic layers.
+"""Counting rules for the FLOP/parameter counters papers quote, so they count quadratic layers.
 
-thop and ptflops find a layer's rule by its exact type, so they skip a quadratic layer (thop then
-counts neither its operations nor its parameters); torchinfo counts ``weight`` of a convolution
-per output pixel but ``weight_g``/``weight_b`` as if they were a recurrent layer's weights, once
-per output channel. Pass these rules:
+thop and ptflops find a layer's rule by its exact type, so without a rule they skip a quadratic
+layer (thop then counts neither its operations nor its parameters); torchinfo counts ``weight`` of
+a convolution per output pixel but ``weight_g``/``weight_b`` as if they were a recurrent layer's
+weights, once per output channel. ``import quadnn`` registers the rules below with each of them
+when it is imported (:mod:`quadnn.integrations`), so their defaults count the layers:
 
-    thop.profile(model, (x,), custom_ops=quadnn.counting.thop_ops())
-    ptflops.get_model_complexity_info(model, (3, 32, 32), custom_modules_hooks=quadnn.counting.ptflops_hooks())
+    thop.profile(model, (x,))
+    ptflops.get_model_complexity_info(model, (3, 32, 32))
+    torchinfo.summary(model, input_data=x)
 
-torchinfo has no per-type rules: its parameter counts are right, its Mult-Adds are not for
-quadratic convolutions; :func:`macs` (or ``torch.utils.flop_counter``, halved) gives the count.
+The rules can also be passed explicitly (``custom_ops=quadnn.counting.thop_ops()``,
+``custom_modules_hooks=quadnn.counting.ptflops_hooks()``). fvcore and ``torch.utils.flop_counter``
+count the operations the layers run and need none; :func:`macs` is the latter's count.
 
 A quadratic layer's multiply-accumulates are those of its linear maps, each the conventional
 layer's: three for "full" (r, g, W_b on x*x), two for the others (compact: W_r x and W_b x*x;
@@ -26,7 +29,7 @@ from torch import nn
 
 from .layers import QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear
 
-__all__ = ["layer_macs", "macs", "thop_ops", "ptflops_hooks", "LINEAR_MAPS"]
+__all__ = ["layer_macs", "macs", "thop_ops", "ptflops_hooks", "torchinfo_macs", "LINEAR_MAPS"]
 
 # Linear maps of the size of the conventional layer's, per neuron kind.
 LINEAR_MAPS = {"full": 3, "compact": 2, "parabolic": 2, "poly": 2}
@@ -69,3 +72,17 @@ def _ptflops_rule(module, inputs, output):
 def ptflops_hooks() -> dict:
     """``custom_modules_hooks`` for ``ptflops.get_model_complexity_info`` (its pytorch backend)."""
     return dict.fromkeys(_TYPES, _ptflops_rule)
+
+
+def torchinfo_macs(info) -> bool:
+    """torchinfo's Mult-Adds of a quadratic layer (``info``: its ``LayerInfo``), set as torchinfo
+    counts a conventional layer's: every weight and bias as the linear branch's, once per output
+    position of a convolution, once per sample of a linear layer. False for any other layer."""
+    if not isinstance(info.module, QuadraticLayer):
+        return False
+    size = info.output_size
+    per_param = math.prod(size[:1] + size[2:]) if not isinstance(info.module, nn.Linear) else size[0]
+    for name, param in info.module.named_parameters():
+        count, _ = info.get_param_count(info.module, name, param)
+        info.macs += int(count * per_param)
+    return True

@@ -54,6 +54,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import parametrize
 from torch.nn.utils._expanded_weights import ExpandedWeight
 
 from .quadratic_function import (
@@ -163,8 +164,10 @@ class QuadraticLayer(WeightGuards):
         conventional layer's Parameters) costs the concatenation, not correctness."""
         if getattr(self, "groups", 1) != 1 or self.neuron == "compact" or getattr(self, "weight_g", None) is None:
             return
+        # Done on the meta device too, so a layer built there has the storage layout of one built
+        # on the CPU (torch's test_device_ctx_init): W_g at an offset after W_r, not at 0.
         b_g = self.bias_g
-        if self.bias is None and type(b_g) is nn.Parameter and not b_g.is_meta:
+        if self.bias is None and type(b_g) is nn.Parameter:
             # No b_r: zeros stored right before b_g stand in for it, so [0; b_g] is a view too.
             # They belong to no Parameter, so no optimizer or initialiser writes them.
             if not _adjacent(self.__dict__.get("_zero_bias_r"), b_g):
@@ -177,7 +180,6 @@ class QuadraticLayer(WeightGuards):
                 and a.shape == b.shape
                 and a.dtype == b.dtype
                 and a.device == b.device
-                and not a.is_meta
                 and not _adjacent(a, b)
             ):
                 both = torch.cat([a, b])
@@ -277,16 +279,18 @@ class QuadraticLayer(WeightGuards):
                 for a, b in ((self.weight, self.weight_g), (b_r, self.bias_g))
             )
         # Grouped convolution: interleave r and g per group so each group sees its own input slice.
-        w = torch.stack([self.weight.unflatten(0, (groups, -1)), self.weight_g.unflatten(0, (groups, -1))], 1)
+        w_r, w_g = _grad_in_layout(self.weight, self.weight_g, view=view)
+        w = torch.stack([w_r.unflatten(0, (groups, -1)), w_g.unflatten(0, (groups, -1))], 1)
         b = torch.stack([b_r.unflatten(0, (groups, -1)), self.bias_g.unflatten(0, (groups, -1))], 1)
         return w.flatten(0, 2), b.flatten()
 
-    def _compact_params(self):
+    def _compact_params(self, view: bool = True):
         """Weight of the single operation computing W_r x + W_b (x*x) from [x, x*x] (per group)."""
         groups = getattr(self, "groups", 1)
+        w_r, w_b = _grad_in_layout(self.weight, self.weight_b, view=view)
         if groups == 1:
-            return torch.cat([self.weight, self.weight_b], 1)
-        w = torch.stack([self.weight.unflatten(0, (groups, -1)), self.weight_b.unflatten(0, (groups, -1))], 2)
+            return torch.cat([w_r, w_b], 1)
+        w = torch.stack([w_r.unflatten(0, (groups, -1)), w_b.unflatten(0, (groups, -1))], 2)
         return w.flatten(0, 1).flatten(1, 2)  # (out, 2 * in/groups, *k): per group [x, x*x]
 
     def _op(self) -> _Op:
@@ -324,7 +328,7 @@ class QuadraticLayer(WeightGuards):
         operation's weight and bias, and the power term's."""
         if self.neuron == "compact":  # b_r and c act as one constant
             b = None if self.bias is None else self.bias + self.bias_b
-            return self._compact_params(), b, None, None
+            return self._compact_params(view), b, None, None
         w, b = self._fused_gate_params(view)
         return w, b, self.weight_b, self.bias_b
 
@@ -354,6 +358,16 @@ class QuadraticLayer(WeightGuards):
         return _quadratic_forward(op.pad(x), *self._fused_params(view=False), op)[0]
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # torch's name: layer(input=x) works
+        # A parametrization on a weight (spectral_norm, orthogonal, weight_norm) runs on every read
+        # of it, and a forward reads each weight several times (checks, then the implementation's
+        # path): cached, it runs once per forward, as for torch's layers. The compiler needs no
+        # cache (it computes a repeated expression once) and would break its graph on it.
+        if "parametrizations" in self._modules and not torch.compiler.is_compiling():
+            with parametrize.cached():
+                return self._forward(input)
+        return self._forward(input)
+
+    def _forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input
         if isinstance(x, torch.fx.Proxy):  # torch.fx.symbolic_trace: no values to check
             return self._forward_plain(x)
@@ -385,6 +399,44 @@ class QuadraticLayer(WeightGuards):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, neuron={self.neuron!r}"
+
+
+class _GradInLayout(torch.autograd.Function):
+    """The identity, whose gradient comes back in its input's memory layout. A weight joined
+    with another into one operation (compact's [W_r, W_b] along input channels, grouped [W_r; W_g]
+    interleaved per group) gets its gradient as a strided slice of the joint one; ``.backward()``
+    lays it out as the weight when accumulating, ``torch.autograd.grad`` would not (torch's layers
+    give both the weight's layout)."""
+
+    @staticmethod
+    def forward(ctx, *weights):
+        ctx.formats = [_layout(w) for w in weights]
+        return tuple(w.view_as(w) for w in weights)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return tuple(
+            g if g is None or fmt is None or g.is_contiguous(memory_format=fmt) else g.contiguous(memory_format=fmt)
+            for g, fmt in zip(grads, ctx.formats)
+        )
+
+
+def _layout(t):
+    """The memory format ``t`` is contiguous in, or None (some other striding: left as it comes)."""
+    fmts = {4: torch.channels_last, 5: torch.channels_last_3d}
+    if t.is_contiguous():
+        return torch.contiguous_format
+    return fmts[t.dim()] if t.dim() in fmts and t.is_contiguous(memory_format=fmts[t.dim()]) else None
+
+
+def _grad_in_layout(*weights, view=True):
+    """``weights`` through :class:`_GradInLayout` when autograd will differentiate them; tracers,
+    compilers and forward-mode AD take them as they are."""
+    if not view or torch.compiler.is_compiling() or torch.jit.is_tracing() or fwAD._current_level >= 0:
+        return weights
+    if not (torch.is_grad_enabled() and any(w.requires_grad for w in weights)):
+        return weights
+    return _GradInLayout.apply(*weights)
 
 
 class _QuadraticConvNd(QuadraticLayer):
@@ -430,13 +482,13 @@ class _QuadraticConvNd(QuadraticLayer):
             )
         super()._check_input(x)
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
+    def _forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input
         if not isinstance(x, torch.fx.Proxy) and x.dim() == len(self.kernel_size) + 1:
             # unbatched, as torch's convolutions accept
             self._check_input(x)
-            return super().forward(x.unsqueeze(0)).squeeze(0)
-        return super().forward(x)
+            return super()._forward(x.unsqueeze(0)).squeeze(0)
+        return super()._forward(x)
 
 
 class QuadraticConv1d(_QuadraticConvNd, nn.Conv1d):

@@ -4,7 +4,10 @@ The layers subclass torch's, so tools that select layers by ``isinstance`` and a
 reach them, and would act on the linear branch alone:
 
 - the legacy ``torch.nn.utils.weight_norm(layer)`` registers the weight's magnitude as
-  ``weight_g``, the gate's name: refused, naming the clash;
+  ``weight_g``, the gate's name: refused, naming the clash, with the layer left as it was;
+- ``torch.nn.utils.fusion.fuse_conv_bn_eval``/``fuse_linear_bn_eval`` fold batch norm into
+  ``weight`` and ``bias`` only: refused, naming :mod:`quadnn.fusion`, which folds it into every
+  term (the conventional layer they copy is left as it was);
 - torchao's ``quantize_`` quantizes ``weight`` only: the layer stays in float and warns
   (``quadnn.convert.quantize_`` quantizes the three weights, the linear branch's last);
 - ``torch.ao.quantization`` marks layers with a ``qconfig`` and has no quantized quadratic layer:
@@ -13,15 +16,32 @@ reach them, and would act on the linear branch alone:
 
 from __future__ import annotations
 
+import inspect
+import sys
 import warnings
 
 import torch
 from torch import nn
-from torch.nn.utils import parametrize
+from torch.nn.utils import fusion, parametrize
+from torch.nn.utils.weight_norm import WeightNorm as _WeightNorm
 
 __all__ = ["WeightGuards"]
 
 _WEIGHTS = ("weight", "weight_g", "weight_b")
+# torch's conv/linear-BN fusion, which rewrites weight and bias alone
+_TORCH_FUSERS = (fusion.fuse_conv_bn_eval.__code__, fusion.fuse_linear_bn_eval.__code__)
+_WEIGHT_NORM_APPLY = inspect.unwrap(_WeightNorm.apply).__code__  # under torch's deprecation wrapper
+
+
+def _caller(codes, within: int = 4):
+    """The nearest of the frames calling the function that asks (up to ``within`` above it) that
+    runs one of ``codes``, or None."""
+    frame = sys._getframe(2)
+    for _ in range(within):
+        if frame is None or frame.f_code in codes:
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def _quantized(t) -> bool:
@@ -35,18 +55,19 @@ class WeightGuards(nn.Module):
 
     def register_parameter(self, name: str, param) -> None:
         # The legacy torch.nn.utils.weight_norm(layer, "weight") deletes `weight` and registers
-        # its magnitude as `weight_g`, this layer's gate W_g: refuse rather than lose the gate.
+        # its magnitude as `weight_g`, the gate's name: refuse rather than lose the gate.
         if (
             name == "weight_g"
             and "weight_g" in self._parameters
             and "weight" not in self._parameters
             and not parametrize.is_parametrized(self, "weight")
         ):
+            self._refuse_legacy_weight_norm()
+        if name in ("weight", "bias") and _caller(_TORCH_FUSERS) is not None:
             raise RuntimeError(
-                f"{type(self).__name__}: torch.nn.utils.weight_norm(layer, 'weight') would register the "
-                "weight's magnitude as 'weight_g', which is this layer's gate W_g (the quadratic "
-                "term); use torch.nn.utils.parametrizations.weight_norm instead, which keeps every "
-                "parameter. weight_norm has already removed 'weight' from this layer: rebuild it"
+                f"{type(self).__name__}: torch.nn.utils.fusion folds batch norm into weight and bias "
+                "only, not into this layer's other terms; quadnn.fusion.fuse_conv_bn_eval(layer, bn) "
+                "(fuse_linear_bn_eval for a linear layer) folds it exactly"
             )
         if name in _WEIGHTS and _quantized(param) and not self._whole_once_quantized(name):
             # torchao's quantize_ selects layers by isinstance(m, nn.Linear) and quantizes
@@ -61,6 +82,26 @@ class WeightGuards(nn.Module):
         super().register_parameter(name, param)
         if name == "weight" and _quantized(param):
             self.implementation = "naive"  # three operations, each on its own quantized weight
+
+    def _refuse_legacy_weight_norm(self) -> None:
+        """Put back the `weight` that the legacy weight_norm has just deleted (the one it holds,
+        in the position it had: first), then refuse, naming only what this layer has."""
+        frame = _caller((_WEIGHT_NORM_APPLY,))  # weight_norm's apply -> register_parameter -> here
+        weight = None if frame is None else frame.f_locals.get("weight")
+        if isinstance(weight, nn.Parameter):
+            rest = dict(self._parameters)
+            self._parameters.clear()
+            self._parameters.update({"weight": weight, **rest})
+        clash = (
+            "which is this layer's gate W_g (the quadratic term)"
+            if self._parameters["weight_g"] is not None
+            else "a parameter name this layer keeps (None for a compact neuron)"
+        )
+        raise RuntimeError(
+            f"{type(self).__name__}: torch.nn.utils.weight_norm(layer, 'weight') would register the "
+            f"weight's magnitude as 'weight_g', {clash}; the layer is left as it was. "
+            "torch.nn.utils.parametrizations.weight_norm keeps every parameter"
+        )
 
     def _whole_once_quantized(self, name: str) -> bool:
         """Whether quantizing weight `name` leaves the layer whole: the linear branch's weight
