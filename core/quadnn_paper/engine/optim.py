@@ -6,6 +6,9 @@ the quadratic terms at ``lr_g`` / ``lr_b`` under ReLinear-sg, else at ``lr``) ar
 the part of the model the task names (:meth:`Task.relinear_part`); the task then adds what it
 must (:meth:`Task.own_param_groups`, e.g. the depth decoder's group). Each group remembers its
 ``initial_lr``, which the schedule scales (:func:`quadnn_paper.engine.loop.lr_factor`).
+
+SGD steps every group in one pass (:class:`OnePassSGD`): ReLinear's three groups cost the launches
+of one, as in a plain training step.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from quadnn import relinear
 
 from .config import RunConfig
 
-__all__ = ["learning_rates", "param_groups", "build_optimizer"]
+__all__ = ["learning_rates", "param_groups", "build_optimizer", "OnePassSGD"]
 
 
 def learning_rates(cfg: RunConfig) -> tuple[float, float, float]:
@@ -45,7 +48,7 @@ def build_optimizer(cfg: RunConfig, model: nn.Module, task):
     groups = param_groups(cfg, model, task)
     lr, betas = learning_rates(cfg)[0], (cfg.momentum, cfg.beta2)
     if cfg.optimizer == "sgd":
-        opt = torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum)
+        opt = OnePassSGD(groups, lr=lr, momentum=cfg.momentum)
     elif cfg.optimizer == "adam":
         opt = torch.optim.Adam(groups, lr=lr, betas=betas)
     else:
@@ -55,3 +58,45 @@ def build_optimizer(cfg: RunConfig, model: nn.Module, task):
         alpha_b = cfg.alpha_b if cfg.alpha_b is not None else cfg.alpha_g
         shrink = relinear.Shrink(model, cfg.relinear[3:], cfg.alpha_g, alpha_b)
     return opt, relinear.ReferenceWeightDecay(opt), shrink
+
+
+class OnePassSGD(torch.optim.SGD):
+    """torch's SGD with momentum, its groups stepped together: the momentum update of every
+    parameter in two multi-tensor operations, weight decay once per distinct decay and the update
+    once per distinct learning rate (ReLinear-sg: the linear rate and lr_g), instead of torch's
+    three or four operations per group. Each parameter's arithmetic is torch's, bit for bit; the
+    first step (the buffers are made) and any setting this pass does not cover (nesterov,
+    maximize, sparse or missing momentum, a tensor lr) take torch's own step."""
+
+    _SHARED = ("momentum", "dampening", "nesterov", "maximize")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        params, grads, bufs = [], [], []
+        decays: dict[float, list[int]] = {}
+        rates: dict[float, list[int]] = {}
+        first = self.param_groups[0] if self.param_groups else {}
+        for group in self.param_groups:
+            if any(group[k] != first[k] for k in self._SHARED) or isinstance(group["lr"], torch.Tensor):
+                return super().step(closure)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse or self.state[p].get("momentum_buffer") is None:
+                    return super().step(closure)
+                if group["weight_decay"] != 0:
+                    decays.setdefault(group["weight_decay"], []).append(len(params))
+                rates.setdefault(group["lr"], []).append(len(params))
+                params.append(p)
+                grads.append(p.grad)
+                bufs.append(self.state[p]["momentum_buffer"])
+        if closure is not None or not params or first["nesterov"] or first["maximize"] or first["momentum"] == 0:
+            return super().step(closure)
+        for wd, idx in decays.items():  # grad + wd * p, into new tensors as torch's foreach step does
+            for i, g in zip(idx, torch._foreach_add([grads[i] for i in idx], [params[i] for i in idx], alpha=wd)):
+                grads[i] = g
+        torch._foreach_mul_(bufs, first["momentum"])
+        torch._foreach_add_(bufs, grads, alpha=1 - first["dampening"])
+        for lr, idx in rates.items():
+            torch._foreach_add_([params[i] for i in idx], [bufs[i] for i in idx], alpha=-lr)
+        return None

@@ -1,0 +1,106 @@
+"""What one engine training step launches, beside the plain step :mod:`quadnn.bench` counts.
+
+    python -m quadnn_paper.engine.step_cost [--width 0.25] [--batch-size 16]
+
+The plain step is :func:`quadnn.bench.make_step` (forward, cross-entropy, backward, multi-tensor
+SGD). The engine step is one iteration of :func:`.loop._train_one_epoch` as a run trains it: the
+batch drawn and augmented, the learning rates set, forward, the summed loss and the correct count,
+backward, the optimiser over ReLinear's groups, the reference decay and the sw shrink, the epoch's
+totals. It is measured as the launches of a two-step epoch less those of a one-step epoch (the
+first step builds the momentum buffers; the epoch's start and end cancel), so it counts whatever
+the loop does per step. Both are counted by :func:`quadnn.bench.aten_launches`, with torch's
+multi-tensor optimiser path as on CUDA. Counts depend on the layers, not on width, batch or image
+size: the defaults keep it to seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import unittest.mock
+from pathlib import Path
+
+import torch
+
+from quadnn import bench
+
+from . import loop
+from .config import RunConfig
+from .store import RunStore
+from .tasks import make_task
+
+__all__ = ["engine_step_launches", "plain_step_launches", "step_launches", "CASES", "main"]
+
+# The rows of the closing note: ResNet20, and QResNet20 under ReLinear-sg and ReLinear-sw (l2).
+CASES = {
+    "resnet20": dict(model="cifar_resnet20", relinear="none"),
+    "qresnet20-sg": dict(model="cifar_qresnet20", relinear="sg"),
+    "qresnet20-sw-l2": dict(model="cifar_qresnet20", relinear="sw-l2", alpha_g=0.5),
+}
+
+
+def _multi_tensor():
+    """torch's choice of the multi-tensor optimiser path, made on the CPU as on CUDA (a no-op for
+    an optimiser built with ``foreach`` or ``fused`` given)."""
+    return unittest.mock.patch("torch.optim.sgd._default_to_fused_or_foreach", lambda *a, **k: (False, True))
+
+
+def _epoch_launches(cfg: RunConfig, root: Path) -> int:
+    task = make_task(cfg)
+    model = loop._initial_model(cfg, task)
+    t, _, _ = loop._prepare(cfg, RunStore(root / "runs"), task, torch.device("cpu"), 0, 1, None, model)
+    with _multi_tensor():
+        return bench.aten_launches(lambda: loop._train_one_epoch(t, 0))
+
+
+def engine_step_launches(cfg: RunConfig, root: Path) -> int:
+    """Launches of one engine step of ``cfg`` (its data under ``cfg.data_dir``), past the first."""
+    one = _epoch_launches(cfg.replace(train_limit=cfg.batch_size), root / "one")
+    two = _epoch_launches(cfg.replace(train_limit=2 * cfg.batch_size), root / "two")
+    return two - one
+
+
+def plain_step_launches(cfg: RunConfig) -> int:
+    """Launches of :func:`quadnn.bench.make_step` on ``cfg``'s model and a batch of its size and
+    image shape, past the first step."""
+    task = make_task(cfg)
+    model = loop._initial_model(cfg, task).train()
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(cfg.batch_size, *task.train_input(), generator=gen)
+    y = torch.randint(0, task.num_classes, (cfg.batch_size,), generator=gen)
+    step = bench.make_step(model, x, y)
+    step()
+    return bench.aten_launches(step)
+
+
+def step_launches(width: float = 0.25, batch_size: int = 16, cases: dict = CASES) -> list[dict]:
+    """One row per case: the plain step's launches, the engine step's, and the difference, counted
+    over generated CIFAR-10-format data (in a temporary folder)."""
+    from ..data import tiny
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        tiny.write_cifar(root / "data", "cifar10", n_train=5 * batch_size, n_test=batch_size)
+        for name, kw in cases.items():
+            cfg = RunConfig(
+                **kw, width=width, batch_size=batch_size, epochs=1, data_dir=str(root / "data"), threads=1
+            ).replace(device="cpu", progress=False)
+            plain, engine = plain_step_launches(cfg), engine_step_launches(cfg, root / name)
+            rows.append(dict(case=name, plain=plain, engine=engine, extra=engine - plain))
+    return rows
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--width", type=float, default=0.25)
+    p.add_argument("--batch-size", type=int, default=16)
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    print(f"{'case':16} {'plain':>6} {'engine':>6} {'extra':>6}")
+    for r in step_launches(a.width, a.batch_size):
+        print(f"{r['case']:16} {r['plain']:6d} {r['engine']:6d} {r['extra']:6d}")
+
+
+if __name__ == "__main__":
+    main()
