@@ -541,19 +541,19 @@ def _decide(pairs: list, p_adjusted: list | None = None) -> str:
 
 
 def _evidence(la: str, a: dict, lb: str, b: dict, limit: float, moved_by: dict, level: float):
-    """One pair's evidence: Unmoved where a quadratic arm's terms did not act, Counts where a run of
-    either arm did not train (error at or above ``limit``), else the paired interval; None when no
-    seed has both."""
-    still = tuple((arm, moved_by[arm]) for arm in (la, lb) if moved_by.get(arm) is not None)
-    still = tuple((arm, m) for arm, m in still if m < MOVED_THRESHOLD)
-    if still:
-        return stats.Unmoved(still, MOVED_THRESHOLD)
+    """One pair's evidence: Counts where a run of either arm did not train (error at or above
+    ``limit``), else Unmoved where a quadratic arm's terms did not act, else the paired interval;
+    None when no seed has both."""
     seeds = [s for s in sorted(set(a) & set(b)) if a[s] is not None and b[s] is not None]
     if not seeds:
         return None
     xa, xb = [a[s] for s in seeds], [b[s] for s in seeds]
-    if any(e >= limit for e in xa + xb):
+    if any(e >= limit for e in xa + xb):  # whether an arm trains at all comes first
         return stats.counts(xa, xb, limit)
+    still = tuple((arm, moved_by[arm]) for arm in (la, lb) if moved_by.get(arm) is not None)
+    still = tuple((arm, m) for arm, m in still if m < MOVED_THRESHOLD)
+    if still:
+        return stats.Unmoved(still, MOVED_THRESHOLD)
     return stats.interval([y - x for x, y in zip(xa, xb)], level)
 
 

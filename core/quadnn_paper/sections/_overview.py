@@ -54,7 +54,8 @@ def environment(repo: str | os.PathLike = "..") -> str:
 
 
 # Images: training images (short headers: the table fits a column at 6 pt and more)
-STANDIN_HEADER = ["Section", "Data", "Width", "Images", "Epochs", "Batch", "Optimiser", "Seeds"]
+# gamma: the factor on the paper's rates of the quadratic terms (_cifar.gamma_scale)
+STANDIN_HEADER = ["Section", "Data", "Width", "Images", "Epochs", "Batch", "Optimiser", "gamma", "Seeds"]
 
 
 def _seeds(p: dict) -> str:
@@ -73,7 +74,10 @@ def _optimiser(name: str, lr: float, weight_decay: float) -> str:
 
 def standin_rows(profile: str) -> list[list]:
     """One row per CIFAR section: the settings its runs use at ``profile``."""
-    from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
+    from quadnn_paper.sections import _cifar, cifar_comparison, cifar_tuning, vgg_stability
+
+    def scale(recipe):
+        return f"x{_cifar.gamma_scale(recipe):.3g}"
 
     out = []
     t = cifar_tuning.protocol(profile)
@@ -86,6 +90,7 @@ def standin_rows(profile: str) -> list[list]:
             t["epochs"],
             t["batch_size"],
             _optimiser(t["optimizer"], t["lr"], t["weight_decay"]),
+            scale(t),
             _seeds(t),
         ]
     )
@@ -101,6 +106,7 @@ def standin_rows(profile: str) -> list[list]:
                 R["epochs"],
                 R["batch_size"],
                 _optimiser(R["optimizer"], R["lr"], R["weight_decay"]),
+                scale(R),
                 _seeds(p),
             ]
         )

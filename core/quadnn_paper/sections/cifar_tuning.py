@@ -493,9 +493,11 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     stages = sorted(e for e in experiments if e.startswith("transfer"))
 
     def arms_of(arm: _Arm) -> tuple[dict, float | None]:
-        return _setting_errors(got, proto["dataset"], arm.experiment, arm.value), _setting_moved(
-            got, arm.experiment, arm.value
-        )
+        # gamma 0 holds the terms at their reference by construction: a conventional arm, not one
+        # whose terms failed to move
+        frozen = arm.experiment == "sg" and arm.value == 0
+        moved = None if frozen else _setting_moved(got, arm.experiment, arm.value)
+        return _setting_errors(got, proto["dataset"], arm.experiment, arm.value), moved
 
     claims = cs.adjust(_setting_claims(arms_of, proto["dataset"]) + _transfer_claims(arms_of, proto, stages))
     conventional = curves["conventional"][0].result
