@@ -150,3 +150,182 @@ def test_a_full_size_cifar10_whose_pickles_share_small_objects_loads_under_a_mem
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["(50000,", "3,", "32,", "32)", "(10000,", "3,", "32,", "32)", "50000", "10000"]
+
+
+# -- 2. a result only with its manifest; damage quarantined, never deleted ------------------------------
+def _finished(tmp_path):
+    from runs import small_run
+
+    from quadnn_paper.engine.store import RunStore
+
+    cfg, store = small_run(train_limit=64, epochs=1), RunStore(tmp_path)
+    store.save_checkpoint(cfg, "stage1.pt", dict(model={}, epoch=1))
+    history = [{"epoch": 1, "test_error": 12.5}]
+    result = dict(status="finished", history=history, config=cfg.to_dict(), run_id=cfg.run_id, key=cfg.key())
+    result |= dict(test_error=12.5, metrics={"test_error": 12.5}, epochs_run=1, stage_checkpoints={"1": "stage1.pt"})
+    (store.dir(cfg) / "metrics.json").write_text(json.dumps(history))
+    store.write_result(cfg, result)
+    return cfg, store
+
+
+MANIFEST_DAMAGE = {
+    "truncated": lambda raw: raw[: len(raw) // 2],
+    "a JSON list": lambda raw: b"[1]",
+    "an entry of another shape": lambda raw: b'{"result.json": 5}',
+    "not text": lambda raw: b"\xff\xfe\x00" * 7,
+}
+
+
+@pytest.mark.parametrize("damage", sorted(MANIFEST_DAMAGE))
+def test_a_damaged_manifest_is_quarantined_and_its_run_reverified_from_its_files(tmp_path, damage):
+    cfg, store = _finished(tmp_path)
+    d = store.dir(cfg)
+    (d / "manifest.json").write_bytes(MANIFEST_DAMAGE[damage]((d / "manifest.json").read_bytes()))
+    with pytest.warns(RuntimeWarning, match=r"manifest\.json is unreadable \(not a manifest: .*rebuilding") as w:
+        assert store.result(cfg)["test_error"] == 12.5  # served after re-verification, not retrained
+    assert all("\n" not in str(x.message) for x in w)
+    assert store.load_checkpoint(cfg, "stage1.pt")["epoch"] == 1  # the intact weights stay in use
+    assert len(list(d.glob("manifest.json.corrupt-*"))) == 1  # the damaged one kept aside
+    assert "reverified" in json.loads((d / "manifest.json").read_text())
+
+
+def test_a_result_without_its_manifest_is_never_served_and_is_moved_aside_not_deleted(tmp_path):
+    cfg, store = _finished(tmp_path)
+    d = store.dir(cfg)
+    for name in ("result.json", "metrics.json"):  # a forged 1.5 %, told consistently everywhere
+        obj = json.loads((d / name).read_text())
+        for h in obj["history"] if name == "result.json" else obj:
+            h["test_error"] = 1.5
+        if name == "result.json":
+            obj.update(test_error=1.5, metrics={"test_error": 1.5})
+        (d / name).write_text(json.dumps(obj))
+    (d / "manifest.json").unlink()
+    with pytest.warns(RuntimeWarning, match=r"result\.json is unreadable \(no record of it in manifest\.json"):
+        assert store.result(cfg) is None
+    assert len(list(d.glob("result.json.corrupt-*"))) == 1 and not (d / "result.json").exists()
+    assert store.state(cfg) != "done"
+
+
+def test_a_trained_run_with_a_damaged_manifest_is_not_retrained(tmp_path):
+    from runs import small_run
+
+    from quadnn_paper.engine import run
+    from quadnn_paper.engine.store import RunStore
+
+    cfg = small_run(train_limit=64, epochs=1)
+    first = run(cfg, tmp_path)
+    d = RunStore(tmp_path).dir(cfg)
+    (d / "manifest.json").write_text("[1]")
+    with pytest.warns(RuntimeWarning, match="rebuilding it from the run's files"):
+        again = run(cfg, tmp_path)
+    assert again == first  # the same record (its trained_by and times too): not trained again
+
+
+# -- 4. fail at the start, in one line -------------------------------------------------------------------
+def _cifar(root, n=16, **entries):
+    import pickle
+
+    import numpy as np
+
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        d = {b"labels": rng.integers(0, 10, n).tolist(), b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8)}
+        (folder / name).write_bytes(pickle.dumps({**d, **{k.encode(): v for k, v in entries.items()}}))
+
+
+def _image_folder(root, image=None):
+    from PIL import Image
+
+    for split in ("train", "val"):
+        (root / split / "a").mkdir(parents=True)
+        (image or Image.new("RGB", (8, 8))).save(root / split / "a" / "0.png")
+    return root
+
+
+def empty_cifar_batches(root):
+    import numpy as np
+
+    from quadnn_paper.data import cifar
+
+    _cifar(root, n=0, data=np.zeros((0, 3072), np.uint8), labels=[])
+    return lambda: cifar.load("cifar10", root), r"cifar-10-batches-py: its training batches .* hold no images"
+
+
+def cifar_labels_of_shape_n_1(root):
+    from quadnn_paper.data import cifar
+
+    _cifar(root, labels=[[0]] * 16)
+    return lambda: cifar.load("cifar10", root), r"data_batch_1: labels must be one integer per image.*\(16, 1\)"
+
+
+def a_symlink_loop(root, loops=1):
+    import os
+
+    from quadnn_paper.data import imagefolder
+
+    _image_folder(root)
+    for i in range(loops):
+        os.symlink("..", root / "train" / "a" / f"up{i}")
+    return lambda: imagefolder.datasets(root, 8, 8), r"train/a/up\d: a symbolic link back to a folder above it"
+
+
+def two_symlink_loops(root):
+    return a_symlink_loop(root, loops=2)
+
+
+def a_16_bit_png_in_an_imagefolder(root):
+    import numpy as np
+    from PIL import Image
+
+    from quadnn_paper.data import imagefolder
+
+    _image_folder(root, Image.fromarray(np.full((8, 8), 40000, np.uint16)))
+    return lambda: imagefolder.datasets(root, 8, 8)[0][0], r"0\.png: PIL mode I;16 .*8 bits a channel"
+
+
+def _kitti_tree(root):
+    return kitti.write_synthetic_kitti(root, 1, 1, 8, 24)
+
+
+def a_16_bit_image_in_kitti(root):
+    import numpy as np
+    from PIL import Image
+
+    _kitti_tree(root)
+    rgb = root / "synthetic/drive_train/image_02/data/0000000000.png"
+    Image.fromarray(np.full((8, 24), 40000, np.uint16)).save(rgb)
+    split = kitti.KittiSplit(root, "splits/eigen_train_files.txt")
+    return lambda: split[0], r"0000000000\.png: PIL mode I;16 .*8 bits a channel"
+
+
+def a_missing_kitti_test_depth_map(root):
+    from runs import small_run
+
+    from quadnn_paper.engine import run
+
+    _kitti_tree(root)
+    (root / "synthetic/drive_test/proj_depth/groundtruth/image_02/0000000000.png").unlink()
+    cfg = small_run(task="depth", dataset="kitti", data_dir=str(root), model="lapdepth", epochs=1, relinear="none")
+    return lambda: run(cfg, root.parent / "runs"), r"drive_test/proj_depth/.*0000000000\.png, listed in .*eigen_test"
+
+
+AT_THE_START = [
+    empty_cifar_batches,
+    cifar_labels_of_shape_n_1,
+    a_symlink_loop,
+    two_symlink_loops,
+    a_16_bit_png_in_an_imagefolder,
+    a_16_bit_image_in_kitti,
+    a_missing_kitti_test_depth_map,
+]
+
+
+@pytest.mark.parametrize("case", AT_THE_START, ids=[f.__name__ for f in AT_THE_START])
+def test_bad_data_is_refused_at_the_start_in_one_line_naming_it(tmp_path, case):
+    read, message = case(tmp_path / "data")
+    with pytest.raises((ValueError, FileNotFoundError), match=message) as e:
+        read()
+    assert "\n" not in str(e.value)
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.pt"))  # before any epoch

@@ -130,19 +130,30 @@ def load_rgb(path: str):
 
     from PIL import Image
 
+    from quadnn_paper.data.kitti import EIGHT_BIT
+
     try:
         with open(path, "rb") as f, warnings.catch_warnings():
             # PIL only warns between the limit and twice it, and decodes anyway: refuse those too.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(f)
             img.load()
+            if img.mode not in EIGHT_BIT:  # (converting would clip 16-bit values to 0 or 255)
+                raise ValueError(
+                    f"{path}: PIL mode {img.mode} (16-bit or float pixels); the ImageFolder reads 8 bits a "
+                    f"channel (modes {', '.join(EIGHT_BIT)}): convert it to 8 bits first"
+                )
             return img.convert("RGB")
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise ValueError(
             f"{path}: refused, more pixels than the limit of {Image.MAX_IMAGE_PIXELS} (PIL.Image.MAX_IMAGE_PIXELS; "
             f"{str(e).split('pixels')[0].strip()} pixels: a decompression bomb?)"
         ) from None
-    except (OSError, ValueError, SyntaxError) as e:  # PIL's kinds for damaged or unknown files
+    except (OSError, SyntaxError) as e:  # PIL's kinds for damaged or unknown files
+        raise ValueError(f"{path}: not a readable image ({type(e).__name__}: {e})") from None
+    except ValueError as e:
+        if str(e).startswith(str(path)):
+            raise
         raise ValueError(f"{path}: not a readable image ({type(e).__name__}: {e})") from None
 
 
@@ -162,14 +173,25 @@ def fingerprint(data_dir: str | Path) -> str | None:
     root = Path(data_dir)
     if not ((root / "train").is_dir() and (root / "val").is_dir()):
         return None
-    dirs, names, stack = [], [], [(str(root / "train"), "train/"), (str(root / "val"), "val/")]
+    dirs, names = [], []
+    # (folder, its path under root, the (device, inode) of it and of each folder above it): links
+    # are followed as torchvision's ImageFolder follows them, and a link back to a folder above
+    # is a loop, refused before anything walks it forever or reads its images again and again
+    stack = [(str(root / s), f"{s}/", ()) for s in ("train", "val")]
     while stack:
-        folder, rel = stack.pop()
-        dirs.append((rel, os.stat(folder).st_mtime_ns))
+        folder, rel, above = stack.pop()
+        st = os.stat(folder)
+        here = (st.st_dev, st.st_ino)
+        if here in above:
+            raise ValueError(
+                f"{folder}: a symbolic link back to a folder above it ({os.path.realpath(folder)}), a loop: "
+                f"the ImageFolder would read its images again and again without end; remove the link"
+            )
+        dirs.append((rel, st.st_mtime_ns))
         with os.scandir(folder) as it:
             for e in it:
                 if e.is_dir():
-                    stack.append((e.path, f"{rel}{e.name}/"))
+                    stack.append((e.path, f"{rel}{e.name}/", (*above, here)))
                 else:
                     names.append((rel + e.name, e))
     key = (str(root.resolve()), tuple(sorted(dirs)))
@@ -200,6 +222,7 @@ def datasets(data_dir: str | Path, crop: int = 224, resize: int = 256, scale=(0.
                 "(for ImageNet, the validation images sorted into class folders as for torchvision's "
                 "ImageFolder). Offline, use the digits stand-in: --data digits."
             )
+    fingerprint(root)  # (refuses a symbolic-link loop, which torchvision would follow without end)
     for split in ("train", "val"):  # torchvision's own message names neither the folder nor the split
         empty = sorted(c.name for c in (root / split).iterdir() if c.is_dir() and not _has_image(c))
         if empty:

@@ -27,6 +27,7 @@ __all__ = [
     "write_synthetic_kitti",
     "split_path",
     "read_split",
+    "EIGHT_BIT",
     "fingerprint",
 ]
 
@@ -57,6 +58,20 @@ def _decoded(path):
         return img
     except (OSError, ValueError, SyntaxError) as e:  # PIL's kinds for damaged or unknown files
         raise ValueError(f"{path}: not a readable image ({type(e).__name__}: {e})") from None
+
+
+EIGHT_BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "LAB", "HSV")
+
+
+def _eight_bit(img, path):
+    """``img`` if its pixels are 8 bits a channel; a 16-bit or float image (which RGB conversion
+    would clip to 0 or 255) is one line naming it."""
+    if img.mode not in EIGHT_BIT:
+        raise ValueError(
+            f"{path}: PIL mode {img.mode} (16-bit or float pixels); colour images here are 8 bits a channel "
+            f"(modes {', '.join(EIGHT_BIT)}): converting it would clip its values to 0 or 255"
+        )
+    return img
 
 
 def read_depth_png(path) -> np.ndarray:
@@ -108,6 +123,15 @@ class KittiSplit(torch.utils.data.Dataset):
         self.items = read_split(self.root, split_file)
         if limit is not None:
             self.items = self.items[:limit]
+        # every file the split will read, named now rather than when an epoch (or the test after
+        # the last one) reaches it
+        missing = [p for item in self.items for p in item if not (self.root / p).is_file()]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise FileNotFoundError(
+                f"{self.root / missing[0]}{more}, listed in {split_path(self.root, split_file)}, does not exist. "
+                f"{_WHERE}"
+            )
         self.max_depth, self.min_depth, self.garg = float(max_depth), float(min_depth), garg
         self.crop = tuple(crop) if crop is not None else None
 
@@ -119,7 +143,7 @@ class KittiSplit(torch.utils.data.Dataset):
         for p in (rgb_path, depth_path):
             if not p.is_file():
                 raise FileNotFoundError(f"{p} (listed in the split file) does not exist. {_WHERE}")
-        rgb = np.asarray(_decoded(rgb_path).convert("RGB"), dtype=np.float32) / 255.0
+        rgb = np.asarray(_eight_bit(_decoded(rgb_path), rgb_path).convert("RGB"), dtype=np.float32) / 255.0
         depth = read_depth_png(depth_path)
         depth[(depth >= self.max_depth) | (depth <= self.min_depth)] = 0.0
         mask = depth > 0

@@ -38,7 +38,6 @@ from ..common.files import (
     atomic_write_bytes,
     atomic_write_text,
     file_lock,
-    read_json,
     remove_stale_temps,
     replace,
     write_temp,
@@ -129,6 +128,38 @@ def _stored_key(res: dict) -> dict | None:
         return None
 
 
+def _manifest_shape(manifest) -> str | None:
+    """Why ``manifest`` is not ``{"run_id": id, name: {"size": int, "sha256": hex}, ...}`` (None: it is)."""
+    if not isinstance(manifest, dict):
+        return f"a JSON {type(manifest).__name__}, expected an object of {{name: {{size, sha256}}}}"
+    for name, entry in manifest.items():
+        if name in ("run_id", "reverified"):
+            continue
+        if not (
+            isinstance(entry, dict) and isinstance(entry.get("size"), int) and isinstance(entry.get("sha256"), str)
+        ):
+            return f"its entry {name!r} is {entry!r}, expected {{size, sha256}}"
+    return None
+
+
+def _entry(blob: bytes) -> dict:
+    return dict(size=len(blob), sha256=hashlib.sha256(blob).hexdigest())
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _json_or_none(raw: bytes | None):
+    try:
+        return None if raw is None else json.loads(raw)
+    except ValueError:
+        return None
+
+
 class RunStore:
     """The runs under ``root``, addressed by configuration (anything with ``run_id`` and ``key()``)."""
 
@@ -150,6 +181,8 @@ class RunStore:
             return None
         try:
             obj = json.loads(text)
+            if required and not isinstance(obj, dict):
+                raise ValueError(f"a JSON {type(obj).__name__}, expected an object")
             missing = [k for k in required if k not in obj]
             if missing:
                 raise ValueError(f"lacks {missing}")
@@ -207,10 +240,12 @@ class RunStore:
     def _unbound(self, cfg, path: Path, res: dict, raw: bytes) -> str | None:
         """Why the result at ``path`` is not the one its run wrote (None: it is): its bytes differ
         from the SHA-256 the manifest recorded for it, or its numbers disagree with its own curve
-        (``history``) or with ``metrics.json``. Results written before they were hashed have no
-        record and are held to the cross-checks alone."""
+        (``history``) or with ``metrics.json``, or no manifest records it (a result is served only
+        with its manifest: one whose manifest was deleted could have been edited at will)."""
         entry = self._manifest(cfg).get("result.json")
-        if entry is not None and hashlib.sha256(raw).hexdigest() != entry.get("sha256"):
+        if entry is None:
+            return "no record of it in manifest.json (a result is served only with its manifest)"
+        if hashlib.sha256(raw).hexdigest() != entry.get("sha256"):
             return "SHA-256 differs from the one recorded in manifest.json (edited after it was written?)"
         history = res.get("history")
         if not isinstance(history, list) or res.get("epochs_run", len(history)) != len(history):
@@ -243,9 +278,22 @@ class RunStore:
 
     # -- checkpoints -------------------------------------------------------------------------
     def _manifest(self, cfg) -> dict:
-        """The run's manifest; one written for another run is reported and moved aside."""
+        """The run's manifest; one written for another run is reported and moved aside; a damaged
+        one (unreadable, or not ``{name: {size, sha256}}``) is moved aside and rebuilt from the run's
+        files (:meth:`_reverify`), so a finished run is not retrained for its manifest's sake."""
         path = self.dir(cfg) / "manifest.json"
-        manifest = self.read_json(path) or {}
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        try:
+            manifest = json.loads(raw)
+            why = _manifest_shape(manifest)
+        except (ValueError, TypeError) as e:
+            manifest, why = None, f"not JSON ({e})"
+        if why is not None:
+            quarantine(path, f"not a manifest: {why}; rebuilding it from the run's files")
+            return self._reverify(cfg)
         if manifest.get("run_id", cfg.run_id) != cfg.run_id:  # (older manifests carry no id)
             quarantine(
                 path,
@@ -253,6 +301,35 @@ class RunStore:
                 f"not of the requested {_who(cfg.run_id, cfg.describe())}",
             )
             return {}
+        return manifest
+
+    def _reverify(self, cfg) -> dict:
+        """A manifest rebuilt from the run's files after its own was damaged: each checkpoint that
+        loads and carries this run's id, and ``result.json`` if it is this run's and agrees with its
+        own curve and every stage checkpoint it lists is among them (its numbers are then checked
+        against its curve on every read, as always). What fails is left out, so it is moved aside
+        when asked for. (SHA-256 guards against damage, not against a forger, who could rehash.)"""
+        import torch
+
+        d, manifest = self.dir(cfg), {"run_id": cfg.run_id}
+        verified = set()
+        for ck_path in sorted(d.glob("*.pt")):
+            try:
+                ck = torch.load(ck_path, map_location="cpu", weights_only=True)
+            except Exception:  # noqa: BLE001  (damaged: left out, so moved aside when asked for)
+                continue
+            if isinstance(ck, dict) and ck.get("run_id") == cfg.run_id:
+                manifest[ck_path.name] = _entry(ck_path.read_bytes())
+                verified.add(ck_path.name)
+        raw = _read_or_none(d / "result.json")
+        res = _json_or_none(raw)
+        if isinstance(res, dict) and res.get("run_id") == cfg.run_id and _stored_key(res) == cfg.key():
+            stages = res.get("stage_checkpoints") or {}
+            if isinstance(stages, dict) and all(name in verified for name in stages.values()):
+                manifest["result.json"] = _entry(raw)
+        manifest["reverified"] = f"rebuilt from the run's files at {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        with contextlib.suppress(OSError):  # (a read-only cache: used in memory, not written)
+            atomic_write_text(d / "manifest.json", json.dumps(manifest, indent=1))
         return manifest
 
     def save_checkpoint(self, cfg, name: str, obj: dict, data: str | None = None) -> Path:
@@ -287,7 +364,9 @@ class RunStore:
         """Put in place each temporary file of ``folder`` that its manifest records while the file
         under its name does not match the record (its writer died between the manifest and the
         rename): complete work is kept, not retrained. Only for the holder of the run's lock."""
-        manifest = read_json(folder / "manifest.json") or {}
+        manifest = _json_or_none(_read_or_none(folder / "manifest.json")) or {}
+        if _manifest_shape(manifest) is not None:
+            return []  # (a damaged manifest records nothing to adopt; its first reader rebuilds it)
         adopted = []
         for name, entry in manifest.items():
             if not isinstance(entry, dict) or "sha256" not in entry or "/" in name:
