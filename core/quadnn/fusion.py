@@ -72,14 +72,30 @@ def _bn_affine(bn, out: int, like: torch.Tensor):
     return s, t
 
 
+_ORDER = ("weight", "bias", "weight_g", "bias_g", "weight_b", "bias_b")
+
+
 def _plain_copy(layer: QuadraticLayer) -> QuadraticLayer:
     """A deep copy of ``layer`` whose weights are plain Parameters holding their current values
-    (parametrizations applied and removed)."""
+    (parametrizations evaluated and dropped)."""
+    values = {}
+    if parametrize.is_parametrized(layer):
+        with torch.no_grad():
+            values = {n: getattr(layer, n) for n in layer.parametrizations}
     fused = copy.deepcopy(layer)
-    if parametrize.is_parametrized(fused):
-        for name in list(fused.parametrizations):
-            parametrize.remove_parametrizations(fused, name, leave_parametrized=True)
-    for name, p in [(n, getattr(fused, n)) for n in ("weight", "bias", "weight_g", "bias_g", "weight_b", "bias_b")]:
+    if values:
+        # not parametrize.remove_parametrizations: the copy shares its parametrized class with
+        # `layer`, and removing deletes the class's properties, breaking `layer` too
+        fused.__class__ = parametrize.type_before_parametrizations(layer)
+        del fused._modules["parametrizations"]
+        for n, v in values.items():
+            fused.register_parameter(n, nn.Parameter(v.clone()))
+        ordered = {n: fused._parameters[n] for n in _ORDER if n in fused._parameters}
+        ordered.update(fused._parameters)  # the parameters' order of a layer built as it is
+        fused._parameters.clear()
+        fused._parameters.update(ordered)
+    for name in _ORDER:
+        p = getattr(fused, name, None)
         if p is not None and not isinstance(p, nn.Parameter):
             raise ValueError(
                 f"{type(layer).__name__}.{name} is computed by a hook (the legacy weight_norm?), not a "

@@ -269,8 +269,8 @@ class QuadraticLayer(WeightGuards):
         groups = getattr(self, "groups", 1)
         b_r = self.bias
         if b_r is None:
-            zero = self.__dict__.get("_zero_bias_r")
-            b_r = zero if _adjacent(zero, self.bias_g) else self.bias_g.new_zeros(n)
+            zero = self.__dict__.get("_zero_bias_r")  # not looked at by tracers (fx has no values)
+            b_r = zero if view and _adjacent(zero, self.bias_g) else self.bias_g.new_zeros(n)
         if groups == 1:
             # a forward-mode AD level open: the concatenation, whose tangent autograd knows
             view = view and not (torch.compiler.is_compiling() or torch.jit.is_tracing() or fwAD._current_level >= 0)
