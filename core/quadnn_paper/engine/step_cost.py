@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import unittest.mock
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -29,7 +30,15 @@ from .config import RunConfig
 from .store import RunStore
 from .tasks import make_task
 
-__all__ = ["engine_step_launches", "plain_step_launches", "step_launches", "CASES", "main"]
+__all__ = [
+    "engine_step_count",
+    "engine_step_launches",
+    "plain_step_launches",
+    "batch_draw_launches",
+    "step_launches",
+    "CASES",
+    "main",
+]
 
 # The rows of the closing note: ResNet20, and QResNet20 under ReLinear-sg and ReLinear-sw (l2).
 CASES = {
@@ -45,19 +54,35 @@ def _multi_tensor():
     return unittest.mock.patch("torch.optim.sgd._default_to_fused_or_foreach", lambda *a, **k: (False, True))
 
 
-def _epoch_launches(cfg: RunConfig, root: Path) -> int:
-    task = make_task(cfg)
+def _epoch_count(cfg: RunConfig, root: Path, count: Callable, device: torch.device) -> int:
+    task = make_task(cfg, device=device)
     model = loop._initial_model(cfg, task)
-    t, _, _ = loop._prepare(cfg, RunStore(root / "runs"), task, torch.device("cpu"), 0, 1, None, model)
+    t, _, _ = loop._prepare(cfg, RunStore(root / "runs"), task, device, 0, 1, None, model)
     with _multi_tensor():
-        return bench.aten_launches(lambda: loop._train_one_epoch(t, 0))
+        return count(lambda: loop._train_one_epoch(t, 0))
+
+
+def engine_step_count(cfg: RunConfig, root: Path, count: Callable = bench.aten_launches, device="cpu") -> int:
+    """``count(epoch)`` of a two-step epoch of ``cfg`` (its data under ``cfg.data_dir``) less that
+    of a one-step epoch, on ``device``: what one engine step past the first adds. ``count`` runs
+    the callable it is given and returns a number (default: :func:`quadnn.bench.aten_launches`)."""
+    device = torch.device(device)
+    one = _epoch_count(cfg.replace(train_limit=cfg.batch_size), root / "one", count, device)
+    two = _epoch_count(cfg.replace(train_limit=2 * cfg.batch_size), root / "two", count, device)
+    return two - one
 
 
 def engine_step_launches(cfg: RunConfig, root: Path) -> int:
     """Launches of one engine step of ``cfg`` (its data under ``cfg.data_dir``), past the first."""
-    one = _epoch_launches(cfg.replace(train_limit=cfg.batch_size), root / "one")
-    two = _epoch_launches(cfg.replace(train_limit=2 * cfg.batch_size), root / "two")
-    return two - one
+    return engine_step_count(cfg, root)
+
+
+def batch_draw_launches(cfg: RunConfig) -> int:
+    """Launches of drawing one augmented training batch of ``cfg`` (past the epoch's shuffle): the
+    part of the engine step that is the data's."""
+    batches = make_task(cfg).train_batches(0)
+    next(batches)
+    return bench.aten_launches(lambda: next(batches))
 
 
 def plain_step_launches(cfg: RunConfig) -> int:
@@ -74,8 +99,8 @@ def plain_step_launches(cfg: RunConfig) -> int:
 
 
 def step_launches(width: float = 0.25, batch_size: int = 16, cases: dict = CASES) -> list[dict]:
-    """One row per case: the plain step's launches, the engine step's, and the difference, counted
-    over generated CIFAR-10-format data (in a temporary folder)."""
+    """One row per case: the plain step's launches, the engine step's, the difference, and the
+    batch draw's share of it, counted over generated CIFAR-10-format data (in a temporary folder)."""
     from ..data import tiny
 
     rows = []
@@ -87,7 +112,8 @@ def step_launches(width: float = 0.25, batch_size: int = 16, cases: dict = CASES
                 **kw, width=width, batch_size=batch_size, epochs=1, data_dir=str(root / "data"), threads=1
             ).replace(device="cpu", progress=False)
             plain, engine = plain_step_launches(cfg), engine_step_launches(cfg, root / name)
-            rows.append(dict(case=name, plain=plain, engine=engine, extra=engine - plain))
+            draw = batch_draw_launches(cfg)
+            rows.append(dict(case=name, plain=plain, engine=engine, extra=engine - plain, batch_draw=draw))
     return rows
 
 
@@ -97,9 +123,9 @@ def main(argv=None) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
-    print(f"{'case':16} {'plain':>6} {'engine':>6} {'extra':>6}")
+    print(f"{'case':16} {'plain':>6} {'engine':>6} {'extra':>6} {'of which the batch draw':>24}")
     for r in step_launches(a.width, a.batch_size):
-        print(f"{r['case']:16} {r['plain']:6d} {r['engine']:6d} {r['extra']:6d}")
+        print(f"{r['case']:16} {r['plain']:6d} {r['engine']:6d} {r['extra']:6d} {r['batch_draw']:24d}")
 
 
 if __name__ == "__main__":
