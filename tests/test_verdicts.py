@@ -212,7 +212,12 @@ def test_every_comparison_claim_is_tested_at_cpu_with_the_seeds_it_was_sized_for
     P = cifar_comparison.protocol("cpu")
     planned = cs.plan(cs.comparison_rows(), P, width=P["width"])
     claims = cifar_comparison.claims(_fake_errors(planned), {}, P)
-    assert all(c.verdict != stats.NOT_TESTED for c in claims), [c.text for c in claims if not c.intervals]
+    # every claim but the two whose rows (ResNet56, ResNet1202) only the full profile trains
+    untested = {c.text for c in claims if c.verdict == stats.NOT_TESTED}
+    assert untested == {
+        "Depth helps more than the quadratic neuron: ResNet56 beats QResNet20 (r.i.)",
+        "ResNet1202 is worse than the shallower ResNets",
+    }, untested
     by = {c.text: c for c in claims}
     assert by["QResNet32 beats ResNet110 with fewer parameters"].seeds == len(cs.REST_SEEDS)
     assert by["QResNet20 (r.i., with and without ReZero) beats ResNet20"].seeds == len(cs.HEADLINE_SEEDS)

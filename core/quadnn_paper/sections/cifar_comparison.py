@@ -225,6 +225,14 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str
             [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)],
         ),
         claim(
+            "Depth helps more than the quadratic neuron: ResNet56 beats QResNet20 (r.i.)",
+            [(row("cifar_resnet56"), row("cifar_qresnet20", "ri"))],
+        ),
+        claim(
+            "ResNet1202 is worse than the shallower ResNets",
+            [(row(f"cifar_resnet{d}"), row("cifar_resnet1202")) for d in (20, 32, 56, 110)],
+        ),
+        claim(
             "QResNet beats every widened ResNet of its depth",
             [
                 (row(f"cifar_qresnet{d}", "wt"), row(f"cifar_resnet{d}", width=w))

@@ -439,6 +439,18 @@ def _transfer_claims(arms_of: Callable, proto: dict, stages: list[str]) -> list[
                 dataset=proto["dataset"],
             )
         )
+    if len(stages) > 1:  # the paper's best transfer result is stage 1's
+        first = _Arm("transfer 1", stages[0], SG_BEST)
+        claims.append(
+            _claim(
+                arms_of,
+                "Weight transfer from stage 1 gives the best result (beats stages 2 and 3)",
+                [(first, _Arm(f"transfer {e[-1]}", e, SG_BEST)) for e in stages[1:]],
+                paper=" vs ".join(PAPER["transfer"][e[-1]].text for e in stages),
+                confound="the later stages' sources trained longer",
+                dataset=proto["dataset"],
+            )
+        )
     claims.append(
         cs.not_tested(
             "Later transfer stages are more robust to gamma",
