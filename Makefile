@@ -171,6 +171,8 @@ paper/variables/published.tex: core/quadnn_paper/common/published.py $(INSTALLED
 
 paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
 	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)
+	@# every claim of the paper answered (a verdict, or the reason there is none), else no PDF
+	$(BIN)/python -m quadnn_paper.common.ledger --paper paper
 	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
 	@# A PDF with a box off the page or unreadable figure fonts is set aside, not delivered.
 	$(BIN)/python tools/paper_check.py layout || { mv -f paper/main.pdf paper/main.layout-failed.pdf; exit 1; }

@@ -1,0 +1,390 @@
+"""The claim ledger: every claim of the paper, and where this build answers it.
+
+Each :class:`Entry` names a claim of the paper (where it is made, in a few words) and one source of
+its answer in this build:
+
+- :class:`Claim`: a row of a section's claims table (``paper/tables/<table>.csv``, column
+  ``Claim``), whose ``Verdict`` the section computed from paired runs;
+- :class:`Variable`: a verdict a section wrote as a variable (``paper/variables/<section>.tex``);
+- :class:`NotTested`: no experiment of this project can answer it, and why;
+- :class:`Measured`: the report shows the measurement, but no verdict is possible, and why.
+
+``python -m quadnn_paper.common.ledger --paper paper`` (run by ``make paper`` before LaTeX) reads
+what the notebooks wrote, fails when an entry whose answer is computed finds none, and writes the
+ledger table (``tables/ledger.tex``, ``.csv``) and the tally the abstract quotes
+(``variables/ledger.tex``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Entry", "Claim", "Variable", "NotTested", "Measured", "LEDGER", "resolve", "tally", "write", "main"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    table: str  # e.g. "claims_cifar_tuning"
+    text: str  # the section's claim text, exactly
+
+
+@dataclass(frozen=True)
+class Variable:
+    section: str
+    name: str  # the macro's name without the section prefix
+
+
+@dataclass(frozen=True)
+class NotTested:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Measured:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    where: str  # where the paper makes the claim
+    claim: str  # the claim, in a few words
+    section: str  # our section that answers it (its notebook's name)
+    source: Claim | Variable | NotTested | Measured
+
+
+_T, _V, _C = "claims_cifar_tuning", "claims_vgg_stability", "claims_cifar_comparison"
+_FULL_ONLY = "full only: its rows are trained at the full profile, not below"
+
+
+def _tuning(id_, claim, text):
+    return Entry(id_, "Sec. V-A (CIFAR-10 tuning)", claim, "cifar_tuning", Claim(_T, text))
+
+
+def _cmp(id_, claim, text):
+    return Entry(id_, "Sec. V-B (CIFAR-10 comparison)", claim, "cifar_comparison", Claim(_C, text))
+
+
+LEDGER: list[Entry] = [
+    # -- expressivity (Sec. III) and trainability (Sec. IV, appendix)
+    Entry(
+        "spline-exact",
+        "Sec. III-A, Prop. 1",
+        "A quadratic ReLU network expresses any univariate polynomial spline exactly; a conventional one cannot",
+        "expressivity",
+        Measured("a proposition: the construction is checked numerically (error at rounding), not an experiment"),
+    ),
+    Entry(
+        "spline-rates",
+        "Sec. III-A, Lemma (Hall and Meyer)",
+        "Polynomial splines approximate more accurately than linear splines",
+        "expressivity",
+        Measured("the error bounds and the measured convergence rates are tabled side by side; a bound has no verdict"),
+    ),
+    Entry(
+        "variety",
+        "Sec. III-B, Theorem",
+        "A quadratic network's function variety has a larger dimension than a network with quadratic activation",
+        "expressivity",
+        Measured("dimensions computed from Jacobian ranks at small sizes; a theorem for all sizes has no verdict"),
+    ),
+    Entry(
+        "collapse",
+        "Sec. IV",
+        "A quadratic network trained without care risks collapse (its output's magnitude explodes)",
+        "expressivity",
+        Measured("the amplification of the quadratic terms is measured; VGG16's claims below test the training"),
+    ),
+    Entry(
+        "convergence",
+        "Appendix",
+        "Training with ReLinear converges (the appendix's convergence theorems)",
+        "cifar_tuning",
+        NotTested("a proof about the optimisation; no run of this project can confirm or refute it"),
+    ),
+    # -- Runge (Sec. V-A)
+    Entry(
+        "runge-fit",
+        "Sec. V-A (Runge)",
+        "A quadratic ReLU network fits the Runge function without oscillation at the edges, however trained",
+        "runge",
+        Measured("shown in the fits' figure; 'without oscillation' is read off the curves, no test decides it"),
+    ),
+    Entry(
+        "runge-suppress",
+        "Sec. V-A (Runge)",
+        "ReLinear suppresses the high-degree coefficients of the network's pieces",
+        "runge",
+        Measured("the coefficients per degree are tabled; the paper gives no quantity to test against"),
+    ),
+    Entry(
+        "runge-order",
+        "Sec. V-A (Runge), RMSE table",
+        "ReLinear-sg reaches the lowest RMSE, then sw-l2, then sw-l1",
+        "runge",
+        Variable("runge", "OrderMatches"),
+    ),
+    Entry(
+        "oscillation",
+        "Sec. V-A (CIFAR-10 tuning, prose)",
+        "l1 is not good at stabilising; beta 0.9 and 0.99 remove the oscillation",
+        "expressivity",
+        Measured("the oscillation of the training curves is tabled per setting; the paper gives no measure of it"),
+    ),
+    # -- CIFAR-10 tuning (Sec. V-A)
+    _tuning(
+        "sg-beats-conv",
+        "ReLinear-sg beats the conventional ResNet20",
+        "ReLinear-sg (gamma 0.0001) beats the conventional ResNet20",
+    ),
+    _tuning(
+        "sw-beats-conv",
+        "ReLinear-sw beats the conventional ResNet20",
+        "ReLinear-sw (l2, beta 0.9) beats the conventional ResNet20",
+    ),
+    _tuning(
+        "sg-beats-sw", "ReLinear-sg beats ReLinear-sw", "ReLinear-sg beats ReLinear-sw (gamma 0.0001 vs l2 beta 0.9)"
+    ),
+    _tuning(
+        "terms-help",
+        "The quadratic terms help (gamma beats gamma 0)",
+        "The quadratic terms help: gamma 0.0001 beats gamma 0 (the same network, terms frozen)",
+    ),
+    _tuning("large-gamma", "Too large a gamma hurts", "Too large a gamma hurts: 0.0001 beats 0.1"),
+    _tuning(
+        "rezero",
+        "ReZero stabilises training at large gamma",
+        "ReZero stabilises training: with ReZero beats without at gamma 0.1",
+    ),
+    *(
+        _tuning(
+            f"transfer-{k}",
+            f"Weight transfer from stage {k} beats random initialisation",
+            f"Weight transfer from stage {k} beats random initialisation (sg 0.0001)",
+        )
+        for k in (1, 2, 3)
+    ),
+    _tuning(
+        "transfer-best",
+        "Transfer from stage 1 gives the best result",
+        "Weight transfer from stage 1 gives the best result (beats stages 2 and 3)",
+    ),
+    _tuning(
+        "transfer-robust",
+        "Later transfer stages are more robust to gamma",
+        "Later transfer stages are more robust to gamma",
+    ),
+    # -- VGG16 on CIFAR-100 (Sec. V-A)
+    *(
+        Entry(
+            f"vgg-square-{lr}",
+            "Sec. V-A (VGG16, CIFAR-100)",
+            f"VGG16 with square activation does not converge at lr {lr}; Quadratic-VGG16 does",
+            "vgg_stability",
+            Claim(_V, f"Quadratic VGG16 (ReLinear) trains where the square-activation VGG16 at lr {lr} does not"),
+        )
+        for lr in ("0.05", "0.03", "0.01")
+    ),
+    # -- CIFAR-10 comparison (Sec. V-B)
+    _cmp("q20-ri", "QResNet20 (r.i.) beats ResNet20", "QResNet20 (r.i., with and without ReZero) beats ResNet20"),
+    _cmp("q20-wt", "QResNet20 (w.t.) beats ResNet20", "QResNet20 (w.t.) beats ResNet20"),
+    _cmp(
+        "q-depth",
+        "Every QResNet beats the ResNet of its depth",
+        "Every QResNet beats the ResNet of its depth (depths 32-110)",
+    ),
+    _cmp(
+        "wt-beats-ri",
+        "Weight transfer beats random initialisation",
+        "Weight transfer beats random initialisation (QResNet, ReLinear)",
+    ),
+    _cmp(
+        "q-beats-poly",
+        "QResNet beats Parabolic-/PolyResNet of its depth",
+        "QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)",
+    ),
+    _cmp(
+        "q32-r110", "QResNet32 beats ResNet110 with fewer parameters", "QResNet32 beats ResNet110 with fewer parameters"
+    ),
+    _cmp(
+        "cq32-r110",
+        "Compact-QResNet32 beats ResNet110 with fewer parameters",
+        "Compact-QResNet32 beats ResNet110 with fewer parameters",
+    ),
+    _cmp("compact-worse", "Compact-QResNet is worse than QResNet", "Compact-QResNet is worse than QResNet (both w.t.)"),
+    _cmp(
+        "depth-helps-more",
+        "ResNet56 beats QResNet20: depth helps more",
+        "Depth helps more than the quadratic neuron: ResNet56 beats QResNet20 (r.i.)",
+    ),
+    _cmp(
+        "r1202-worse",
+        "ResNet1202 is worse than the shallower ResNets",
+        "ResNet1202 is worse than the shallower ResNets",
+    ),
+    _cmp(
+        "q-beats-wide",
+        "QResNet beats every widened ResNet of its depth",
+        "QResNet beats every widened ResNet of its depth",
+    ),
+    Entry(
+        "poly-no-converge",
+        "Sec. V-B (CIFAR-10 comparison)",
+        "Parabolic- and PolyResNets trained normally (without ReLinear) do not converge",
+        "cifar_comparison",
+        NotTested("no row trains them without ReLinear: the paper reports their errors with it"),
+    ),
+    Entry(
+        "poly-no-depth",
+        "Sec. V-B (CIFAR-10 comparison)",
+        "Parabolic- and PolyResNets do not improve with depth",
+        "cifar_comparison",
+        NotTested(_FULL_ONLY + " (only depth 20 runs below full)"),
+    ),
+    # -- ImageNet, KITTI, efficiency (Sec. V-B, Sec. VI)
+    Entry(
+        "imagenet-q-beats-r",
+        "Sec. V-B (ImageNet)",
+        "QResNets beat the ResNets of their depth on ImageNet",
+        "imagenet",
+        Measured("one run per row (the paper's protocol is one run), so no paired verdict; errors tabled"),
+    ),
+    Entry(
+        "imagenet-q-beats-poly",
+        "Sec. V-B (ImageNet)",
+        "QResNets beat the Poly-/Parabolic networks of their depth on ImageNet",
+        "imagenet",
+        Measured("one run per row, no paired verdict; errors tabled"),
+    ),
+    Entry(
+        "kitti",
+        "Sec. V-B (KITTI depth)",
+        "Quadratic-LapDepth improves on LapDepth's depth errors",
+        "kitti_lapdepth",
+        Measured("one run per network, no paired verdict; the metrics are tabled"),
+    ),
+    Entry(
+        "time-ratio",
+        "Sec. V-B (training time)",
+        "A QResNet epoch costs about as long as a ResNet epoch (10.87 s vs 10.43 s)",
+        "efficiency",
+        Measured("timed on this machine's hardware, not the paper's; the ratio is tabled with its interval"),
+    ),
+]
+
+# a section's verdict words that decide (Runge's ranking answers "yes, ..." or "no: ...")
+DECIDED_WORDS = ("supported", "contradicted", "no difference", "partly supported", "yes", "no:")
+KINDS = ("decided", "undecided", "not tested", "measured")
+HEADER = ["Paper", "Claim", "Our section", "Answer", "Kind"]
+
+
+class LedgerError(RuntimeError):
+    pass
+
+
+def _kind(answer: str) -> str:
+    if answer.startswith(DECIDED_WORDS):
+        return "decided"
+    if answer.startswith("not tested"):
+        return "not tested"
+    return "undecided"
+
+
+def _claims_table(paper: Path, table: str) -> dict[str, str]:
+    path = paper / "tables" / f"{table}.csv"
+    if not path.is_file():
+        raise LedgerError(f"{path} is missing: run its section's notebook (make paper)")
+    with path.open(newline="") as f:
+        return {row["Claim"]: row["Verdict"] for row in csv.DictReader(f)}
+
+
+def _variable(paper: Path, section: str, name: str) -> str:
+    path = paper / "variables" / f"{section}.tex"
+    macro = section.replace("_", "") + name
+    if path.is_file():
+        m = re.search(r"\\newcommand\{\\" + macro + r"\}\{(.*)\}\s*$", path.read_text(), re.M)
+        if m:
+            return m.group(1)
+    raise LedgerError(f"{path}: no \\{macro} (run the {section} notebook)")
+
+
+def resolve(entry: Entry, paper: Path) -> tuple[str, str]:
+    """``(kind, answer)`` of ``entry`` in the build under ``paper``; a computed answer that the
+    build does not hold raises :class:`LedgerError` naming the entry."""
+    src = entry.source
+    if isinstance(src, NotTested):
+        return "not tested", src.reason
+    if isinstance(src, Measured):
+        return "measured", src.reason
+    try:
+        if isinstance(src, Claim):
+            verdicts = _claims_table(paper, src.table)
+            if src.text not in verdicts:
+                raise LedgerError(f"{src.table}.csv has no claim {src.text!r}")
+            answer = verdicts[src.text]
+        else:
+            answer = _variable(paper, src.section, src.name)
+    except LedgerError as e:
+        raise LedgerError(f"ledger entry {entry.id!r}: {e}") from None
+    if not answer or answer == "--":
+        raise LedgerError(f"ledger entry {entry.id!r}: its section wrote no verdict")
+    return _kind(answer), answer
+
+
+def tally(rows: list[tuple[Entry, str, str]]) -> dict[str, int]:
+    return {k: sum(kind == k for _, kind, _ in rows) for k in KINDS}
+
+
+def _tex(text: str) -> str:
+    return re.sub(r"([%&#_$])", r"\\\1", text)
+
+
+def write(paper: Path) -> dict[str, int]:
+    """Resolve every entry and write the ledger table and the tally; returns the tally."""
+    rows = [(e, *resolve(e, paper)) for e in LEDGER]
+    counts = tally(rows)
+    (paper / "tables").mkdir(parents=True, exist_ok=True)
+    (paper / "variables").mkdir(parents=True, exist_ok=True)
+    with (paper / "tables" / "ledger.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", *HEADER])
+        w.writerows([e.id, e.where, e.claim, e.section, answer, kind] for e, kind, answer in rows)
+    body = [
+        " & ".join(_tex(x) for x in (e.where, e.claim, e.section.replace("_", " "), answer, kind)) + r" \\"
+        for e, kind, answer in rows
+    ]
+    (paper / "tables" / "ledger.tex").write_text("\n".join(body) + "\n")
+    names = {"decided": "Decided", "undecided": "Undecided", "not tested": "NotTested", "measured": "Measured"}
+    macros = [rf"\newcommand{{\ledger{names[k]}}}{{{v}}}" for k, v in counts.items()]
+    macros.append(rf"\newcommand{{\ledgerAll}}{{{len(rows)}}}")
+    (paper / "variables" / "ledger.tex").write_text(
+        "% written by quadnn_paper.common.ledger; do not edit\n" + "\n".join(macros) + "\n"
+    )
+    return counts
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m quadnn_paper.common.ledger",
+        description="Resolve every claim of the paper against a built paper/ and write the ledger table and tally.",
+    )
+    ap.add_argument("--paper", required=True, type=Path, help="the paper directory the notebooks wrote into")
+    args = ap.parse_args(argv)
+    if not args.paper.is_dir():
+        ap.error(f"--paper {args.paper}: not a directory")
+    try:
+        counts = write(args.paper)
+    except LedgerError as e:
+        print(f"claim ledger: {e}", file=sys.stderr)
+        return 1
+    print("claim ledger: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" of {len(LEDGER)} claims")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
