@@ -241,3 +241,18 @@ def test_tuning_names_the_claims_it_once_skipped():
     later = next(c for c in S["claims"] if c.text.startswith("Later transfer stages"))
     assert later.verdict == stats.NOT_TESTED and later.note  # with its reason
     assert S["best"]["sg"][0] != 0  # gamma 0 is the conventional network, never sg's best
+
+
+def test_the_papers_column_holds_only_the_papers_numbers_of_the_pair_that_ran():
+    from quadnn_paper.sections import cifar_comparison
+
+    P = cifar_comparison.protocol("cpu")
+    planned = cs.plan(cs.comparison_rows(), P, width=P["width"])
+    errs = _fake_errors(planned)
+    params = {r: 1_000_000 + i for i, r in enumerate(cs.comparison_rows())}
+    by = {c.text: c for c in cifar_comparison.claims(errs, params, P)}
+    fewer = by["QResNet32 beats ResNet110 with fewer parameters"]
+    assert "params" not in fewer.paper and "params" in fewer.note  # our counts are ours
+    wide = by["QResNet beats every widened ResNet of its depth"]
+    x2 = cs.row_for(cs.comparison_rows(), "cifar_resnet32", width=2.0)
+    assert wide.paper.startswith(f"{cs.row_for(cs.comparison_rows(), 'cifar_qresnet32', 'wt').paper} vs {x2.paper}")

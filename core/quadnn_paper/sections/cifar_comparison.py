@@ -132,23 +132,26 @@ def _claim(
     moved: dict | None = None,
 ) -> cs.Claim:
     """The claim "each first row beats its second" from the pairs whose rows both ran (``errs``: per-seed
-    errors by row key); not tested when none did. ``extra`` follows the paper's numbers; ``confound``
-    is kept only where a weight-transfer arm ran."""
+    errors by row key); not tested when none did. ``extra`` is ours (e.g. our parameter counts): it
+    follows the evidence, never the paper's numbers; ``confound`` is kept only where a weight-transfer
+    arm ran."""
     ran = [(a, b) for a, b in pairs if a.key in errs and b.key in errs]
-    # the first pair's numbers (its labels stand in the evidence column), then how many more
-    paper = f"{pairs[0][0].paper} vs {pairs[0][1].paper}" + (
-        f" (+{len(pairs) - 1} pair{'s' * (len(pairs) > 2)})" if len(pairs) > 1 else ""
+    # the paper's numbers of the first pair that ran (the like of ours), then how many pairs more
+    a0, b0 = (ran or pairs)[0]
+    paper = f"{a0.paper} vs {b0.paper}" + (
+        f" ({a0.label} vs {b0.label}; +{len(pairs) - 1} pair{'s' * (len(pairs) > 2)})" if len(pairs) > 1 else ""
     )
-    note = f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only" if len(ran) < len(pairs) else ""
+    full_only = f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only" if len(ran) < len(pairs) else ""
+    note = "; ".join(x for x in (full_only, extra.lstrip("; ")) if x)
     if not ran:
-        return cs.not_tested(text, "full only: " + note, paper=paper + extra)
+        return cs.not_tested(text, "full only: " + note, paper=paper)
     if not any(a.method == "wt" or b.method == "wt" for a, b in ran):
         confound = ""
     moved = moved or {}
     return cs.pair_claim(
         text,
         [(a.label, errs[a.key], b.label, errs[b.key]) for a, b in ran],
-        paper=paper + extra,
+        paper=paper,
         confound=confound,
         note=note,
         dataset=dataset,
@@ -168,12 +171,12 @@ def _fewer_parameters_claim(
         errs,
         f"{name} beats ResNet110 with fewer parameters",
         [(q32, r110)],
-        f"; params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,}",
+        f"ours: params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,} (full width)",
         confound=wt_confound,
         **kw,
     )
     if not fewer and c.intervals:
-        c = replace(c, verdict=stats.CONTRADICTED, paper=c.paper + " (not fewer)")
+        c = replace(c, verdict=stats.CONTRADICTED, note=c.note + " (not fewer)")
     return c
 
 
