@@ -98,3 +98,11 @@ def test_help_prints_and_writes_nothing(tmp_path):
         [sys.executable, "-m", "quadnn_paper.common.ledger", "--help"], capture_output=True, text=True, cwd=tmp_path
     )
     assert r.returncode == 0 and "--paper" in r.stdout and not list(tmp_path.iterdir())
+
+
+def test_the_environment_line_names_every_package_that_changes_numbers():
+    from quadnn_paper.sections import _overview
+
+    line = _overview.environment(".")
+    for name in ("torch ", "torchvision ", "timm ", "numpy ", "scipy ", "scikit-learn ", "torch threads", "cores"):
+        assert name in line, (name, line)

@@ -48,9 +48,25 @@ def environment(repo: str | os.PathLike = "..") -> str:
     gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
-        f"commit {commit}{dirty}; Python {platform.python_version()}, torch {torch.__version__}; {when}; "
-        f"{cpu}, {os.cpu_count()} cores{gpu}"
+        f"commit {commit}{dirty}; Python {platform.python_version()}, torch {torch.__version__}, "
+        f"{_versions()}; {when}; {cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads{gpu}"
     )
+
+
+# The packages whose versions can change a number of the report (data, models, statistics).
+_NUMERIC_PACKAGES = ("torchvision", "timm", "numpy", "scipy", "scikit-learn")
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def one(name):
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return f"{name} (absent)"
+
+    return ", ".join(one(n) for n in _NUMERIC_PACKAGES)
 
 
 # Images: training images (short headers: the table fits a column at 6 pt and more)
