@@ -190,7 +190,37 @@ def parse_input(text: str) -> tuple[int, ...]:
         shape = ()
     if len(shape) != 3 or min(shape) < 1:
         raise ValueError(f"--input must look like 3x32x32 (channels x height x width), got {text!r}")
+    if max(shape[1:]) > MAX_INPUT_SIDE or shape[0] > MAX_INPUT_CHANNELS:
+        raise ValueError(
+            f"--input {text!r} is larger than a benchmark input may be (at most {MAX_INPUT_CHANNELS} channels and "
+            f"{MAX_INPUT_SIDE} pixels a side; ImageNet's is 3x224x224)"
+        )
     return shape
+
+
+MAX_INPUT_SIDE, MAX_INPUT_CHANNELS = 1024, 64  # (a batch of 3x4000x4000 images needs tens of GB)
+
+
+def _input_type(text: str) -> tuple[int, ...]:
+    """``--input`` as argparse reads it: a bad value is argparse's one line, not a traceback."""
+    try:
+        return parse_input(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--input ")) from None
+
+
+def _at_least(low: int):
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+
+    read.__name__ = f"integer >= {low}"
+    return read
 
 
 def batch(batch_size: int, shape: tuple[int, ...], num_classes: int = 10, seed: int = 0):
@@ -978,10 +1008,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m quadnn.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), help="timm names of quadratic models")
     p.add_argument("--baseline", default=None, help="conventional model to compare with (default: same depth)")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--input", default="3x32x32", help="CxHxW")
-    p.add_argument("--steps", type=int, default=10, help="timed rounds (each times every row once) after warm-up")
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--batch-size", type=_at_least(1), default=128)
+    p.add_argument("--input", type=_input_type, default="3x32x32", help="CxHxW")
+    p.add_argument(
+        "--steps", type=_at_least(1), default=10, help="timed rounds (each times every row once) after warm-up"
+    )
+    p.add_argument("--warmup", type=_at_least(0), default=2)
     p.add_argument(
         "--implementations",
         nargs="+",
@@ -989,7 +1021,7 @@ def main(argv=None) -> int:
         help=f"any of {', '.join(IMPLEMENTATIONS)}, or budget=B (plan_recompute at budget B)",
     )
     p.add_argument("--device", default="cpu", help="cpu or cuda[:index]")
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    p.add_argument("--threads", type=_at_least(1), default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     p.add_argument("--no-limit", action="store_true", help="skip the limit's convolution and bandwidth timings")
     p.add_argument(
@@ -1001,7 +1033,7 @@ def main(argv=None) -> int:
     p.add_argument("--_memory", nargs="+", metavar="MODEL IMPL", help=argparse.SUPPRESS)  # pairs
     args = p.parse_args(argv)
     try:
-        shape = parse_input(args.input)
+        shape = args.input  # (parsed and bounded by argparse)
         for impl in args.implementations:
             check_implementation(impl)
         device = torch.device(args.device)
@@ -1040,7 +1072,7 @@ def main(argv=None) -> int:
             print(json.dumps(r))
     else:
         print(
-            f"# {machine(device)}; batch {args.batch_size}, input {args.input}, median and quartiles over "
+            f"# {machine(device)}; batch {args.batch_size}, input {'x'.join(map(str, shape))}, median and quartiles over "
             f"{args.steps} rounds"
         )
         print(format_table(rows))
