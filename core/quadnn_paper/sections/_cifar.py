@@ -79,6 +79,8 @@ __all__ = [
     "PAPER_STEPS",
     "gamma_scale",
     "moved",
+    "SEED_HEADER",
+    "seed_row",
 ]
 
 # -- the paper's protocols ------------------------------------------------------------------
@@ -166,6 +168,26 @@ def gamma_scale(recipe: dict) -> float:
 # -- what counts as trained, and as a quadratic network ----------------------------------------
 UNTRAINED_MARGIN = 5.0  # points: a run ending this close to chance (or diverged) did not train
 MOVED_THRESHOLD = 1.0  # % of test predictions: below it the quadratic terms did not act
+
+
+SEED_HEADER = ["Arm", "Setting", "Seed", "Status", "Test error (%)", "Predictions changed (%)", "Terms / W_r"]
+
+
+def seed_row(arm: str, setting: str, seed: int, result: dict | None) -> list:
+    """One run's line of a section's per-seed results (shipped as CSV beside the tables)."""
+    if result is None:
+        return [arm, setting, seed, "pending", "--", "--", "--"]
+    dep = result.get("departure") or {}
+    err = result.get("test_error")
+    return [
+        arm,
+        setting,
+        seed,
+        result["status"],
+        "--" if err is None else round(err, 4),
+        "--" if "changed" not in dep else round(dep["changed"], 4),
+        "--" if "terms" not in dep else f"{dep['terms']:.4g}",
+    ]
 
 
 def trained_limit(dataset: str) -> float:

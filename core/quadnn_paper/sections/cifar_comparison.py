@@ -271,10 +271,12 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
     planned = _plan(profile, tiny)
     per_row: dict[cs.Row, list] = {}
     errs: dict[cs.Row, dict] = {}
+    seeds: list[list] = []
     for (row, seed), cfg in planned.items():
         res = results.get(cfg.run_id)
         per_row.setdefault(row, []).append(res)
         errs.setdefault(row, {})[seed] = cs.seed_errors(res, P["recipe"]["dataset"])
+        seeds.append(cs.seed_row(row.label, f"x{row.width:g}", seed, res))
     sums = {r: cs.summarise(v, cs.trained_limit(P["recipe"]["dataset"])) for r, v in per_row.items()}
     moved = {r: cs.moved(v) for r, v in per_row.items()}
     verdicts = claims(errs, params or {}, P, moved)
@@ -288,6 +290,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         summaries=sums,
         errors=errs,
         moved=moved,
+        seed_rows=seeds,
         claims=verdicts,
         runs=len(planned),
         pending=sum(s["pending"] for s in sums.values()),
@@ -372,6 +375,7 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
         "comparison_width": (["Network", "Channels", "Params", "Error ours (%)", "Paper (%)"], width),
         "comparison_claims": (cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),
         "claims_cifar_comparison": (cs.SUMMARY_HEADER, cs.summary_rows("Comparison", S["claims"])),
+        "cifarcomparison_seeds": (cs.SEED_HEADER, S["seed_rows"]),
     }
 
 

@@ -529,6 +529,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         adam_error=_error(adam[0]) if adam else None,
         diverged={e: sum(r.diverged for r in sweeps[e]) for e in experiments},
         runs=len(planned),
+        seed_rows=[cs.seed_row(e, f"{v:g}", seed, r) for (e, v, seed), r in got.items()],
         pending=sum(r is None for r in got.values()),
         **_epoch_times(curves),
         test_images=(conventional or {}).get("test_images"),
