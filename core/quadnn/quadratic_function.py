@@ -170,9 +170,25 @@ def _conv_padding(layer):
 _KEEP = {"fast": "r", "lean": "none", "speed": "rg"}
 
 
+def _autocast_available(device_type: str) -> bool:
+    try:
+        return torch.amp.is_autocast_available(device_type)
+    except RuntimeError:  # not a device type this torch knows
+        return False
+
+
+# Whether torch has autocast for a device type, asked once per type outside compiled code: some
+# torch versions' dynamo (2.11) cannot trace torch._C._is_autocast_available, while a dict of
+# constants it reads, and torch.is_autocast_enabled(device_type), it traces in every version.
+_AUTOCAST_AVAILABLE = {t: _autocast_available(t) for t in ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "meta")}
+
+
 def _autocast_on(device_type: str) -> bool:
-    # torch raises for device types without autocast (e.g. "meta")
-    return torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type)
+    available = _AUTOCAST_AVAILABLE.get(device_type)
+    if available is None:  # another backend: asked once, then a constant too
+        available = _AUTOCAST_AVAILABLE[device_type] = _autocast_available(device_type)
+    # torch.is_autocast_enabled raises for device types without autocast (e.g. "meta")
+    return available and torch.is_autocast_enabled(device_type)
 
 
 def _functorch_wrapped(*tensors) -> bool:
