@@ -24,11 +24,11 @@ TINY     ?=
 WAIT     ?=
 PROFILES := smoke cpu full
 RUNNERS  := inline local slurm
-ifeq ($(filter $(PROFILE),$(PROFILES)),)
-$(error PROFILE=$(PROFILE) is not one of: $(PROFILES))
+ifneq ($(words $(PROFILE)) $(filter $(PROFILE),$(PROFILES)),1 $(strip $(PROFILE)))
+$(error PROFILE='$(PROFILE)' is not one of: $(PROFILES) (one word))
 endif
-ifeq ($(filter $(RUNNER),$(RUNNERS)),)
-$(error RUNNER=$(RUNNER) is not one of: $(RUNNERS))
+ifneq ($(words $(RUNNER)) $(filter $(RUNNER),$(RUNNERS)),1 $(strip $(RUNNER)))
+$(error RUNNER='$(RUNNER)' is not one of: $(RUNNERS) (one word))
 endif
 # TINY is a boolean, read strictly: 1/true/yes on, 0/false/no or empty off, anything else an error
 # (a bare non-empty test would take TINY=0 for on).
@@ -63,7 +63,9 @@ PAPER_SRC := paper/main.tex $(wildcard paper/sections/*.tex)
 # Two `make paper` in one checkout at once would share build/ and paper/: the second waits for the
 # first (flock on build/.paper.lock), then finds what the first built. Everything below runs locked.
 PAPER_GOALS := $(filter paper paper/main.pdf,$(MAKECMDGOALS))
-ifneq ($(and $(PAPER_GOALS),$(if $(QUADNN_PAPER_LOCKED),,1)),)
+# make -n (--just-print, --dry-run, --recon) changes nothing: no lock, no prune while it reads this file
+DRY_RUN := $(findstring n,$(patsubst -%,%,$(filter-out --% %=%,$(firstword $(MAKEFLAGS)))))
+ifneq ($(and $(PAPER_GOALS),$(if $(QUADNN_PAPER_LOCKED)$(DRY_RUN),,1)),)
 .PHONY: $(MAKECMDGOALS)
 $(firstword $(MAKECMDGOALS)):
 	@mkdir -p build; export QUADNN_PAPER_LOCKED=1; if ! command -v flock >/dev/null; then $(MAKE) $(MAKECMDGOALS); \
@@ -78,7 +80,7 @@ else
 # of this profile is forgotten, so make runs that notebook again (results are cached by
 # configuration under build/cache, so this is cheap); tools/paper_check.py check refuses to run
 # LaTeX over a paper/ that still mixes profiles.
-ifneq ($(filter paper paper/main.pdf,$(MAKECMDGOALS)),)
+ifneq ($(and $(filter paper paper/main.pdf,$(MAKECMDGOALS)),$(if $(DRY_RUN),,1)),)
 ifneq ($(wildcard $(BIN)/python),)
 $(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build build/$(RUN_TAG) 1>&2)
 endif

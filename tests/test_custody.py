@@ -329,3 +329,174 @@ def test_bad_data_is_refused_at_the_start_in_one_line_naming_it(tmp_path, case):
         read()
     assert "\n" not in str(e.value)
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.pt"))  # before any epoch
+
+
+class Killed(BaseException):
+    """SIGKILL, as far as the files are concerned: nothing after it runs in the killed code."""
+
+
+def _kill_at_line(n: int, files: tuple[str, ...]):
+    """A tracer that stops the program at the ``n``-th line it runs in ``files`` (module paths)."""
+    import sys
+
+    count = [0]
+
+    def local(frame, event, arg):
+        if event == "line":
+            count[0] += 1
+            if count[0] == n:
+                sys.settrace(None)
+                raise Killed
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename.endswith(files) else None
+
+    return tracer, count
+
+
+def test_a_report_commit_killed_at_any_line_recovers_to_exactly_one_profile(tmp_path, monkeypatch):
+    import os
+    import sys
+
+    from quadnn_paper import report as R
+
+    def staged(paper, profile, tables):
+        rep = R.Report(paper, "demo", profile, "digits")
+        rep.variable("A", len(profile))
+        for t in tables:
+            rep.table(t, ["x"], [[profile]])
+        return rep
+
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # (durability is not what is tested here)
+    n = 0
+    while True:
+        n += 1
+        paper = tmp_path / str(n)
+        staged(paper, "cpu", ["full_cost", "demo_t"]).commit()
+        rep = staged(paper, "smoke", ["demo_t"])  # smoke writes no full_cost table
+        tracer, count = _kill_at_line(n, ("quadnn_paper/report.py",))  # (each file write: one line of it)
+        sys.settrace(tracer)
+        try:
+            rep.commit()
+        except Killed:
+            pass
+        finally:
+            sys.settrace(None)
+        R.recover(paper)
+        stamp = R.stamps(paper)["demo"]
+        assert R.problems(paper, stamp["profile"]) == [], (n, stamp["profile"])
+        assert (paper / "tables" / "full_cost.tex").exists() == (stamp["profile"] == "cpu"), n
+        if count[0] < n:  # the commit ran to its end before the n-th line: every point was tried
+            break
+    assert n > 20 and stamp["profile"] == "smoke", n
+
+
+# -- 4 (tools). every tool and CLI fails on a missing or bad input, in one line --------------------------
+def _paper_check(*argv):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import paper_check
+
+    return paper_check.main(list(argv))
+
+
+def _paper(tmp_path, stray=False):
+    (tmp_path / "paper" / ".stamps").mkdir(parents=True)
+    (tmp_path / "nbs").mkdir()
+    (tmp_path / "nbs" / "sec.ipynb").write_text("{}")
+    if stray:
+        (tmp_path / "paper" / ".stamps" / "x.json").write_text('{"section": "x"}')
+    return ["--paper", str(tmp_path / "paper"), "--notebooks", str(tmp_path / "nbs")]
+
+
+def _bench(*argv):
+    from quadnn import bench
+
+    return bench.main(list(argv))
+
+
+TOOLS = {
+    "layout without main.log": (lambda t: _paper_check("layout", *_paper(t)), r"no LaTeX log at .*main\.log"),
+    "check of a wrong --paper": (
+        lambda t: _paper_check("check", "--profile", "smoke", "--paper", str(t / "nowhere")),
+        r"no paper folder at .*nowhere",
+    ),
+    "check without notebooks": (
+        lambda t: _paper_check("check", "--profile", "smoke", "--paper", str(t), "--notebooks", str(t)),
+        r"no notebooks \(\*\.ipynb\) in",
+    ),
+    "check of a stray stamp": (
+        lambda t: _paper_check("check", "--profile", "smoke", *_paper(t, stray=True)),
+        r"\.stamps/x\.json is not a stamp \(no profile, files\)",
+    ),
+    "bench --batch-size 0": (lambda t: _bench("--batch-size", "0"), r"--batch-size: must be an integer >= 1, got '0'"),
+    "bench --batch-size -3": (lambda t: _bench("--batch-size", "-3"), r"--batch-size: must be an integer >= 1"),
+    "bench --input 3x4000x4000": (lambda t: _bench("--input", "3x4000x4000"), r"--input: '3x4000x4000' is larger"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOOLS))
+def test_every_tool_refuses_a_missing_or_bad_input_in_one_line(tmp_path, capsys, case):
+    call, message = TOOLS[case]
+    try:
+        code = call(tmp_path)
+    except SystemExit as e:  # (argparse)
+        code = e.code
+    err = capsys.readouterr().err
+    assert code in (1, 2), err
+    import re
+
+    lines = [ln for ln in err.splitlines() if re.search(message, ln)]
+    assert lines and "Traceback" not in err, err
+
+
+MAKE_VARIABLES = [("PROFILE", "smoke cpu"), ("RUNNER", "local slurm"), ("TINY", "1 1"), ("PROFILE", "")]
+
+
+def _fake_checkout(tmp_path):
+    import textwrap
+
+    from test_trust import fake_checkout, make_env
+
+    root = fake_checkout(tmp_path / "co")
+    log = root / "python.log"
+    (root / ".venv" / "bin" / "python").write_text(f"#!/bin/sh\necho \"$@\" >> '{log}'\n")
+    (root / "build" / "cpu").mkdir(parents=True)
+    (root / "build" / "cpu" / "stale.ipynb").write_text("{}")  # what a prune would delete
+    return root, make_env(root), log, textwrap
+
+
+@pytest.mark.parametrize("variable, value", MAKE_VARIABLES)
+def test_make_takes_one_word_for_profile_runner_and_tiny(tmp_path, variable, value):
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    root, env, log, _ = _fake_checkout(tmp_path)
+    done = subprocess.run(["make", "paper", f"{variable}={value}"], cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and f"{variable}='{value}' is not" in done.stderr, done.stderr
+    assert not log.exists()  # refused before anything ran
+
+
+def test_make_n_paper_changes_nothing(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    root, env, log, _ = _fake_checkout(tmp_path)
+
+    def state():
+        return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*") if p.name != "python.log"}
+
+    before = state()
+    for profile in ("cpu", "smoke"):
+        done = subprocess.run(
+            ["make", "-n", "paper", f"PROFILE={profile}"], cwd=root, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    assert state() == before
+    assert "prune" not in (log.read_text() if log.exists() else "")  # not even asked to prune

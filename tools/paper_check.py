@@ -121,9 +121,15 @@ def main(argv=None) -> int:
     ap.add_argument("--notebooks", default=str(ROOT / "notebooks"))
     ap.add_argument("--build", help="prune: the folder of executed notebook copies for this profile")
     a = ap.parse_args(argv)
+    if not Path(a.paper).is_dir():  # (a check of nothing would pass)
+        print(f"paper check: no paper folder at {a.paper}; give --paper", file=sys.stderr)
+        return 1
     if a.action == "layout":
         log = Path(a.paper) / "main.log"
-        text = log.read_text(errors="replace") if log.exists() else ""
+        if not log.is_file():
+            print(f"layout check: no LaTeX log at {log}: build the PDF first (make paper)", file=sys.stderr)
+            return 1
+        text = log.read_text(errors="replace")
         found = overfull_boxes(text) + small_tables(text) + small_fonts(Path(a.paper))
         for p in found:
             print(f"layout check: {p}", file=sys.stderr)
@@ -131,6 +137,9 @@ def main(argv=None) -> int:
     if not a.profile:
         ap.error(f"{a.action} needs --profile (smoke, cpu or full)")
     names = sorted(p.stem for p in Path(a.notebooks).glob("*.ipynb"))
+    if not names:
+        print(f"paper check: no notebooks (*.ipynb) in {a.notebooks}; give --notebooks", file=sys.stderr)
+        return 1
     recover(a.paper)
     if a.action == "prune":
         if not a.build:

@@ -257,6 +257,7 @@ class Report:
         if self.committed:
             raise RuntimeError(f"report {self.section!r} is already committed")
         assert self._stage is not None  # the constructor wrote the variables file
+        recover(self.dir)  # an interrupted commit of this section first: its journal is about to be replaced
         stamp = dict(
             section=self.section,
             profile=self.profile,
@@ -264,7 +265,10 @@ class Report:
             notebook=self.notebook,
             files={rel: _sha256(self._stage / rel) for rel in sorted(self._files)},
         )
-        journal = dict(stage=self._stage.name, pid=os.getpid(), stamp=stamp)
+        # The files of the section's previous commit go into the journal too: a kill after its
+        # stamp is gone still leaves recover() the list of what to remove (one profile, never two).
+        previous = _stamp_files(self.dir / STAMPS / f"{self.section}.json")
+        journal = dict(stage=self._stage.name, pid=os.getpid(), stamp=stamp, old=sorted(previous))
         atomic_write_text(self.dir / STAMPS / f"{self.section}.commit", json.dumps(journal, indent=1))
         self.committed = True
         _finish(self.dir, self.section)
@@ -284,7 +288,7 @@ def _finish(paper_dir: Path, section: str) -> None:
     journal = json.loads(journal_path.read_text())
     stage, stamp = paper_dir / STAGING / journal["stage"], journal["stamp"]
     stamp_path = stamps / f"{section}.json"
-    old = json.loads(stamp_path.read_text())["files"] if stamp_path.exists() else {}
+    old = set(journal.get("old", [])) | _stamp_files(stamp_path)
     stamp_path.unlink(missing_ok=True)  # from here until the new stamp, the section counts as unfinished
     for rel in stamp["files"]:
         src = stage / rel
@@ -299,6 +303,15 @@ def _finish(paper_dir: Path, section: str) -> None:
     atomic_write_text(stamp_path, json.dumps(stamp, indent=1))
     shutil.rmtree(stage, ignore_errors=True)
     journal_path.unlink(missing_ok=True)
+
+
+def _stamp_files(path: Path) -> set[str]:
+    """The files a section's stamp lists (none when there is no stamp, or it is not one)."""
+    try:
+        files = json.loads(path.read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return set(files) if isinstance(files, dict) else set()
 
 
 def _alive(pid: int) -> bool:
@@ -331,9 +344,26 @@ def recover(paper_dir: str | Path) -> list[str]:
     return done
 
 
+STAMP_FIELDS = ("section", "profile", "files")
+
+
+def _stamp_or_why(path: Path) -> tuple[dict | None, str | None]:
+    """The stamp at ``path``, or why it is not one (unreadable, or lacking its fields)."""
+    try:
+        st = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return None, f"{path} is not a stamp ({type(e).__name__}); remove it, or run make paper again"
+    missing = [k for k in STAMP_FIELDS if not isinstance(st, dict) or k not in st]
+    if missing or not isinstance(st["files"], dict):
+        return None, f"{path} is not a stamp (no {', '.join(missing) or 'files'}); remove it, or run make paper again"
+    return st, None
+
+
 def stamps(paper_dir: str | Path) -> dict[str, dict]:
-    """section -> stamp, for every committed section in ``paper_dir``."""
-    return {p.stem: json.loads(p.read_text()) for p in sorted((Path(paper_dir) / STAMPS).glob("*.json"))}
+    """section -> stamp, for every committed section in ``paper_dir`` (files that are not stamps
+    are left out: :func:`problems` names them)."""
+    found = {p.stem: _stamp_or_why(p)[0] for p in sorted((Path(paper_dir) / STAMPS).glob("*.json"))}
+    return {section: st for section, st in found.items() if st is not None}
 
 
 def problems(paper_dir: str | Path, profile: str, notebooks: Iterable[str] | None = None) -> list[str]:
@@ -347,6 +377,7 @@ def problems(paper_dir: str | Path, profile: str, notebooks: Iterable[str] | Non
         f"section {j.stem}: a commit was interrupted (run recover)"
         for j in sorted((paper_dir / STAMPS).glob("*.commit"))
     ]
+    out += [why for p in sorted((paper_dir / STAMPS).glob("*.json")) if (why := _stamp_or_why(p)[1])]
     found = stamps(paper_dir)
     for section, st in found.items():
         out += _stamp_problems(paper_dir, section, st, profile)
