@@ -5,6 +5,8 @@ multi-tensor optimiser path as on CUDA); the engine step is a two-step epoch les
 (:mod:`quadnn_paper.engine.step_cost`). Host synchronisations are counted the same way, per step.
 """
 
+import os
+
 import pytest
 import torch
 from standin_device import DEVICE, StandInDevice
@@ -130,3 +132,46 @@ def test_sync_counter_sees_a_read_and_a_copy_to_the_host():
     with StandInDevice():
         y = torch.ones(3).to(DEVICE)
         assert syncs(lambda: y.cpu()) == 1 and syncs(lambda: y + 1) == 0
+
+
+# -- compiled runs: static shapes, CUDA graphs on CUDA, compilation paid once and recorded ----------
+def test_compiling_drops_the_last_partial_batch_and_is_part_of_the_run_id_only_then():
+    plain = RunConfig(train_limit=100, batch_size=32)
+    compiled = plain.replace(compile=True)
+    assert "drop_last" not in plain.key()  # run ids of uncompiled runs as before
+    assert compiled.drop_last and compiled.key()["drop_last"] is True and compiled.run_id != plain.run_id
+
+
+def test_a_compiled_run_trains_full_batches_and_records_its_compile_seconds(tmp_path, monkeypatch):
+    from runs import small_run
+
+    from quadnn_paper.engine import run
+    from quadnn_paper.engine.tasks import make_task
+
+    asked = []
+
+    def compile_(net, **kw):  # inductor's code generation is not what is tested here
+        asked.append(kw)
+        return net
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "-")  # restored after the test, whatever the run sets
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    cfg = small_run(train_limit=100, batch_size=32, compile=True)
+    task = make_task(cfg)
+    assert task.steps_per_epoch() == 3 and [len(y) for _, y, _ in task.train_batches(0)] == [32, 32, 32]
+    res = run(cfg, tmp_path / "runs")
+    assert asked == [dict(mode=None)]  # on the CPU: no CUDA graphs
+    assert res["compile_seconds"] > 0 and res["history"][0]["compile_seconds"] == res["compile_seconds"]
+    assert "compile_seconds" not in res["history"][1]
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str((tmp_path / "runs" / "inductor").resolve())
+
+
+def test_compiled_on_cuda_means_cuda_graphs(monkeypatch, tmp_path):
+    from quadnn_paper.engine import RunStore, loop
+
+    monkeypatch.setattr(torch, "compile", lambda net, **kw: kw)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    assert loop._compiled(torch.nn.Linear(1, 1), RunStore(tmp_path), torch.device("cuda", 0)) == dict(
+        mode="reduce-overhead"
+    )

@@ -55,7 +55,7 @@ OPERATIONAL = (
 )
 # Fields added after results were cached: they enter the hash only when they differ from these
 # defaults, so every run stored before them keeps its id.
-KEY_IF_NOT = {"tf32": True, "warmup_epochs": 0}
+KEY_IF_NOT = {"tf32": True, "warmup_epochs": 0, "drop_last": False}
 
 
 @dataclass
@@ -101,7 +101,9 @@ class RunConfig:
     device: str = "auto"  # auto: cuda where available, else cpu
     amp: bool = False  # bf16 autocast (CPU and CUDA); losses stay float32
     tf32: bool = True  # CUDA: TF32 matmuls and convolutions (torch's conv default)
-    compile: bool = False  # torch.compile
+    compile: bool = False  # torch.compile (on CUDA under CUDA graphs); implies drop_last
+    drop_last: bool = False  # train on full batches only: an epoch's last, smaller batch is skipped
+    # (static shapes, so a compiled step is compiled and captured once)
     sync_bn: bool = False  # synchronise batch-norm statistics across DDP ranks
     diverge_factor: float = 10.0  # classification: stop when the loss exceeds this x ln(classes)
     # operational (not hashed)
@@ -128,6 +130,7 @@ class RunConfig:
         """One spelling per setting: milestones as floats, the default data folder, a dict
         ``transfer_from`` as a RunConfig, width/rezero out of model_kwargs into their fields."""
         self.milestones = tuple(float(m) for m in self.milestones)
+        self.drop_last = self.drop_last or self.compile  # a compiled step sees one batch shape
         if not self.data_dir:  # generated stand-ins go where the project writes data, never into data/
             self.data_dir = str(_default_data(self.task, self.dataset))
         if isinstance(self.transfer_from, dict):

@@ -359,6 +359,11 @@ class _Training:
     total_steps: int
     step: int = 0
     seeds: dict = dataclasses.field(default_factory=dict)  # backward's seed per loss scale (see _seed)
+    compile_seconds: float | None = None  # the first compiled step's time in this process
+
+    @property
+    def cudagraphs(self) -> bool:
+        return self.cfg.compile and self.cuda  # compiled with mode="reduce-overhead" (see _compiled)
 
     @property
     def cuda(self) -> bool:
@@ -481,12 +486,23 @@ def _prepare(cfg, store, task, device, rank, nranks, data, model) -> tuple[_Trai
         # are saved: broadcast rank 0's at each forward so the ranks evaluate what is saved.
         net = nn.parallel.DistributedDataParallel(model, broadcast_buffers=not synced)
     if cfg.compile:
-        net = torch.compile(net)
+        net = _compiled(net, store, device)
+    if task.steps_per_epoch() == 0:
+        raise ValueError(f"{cfg.describe()}: no full batch of {cfg.batch_size} images to train on (drop_last)")
     total_steps = cfg.epochs * task.steps_per_epoch()
     t = _Training(
         cfg, store, task, device, rank, nranks, data, model, net, opt, ref_decay, shrink, layout, total_steps, step
     )
     return t, start_epoch, history
+
+
+def _compiled(net: nn.Module, store: RunStore, device: torch.device) -> nn.Module:
+    """``torch.compile`` of the stepped model: on CUDA under CUDA graphs (``reduce-overhead``: each
+    step's kernels replayed as one graph; the batches have one shape, ``cfg.drop_last``). Inductor's
+    caches live beside the run cache (``TORCHINDUCTOR_CACHE_DIR``, unless set), so the compilation
+    is paid once per model and shape by every job that shares the cache, local or SLURM."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(store.root.resolve() / "inductor"))
+    return torch.compile(net, mode="reduce-overhead" if on_cuda(device) else None)
 
 
 def _train_one_epoch(t: _Training, epoch: int) -> tuple[dict, str, str | None]:
@@ -500,8 +516,15 @@ def _train_one_epoch(t: _Training, epoch: int) -> tuple[dict, str, str | None]:
     t0 = time.perf_counter()
     # No step asks the device anything (a GPU would stop to answer): a non-finite loss reaches
     # the epoch's sum, which is read, with the parameters' finiteness, after the last step.
+    compiling = cfg.compile and t.compile_seconds is None  # this process's first compiled step comes
+    compiled_now = compiling
     for x, y, n_global in task.train_batches(epoch):
+        t1 = time.perf_counter()
         loss, correct = _train_step(t, epoch, x, y, n_global)
+        if compiling:  # compiled (forward and backward) and run once: what the run pays for compiling
+            if t.cuda:
+                torch.cuda.synchronize(device)
+            t.compile_seconds, compiling = time.perf_counter() - t1, False
         has_correct = correct is not None
         tot.add(loss, correct, len(x))
     if t.cuda:
@@ -515,6 +538,8 @@ def _train_one_epoch(t: _Training, epoch: int) -> tuple[dict, str, str | None]:
     )
     if has_correct:
         rec["train_error"] = 100.0 - 100.0 * (tot[1] / tot[2])
+    if compiled_now and t.compile_seconds is not None:
+        rec["compile_seconds"] = t.compile_seconds  # in the epoch (of this process) that paid it
     status, reason = "finished", None
     if not math.isfinite(train_loss) or not finite_params:
         status, reason = "diverged", "non-finite loss or parameters"
@@ -537,6 +562,8 @@ def _train_step(t: _Training, epoch: int, x, y, n_global: int) -> tuple[torch.Te
         g["lr"] = g["initial_lr"] * factor
     x = x.to(device, non_blocking=True, memory_format=t.layout)
     y = tuple(v.to(device, non_blocking=True) for v in y) if isinstance(y, tuple) else y.to(device, non_blocking=True)
+    if t.cudagraphs:  # a new iteration: the previous step's graph outputs are no longer read
+        torch.compiler.cudagraph_mark_step_begin()
     with _autocast(device, cfg.amp):
         outputs = t.net(x)
     loss, correct = t.task.loss(outputs, y)
@@ -608,6 +635,8 @@ def _finish(t: _Training, status: str, reason: str | None, history: list, evalua
         history=history,
         **final,
     )
+    if t.cfg.compile:  # every compilation this run paid (a resumed run compiles again)
+        result["compile_seconds"] = sum(h.get("compile_seconds", 0.0) for h in history)
     if t.task.eval_every_epoch and "test_error" in last:
         result["best_test_error"] = min((h["test_error"] for h in history if "test_error" in h), default=None)
     if status == "finished":  # how far the quadratic terms moved from the linear twin (None: no terms)

@@ -105,9 +105,10 @@ class Task:
         classes to predict, or does not say); what the quadratic terms' departure is measured on."""
         return None
 
-    def _loader(self, dataset, batch_size: int, sampler=None, generator=None):
+    def _loader(self, dataset, batch_size: int, sampler=None, generator=None, drop_last: bool = False):
         """A DataLoader built once per run: workers from :func:`loader_workers`, kept alive across
-        epochs, batches in page-locked memory when they go to a GPU."""
+        epochs, batches in page-locked memory when they go to a GPU (``drop_last``: no smaller last
+        batch, as a training loader of a run with ``cfg.drop_last``)."""
         from torch.utils.data import DataLoader
 
         workers = loader_workers(self.cfg)
@@ -119,6 +120,7 @@ class Task:
             generator=generator,
             pin_memory=self.cfg.pin_memory and on_cuda(self.device),
             persistent_workers=workers > 0,
+            drop_last=drop_last,
         )
 
 
@@ -163,6 +165,15 @@ def _task_kwargs(task: str, defaults: dict, given: dict) -> dict:
     return dict(defaults, **given)
 
 
+def _loader_steps(images: int, world: int, cfg: RunConfig) -> int:
+    """Steps of an epoch through a DistributedSampler (each rank ceil(images / world) images, the
+    last ones repeated) in batches of ``batch_size // world``, without the smaller last one when
+    ``cfg.drop_last``."""
+    per_rank = max(1, cfg.batch_size // world)
+    mine = math.ceil(images / world)
+    return mine // per_rank if cfg.drop_last else math.ceil(mine / per_rank)
+
+
 def _epoch_generator(cfg: RunConfig, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(cfg.seed * 1_000_003 + epoch)
 
@@ -187,7 +198,8 @@ class InMemoryClassification(Task):
         self.divergence_limit = cfg.diverge_factor * math.log(self.num_classes)
 
     def steps_per_epoch(self) -> int:
-        return math.ceil(len(self.data.y_train) / self.cfg.batch_size)
+        n, bs = len(self.data.y_train), self.cfg.batch_size
+        return n // bs if self.cfg.drop_last else math.ceil(n / bs)
 
     def train_input(self) -> tuple[int, ...]:
         return tuple(self.data.x_train.shape[1:])
@@ -195,6 +207,8 @@ class InMemoryClassification(Task):
     def train_batches(self, epoch: int):
         gen = _epoch_generator(self.cfg, epoch)
         for xg, yg in self.qdata.batches(self.data, self.cfg.batch_size, gen, train=True):
+            if self.cfg.drop_last and len(yg) < self.cfg.batch_size:
+                break  # the epoch's last, smaller batch (its draws come after every full one's)
             # The summed loss over the global batch, times world / global size: DDP's mean over
             # ranks then equals one process's mean over the global batch.
             yield xg.tensor_split(self.world)[self.rank], yg.tensor_split(self.world)[self.rank], len(yg)
@@ -251,7 +265,7 @@ class ImageFolderClassification(Task):
         self._train_loader = self._val_loader = None
 
     def steps_per_epoch(self) -> int:
-        return math.ceil(len(self.train_set) / self.world / max(1, self.cfg.batch_size // self.world))
+        return _loader_steps(len(self.train_set), self.world, self.cfg)
 
     def train_batches(self, epoch: int):
         from torch.utils.data import DistributedSampler
@@ -267,7 +281,8 @@ class ImageFolderClassification(Task):
             else:
                 self._sampler.pairs = False
             self._gen = torch.Generator()
-            self._train_loader = self._loader(data, max(1, cfg.batch_size // self.world), self._sampler, self._gen)
+            per_rank = max(1, cfg.batch_size // self.world)
+            self._train_loader = self._loader(data, per_rank, self._sampler, self._gen, cfg.drop_last)
         seed = cfg.seed * 1_000_003 + epoch * self.world + self.rank
         self._sampler.set_epoch(epoch, seed)
         torch.manual_seed(seed)  # the augmentation's draws when workers=0
@@ -356,8 +371,7 @@ class DepthRegression(Task):
         return (3, *(crop or (self.kw["height"], self.kw["width"])))
 
     def steps_per_epoch(self) -> int:
-        per_rank = max(1, self.cfg.batch_size // self.world)
-        return math.ceil(len(self.train_set) / self.world / per_rank)
+        return _loader_steps(len(self.train_set), self.world, self.cfg)
 
     def train_batches(self, epoch: int):
         from torch.utils.data import DistributedSampler
@@ -366,7 +380,8 @@ class DepthRegression(Task):
             self._sampler = DistributedSampler(
                 self.train_set, num_replicas=self.world, rank=self.rank, shuffle=True, seed=self.cfg.seed
             )
-            self._train_loader = self._loader(self.train_set, max(1, self.cfg.batch_size // self.world), self._sampler)
+            per_rank = max(1, self.cfg.batch_size // self.world)
+            self._train_loader = self._loader(self.train_set, per_rank, self._sampler, drop_last=self.cfg.drop_last)
         self._sampler.set_epoch(epoch)
         gen = _epoch_generator(self.cfg, epoch)
         for rgb, gt, mask in self._train_loader:

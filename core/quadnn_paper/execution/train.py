@@ -182,7 +182,14 @@ def _how_it_runs(a, d: RunConfig) -> None:
     a("--out", metavar="DIR", default="runs", help="cache directory: results go to OUT/<run id>/ (default runs)")
     a("--device", type=_device, default=None, help=f"one of {DEVICES} or cuda:N (default {d.device})")
     a("--amp", action="store_true", default=None, help="bf16 autocast")
-    a("--compile", action="store_true", default=None, help="torch.compile the model")
+    a(
+        "--compile",
+        action="store_true",
+        default=None,
+        help="torch.compile the model (on CUDA under CUDA graphs, mode "
+        "reduce-overhead); trains on full batches only (the epoch's last, smaller batch is skipped), so "
+        "a compiled run is another run; inductor's caches go to OUT/inductor/",
+    )
     a("--threads", type=_number(int, 1), default=None, help="torch CPU threads (default: torch's choice)")
     a("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
 
