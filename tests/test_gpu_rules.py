@@ -385,6 +385,18 @@ def _fake_subprocess(calls, outputs):
 FINISHED = json.dumps(dict(status="finished", test_error=72.8, epoch_time=3.2))
 
 
+def _epoch_row(model, compiled):
+    row = dict(model=model, compiled=compiled, status="finished", epoch_seconds=2.5, compile_seconds=None)
+    return dict(row, compile_seconds=30.0) if compiled else dict(row, floor_seconds=0.9)
+
+
+EPOCH_OUTPUTS = {
+    f"epoch_{m}" + ("_compiled" if c else ""): (0, json.dumps(_epoch_row(m, c)))
+    for m in gpu_check.PAPER_EPOCH_SECONDS
+    for c in (False, True)
+}
+
+
 def _bench_rows(equal=True):
     base = dict(machine="Stand-in GPU 0", batch_size=128, baseline="cifar_resnet20", time_ratio=1.0, launches=177)
     return "".join(
@@ -400,6 +412,7 @@ def test_gpu_check_runs_every_check_under_the_strict_fake_and_reports(monkeypatc
     calls = []
     tiny = json.dumps(dict(section="kitti_lapdepth", runs=2, finished=2, gpus=gpus))
     outputs = dict(smoke_train=(0, FINISHED), ddp=(0, FINISHED), tiny_section=(0, tiny), bench=(0, _bench_rows()))
+    outputs.update(EPOCH_OUTPUTS)
     monkeypatch.setattr(gpu_check, "_subprocess", _fake_subprocess(calls, outputs))
     seen_devices = []
 
@@ -419,7 +432,7 @@ def test_gpu_check_runs_every_check_under_the_strict_fake_and_reports(monkeypatc
     assert report["environment"]["gpus"][0] == dict(name="Stand-in GPU 0", capability="9.0", memory_gb=80.0)
     assert set(seen_devices) == {"cuda:0"}  # a bare "cuda" became an indexed device
     names = [n for n, _ in calls]
-    assert names == ["smoke_train"] + (["ddp"] if gpus > 1 else []) + ["tiny_section", "bench"]
+    assert names == ["smoke_train"] + (["ddp"] if gpus > 1 else []) + ["tiny_section", "bench", *EPOCH_OUTPUTS]
     cmd = dict(calls)
     assert cmd["smoke_train"][-4:-2] == ["--device", "cuda:0"] and "--profile" in cmd["smoke_train"]
     assert "--compile" in cmd["bench"] and {"default", "naive", "lean"} <= set(cmd["bench"])
@@ -448,12 +461,39 @@ def test_gpu_check_reports_each_failure_with_what_to_do(monkeypatch, tmp_path):
         "network",
         "tiny_section",
         "bench",
+        "epoch",  # its runs printed nothing
     }
     assert "no kernel image" in checks["smoke_train"]["message"]
     assert "fp32: 2.0e-01 > 1e-04" in checks["layers"]["message"]
     assert "ValueError: boom" in checks["network"]["message"]
     assert all(c["todo"] for c in checks.values() if c["status"] == "fail")
     assert "Some checks FAILED" in (tmp_path / "report.md").read_text()
+
+
+def test_gpu_check_epoch_reports_each_run_beside_the_paper_and_the_floor(monkeypatch, tmp_path):
+    StrictCuda(1).install(monkeypatch)
+    calls = []
+    monkeypatch.setattr(gpu_check, "_subprocess", _fake_subprocess(calls, EPOCH_OUTPUTS))
+    ctx = gpu_check.Context(device="cuda:0", out=tmp_path)
+    check = gpu_check.check_epoch(ctx)
+    assert check.status == "pass", check.message
+    assert "cifar_qresnet20 compiled 2.50 s/epoch (paper 10.87), compiling 30 s" in check.message
+    assert "cifar_resnet20 2.50 s/epoch (paper 10.43), CUDA-graph floor 0.90 s" in check.message
+    assert all(cmd[cmd.index("--device") + 1] == "cuda:0" for _, cmd in calls)
+    assert [("--_compiled" in cmd) for _, cmd in calls] == [False, True, False, True]
+    assert len((tmp_path / "epoch.json").read_text().splitlines()) == 4
+
+
+def test_gpu_check_epoch_run_trains_on_generated_cifar_and_prints_its_row(monkeypatch, tmp_path, capsys):
+    # the child process's work, on the CPU, at 64 images instead of 50,000
+    monkeypatch.setattr(gpu_check, "EPOCH_DATA", (64, 16))
+    monkeypatch.setattr(gpu_check, "cuda_graph_step_seconds", lambda model, device, batch: 0.01)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch.manual_seed(0)
+    assert gpu_check.main(["--_epoch", "cifar_resnet20", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["status"] == "finished" and row["epoch_seconds"] > 0 and row["floor_seconds"] == 0.01
+    assert not row["compiled"] and row["compile_seconds"] is None
 
 
 def test_the_reports_link_names_a_heading_of_the_file_it_links():

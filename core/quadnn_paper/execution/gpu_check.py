@@ -19,7 +19,12 @@ The checks, in order:
 - ``ddp``: ``torchrun`` over the GPUs present with NCCL (skipped, saying so, with one GPU);
 - ``tiny_section``: one section's full-profile runs on TINY data through the local runner;
 - ``bench``: ``python -m quadnn.bench --device cuda`` rows (conventional, default, naive, lean,
-  compiled): time ratio, peak memory, launches per step.
+  compiled): time ratio, peak memory, launches per step;
+- ``epoch``: the engine's CIFAR-10 epoch over full-size generated data (50,000 + 10,000 images in
+  the real on-disk format) for ResNet20 and QResNet20 (ReLinear-sg), eager and compiled, in
+  seconds beside the paper's (:data:`PAPER_EPOCH_SECONDS`), with each compiled run's compile
+  seconds and, as the floor, the plain step (forward, cross-entropy, backward, multi-tensor SGD)
+  under CUDA graphs times the epoch's steps. Each run in a child process of its own.
 
 Without CUDA it prints one line and exits with status 2; with a failed check, status 1.
 """
@@ -52,6 +57,9 @@ __all__ = [
     "layer_step_errors",
     "network_step_errors",
     "write_report",
+    "check_epoch",
+    "cuda_graph_step_seconds",
+    "PAPER_EPOCH_SECONDS",
 ]
 
 FAILURES = "docs/gpu.md#what-each-failure-looks-like"  # the table of failures and their meaning
@@ -67,6 +75,10 @@ LAYER_TOLERANCE = {"fp32": 1e-4, "channels_last": 1e-4, "tf32": 1e-2, "bf16": 5e
 # bound for bf16 only catches a broken step, not a loss of accuracy.
 NETWORK_TOLERANCE = {"fp32": 1e-3, "channels_last": 1e-3, "compiled": 1e-3, "tf32": 5e-2, "bf16": 0.5}
 MODES = ("fp32", "tf32", "bf16", "channels_last")
+# The paper's seconds per CIFAR-10 epoch (batch 128) of the conventional and the quadratic ResNet20.
+PAPER_EPOCH_SECONDS = {"cifar_resnet20": 10.43, "cifar_qresnet20": 10.87}
+EPOCH_RUNS = 2  # epochs per timed run: the last one is timed (the first pays cuDNN's autotuning, compiling)
+EPOCH_DATA = (50000, 10000)  # training and test images of the generated CIFAR-10: the real one's
 
 
 @dataclasses.dataclass
@@ -462,6 +474,84 @@ def check_bench(ctx: Context) -> Check:
     return Check("bench", "pass", msg, data=dict(rows=len(rows)))
 
 
+def check_epoch(ctx: Context) -> Check:
+    shutil.rmtree(ctx.out / "epoch" / "runs", ignore_errors=True)  # timed now, not read from a cache
+    rows, failed = [], []
+    for model in PAPER_EPOCH_SECONDS:
+        for compiled in (False, True) if ctx.compile else (False,):
+            name = f"epoch_{model}" + ("_compiled" if compiled else "")
+            cmd = [ctx.python, "-m", "quadnn_paper.execution.gpu_check", "--_epoch", model, "--device", ctx.device]
+            cmd += ["--out", str(ctx.out)] + (["--_compiled"] if compiled else [])
+            code, tail = _subprocess(ctx, name, cmd, 3 * ctx.timeout)
+            row = _last_json(tail)
+            if code != 0 or not row or row.get("status") != "finished":
+                failed.append(f"{name}: exit {code}: {tail.splitlines()[-1] if tail else 'no output'}")
+            else:
+                rows.append(row)
+    if failed:
+        return Check("epoch", "fail", "; ".join(failed), "read logs/epoch_*.log (the data is written by the first)")
+    (ctx.out / "epoch.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return Check("epoch", "pass", "; ".join(_epoch_line(r) for r in rows), data=dict(rows=rows))
+
+
+def _epoch_line(r: dict) -> str:
+    label = r["model"] + (" compiled" if r["compiled"] else "")
+    s = f"{label} {r['epoch_seconds']:.2f} s/epoch (paper {PAPER_EPOCH_SECONDS[r['model']]:g})"
+    if r.get("compile_seconds") is not None:
+        s += f", compiling {r['compile_seconds']:.0f} s"
+    if r.get("floor_seconds") is not None:
+        s += f", CUDA-graph floor {r['floor_seconds']:.2f} s"
+    return s
+
+
+def _epoch_run(model: str, compiled: bool, device: str, out: Path) -> int:
+    """Child process of :func:`check_epoch`: one timed run; prints its row as one JSON line."""
+    from ..data import tiny
+    from ..engine import RunConfig, run
+
+    data = out / "epoch" / f"cifar10-{EPOCH_DATA[0]}"
+    if not (data / "cifar-10-batches-py" / "test_batch").exists():
+        tiny.write_cifar(data, "cifar10", *EPOCH_DATA)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "epoch" / "inductor").resolve()))  # kept
+    relinear = "sg" if "qresnet" in model else "none"
+    cfg = RunConfig(model=model, dataset="cifar10", data_dir=str(data), epochs=EPOCH_RUNS, relinear=relinear)
+    res = run(cfg.replace(device=device, compile=compiled, progress=False), out / "epoch" / "runs")
+    row = dict(model=model, compiled=compiled, status=res["status"], compile_seconds=res.get("compile_seconds"))
+    row["epoch_seconds"] = res["history"][-1]["epoch_time"] if res["history"] else None
+    if not compiled:
+        steps = -(-EPOCH_DATA[0] // cfg.batch_size)  # the engine's steps per epoch (the last one partial)
+        row["floor_seconds"] = steps * cuda_graph_step_seconds(model, device, cfg.batch_size)
+    print(json.dumps(row))
+    return 0
+
+
+def cuda_graph_step_seconds(model_name: str, device: str, batch: int = 128, steps: int = 30) -> float:
+    """Median seconds of the plain training step of ``model_name`` (:func:`quadnn.bench.make_step`:
+    forward, cross-entropy, backward, multi-tensor SGD; fp32) under CUDA graphs (``torch.compile``,
+    mode ``reduce-overhead``), after three warm-up steps."""
+    import statistics
+
+    import timm
+    import torch
+
+    from quadnn import bench
+
+    model = timm.create_model(model_name, num_classes=10).to(device).train()
+    x = torch.randn(batch, 3, 32, 32, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
+    plain = bench.make_step(torch.compile(model, mode="reduce-overhead"), x, y)
+
+    def step():
+        torch.compiler.cudagraph_mark_step_begin()
+        plain()
+
+    for _ in range(3):
+        step()
+    clock = bench.Clock(device)
+    clock.start()
+    return statistics.median(clock.time(step) for _ in range(steps))
+
+
 CHECKS: dict[str, Callable[[Context], Check]] = {
     "environment": check_environment,
     "smoke_train": check_smoke_train,
@@ -470,6 +560,7 @@ CHECKS: dict[str, Callable[[Context], Check]] = {
     "ddp": check_ddp,
     "tiny_section": check_tiny_section,
     "bench": check_bench,
+    "epoch": check_epoch,
 }
 
 
@@ -532,12 +623,16 @@ def main(argv=None) -> int:
         "--section", default="kitti_lapdepth", help="the section whose TINY runs go through the local runner"
     )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per subprocess check")
-    p.add_argument("--no-compile", action="store_true", help="leave out torch.compile (network check, bench)")
+    p.add_argument("--no-compile", action="store_true", help="leave out torch.compile (network, bench, epoch)")
     p.add_argument("--_tiny", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_epoch", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_compiled", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out)
     if args._tiny:
         return _tiny_section(args._tiny, out)
+    if args._epoch:
+        return _epoch_run(args._epoch, args._compiled, args.device, out)
     import torch
 
     device = args.device
