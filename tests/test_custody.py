@@ -500,3 +500,62 @@ def test_make_n_paper_changes_nothing(tmp_path):
         assert done.returncode == 0, done.stderr
     assert state() == before
     assert "prune" not in (log.read_text() if log.exists() else "")  # not even asked to prune
+
+
+# -- 5. a team's cache works as the docs set it up --------------------------------------------------------
+TEAM_MEMBER = """
+import sys
+from pathlib import Path
+from quadnn_paper.common import files
+shared, who, mine = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+jobs = files.private_dir(files.user_dir(shared / ".jobs"))  # what every runner does first
+with files.file_lock(jobs / "k.submit.lock", timeout=5):
+    files.atomic_write_text(jobs / "k.json", who)
+run = shared / "runs" / "abc"
+for name in sorted(p.name for p in run.glob("*.json")) if run.is_dir() else []:
+    (run / name).read_text()  # a teammate's result: readable
+with files.file_lock(shared / "runs" / "abc.lock", timeout=5):
+    files.atomic_write_text(run / mine, who)
+print(who, "ok")
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "getuid") or __import__("os").getuid() != 0, reason="needs root")
+def test_two_users_share_a_cache_set_up_as_the_docs_say(tmp_path):
+    """docs/reliability.md: a setgid group folder and umask 002; user A here even at umask 077."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    python = "/usr/bin/python3"  # (one every user may run; the venv's may live in root's home)
+    if not os.access(python, os.X_OK) or os.stat(python).st_mode & 0o001 == 0:
+        pytest.skip("needs a python3 that other users can run")
+    team, users = 47000, (47001, 47002)
+    top = Path(tempfile.mkdtemp(prefix="quadnn-team-"))  # (pytest's tmp_path is root's alone)
+    try:
+        os.chmod(top, 0o755)
+        shared = top / "cache"
+        shared.mkdir()
+        os.chown(shared, 0, team)
+        os.chmod(shared, 0o2775)
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "core"), HOME=str(top))
+        for uid, mask, mine in ((users[0], 0o077, "a.json"), (users[1], 0o002, "b.json"), (users[0], 0o077, "c.json")):
+            done = subprocess.run(
+                [python, "-c", TEAM_MEMBER, str(shared), f"uid{uid}", mine],
+                user=uid,
+                group=team,
+                extra_groups=[team],
+                umask=mask,
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=top,
+            )
+            assert done.returncode == 0 and done.stdout.strip() == f"uid{uid} ok", done.stderr[-1500:]
+        records = sorted(p.parent.name for p in (shared / ".jobs").glob("*/k.json"))
+        assert records == [f"uid{u}" for u in users]  # each user's job records, in a folder of its own
+        for d in (shared / ".jobs").iterdir():
+            assert os.stat(d).st_mode & 0o022 == 0  # private, as the job pickles require
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

@@ -40,6 +40,8 @@ __all__ = [
     "CacheWriteError",
     "remove_stale_temps",
     "private_dir",
+    "make_dirs",
+    "user_dir",
     "check_private",
     "load_private_pickle",
     "read_json",
@@ -68,6 +70,35 @@ def umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def _team_bits(folder: Path, bits: int) -> int:
+    """The group permission bits (of ``bits``) that ``folder`` asks its new entries to keep: those it
+    grants its group when it is a setgid folder (a team's shared cache, as docs/reliability.md sets
+    it up), so one member's stricter umask does not lock the others out; 0 elsewhere."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return 0
+    return st.st_mode & bits if st.st_mode & stat.S_ISGID else 0
+
+
+def make_dirs(folder: Path) -> None:
+    """``folder`` and the folders above it that are missing, each keeping the group permissions of
+    a setgid folder above it (:func:`_team_bits`)."""
+    folder = Path(folder)
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        extra = _team_bits(d.parent, 0o070)
+        if extra and (os.stat(d).st_mode & extra) != extra:
+            os.chmod(d, stat.S_IMODE(os.stat(d).st_mode) | extra)
 
 
 def _storage_error(path: Path, e: OSError) -> OSError:
@@ -116,12 +147,13 @@ def write_temp(path: str | os.PathLike, data: bytes) -> Path:
     the caller renames it into place. Named ``.<name>.<random>.tmp``: :func:`remove_stale_temps`."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as e:
         raise _storage_error(path, e) from None
     try:
-        os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600 would hide results from the team
+        # mkstemp's 0600 would hide results from the team; a setgid folder's group keeps its rights
+        os.fchmod(fd, (0o666 & ~umask()) | _team_bits(path.parent, 0o060))
         with os.fdopen(fd, "wb") as f:
             _fault_point("write", path)
             _check_guards(path)
@@ -217,8 +249,12 @@ def file_lock(
     path = Path(path)
     start = time.monotonic()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides
+        make_dirs(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides (and a setgid folder)
+        extra = _team_bits(path.parent, 0o060)
+        st = os.fstat(fd)
+        if extra and st.st_uid == os.getuid() and (st.st_mode & extra) != extra:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) | extra)
     except OSError as e:
         raise _storage_error(path, e) from None
     try:
@@ -322,11 +358,28 @@ def lock_held(path: str | os.PathLike) -> bool:
 def private_dir(path: Path) -> Path:
     """``path`` created if missing and made writable by its owner only (whatever the umask), since
     job pickles are loaded from under it."""
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        make_dirs(path.parent)
+        path.mkdir(exist_ok=True)
+    except OSError as e:
+        raise _storage_error(path, e) from None
     mode = path.stat().st_mode
     if mode & 0o022 and path.stat().st_uid == os.getuid():
         os.chmod(path, stat.S_IMODE(mode) & ~0o022)
     return path
+
+
+def user_dir(folder: Path) -> Path:
+    """``folder/<user name>``: a folder of this user's own inside a folder a team may share (the
+    runners' job records: each user's are private, as their pickles require, while the shared
+    folder above stays writable by the team)."""
+    import pwd
+
+    try:
+        name = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # (a uid without a passwd entry, as in some containers)
+        name = f"uid{os.getuid()}"
+    return Path(folder) / name
 
 
 def check_private(path: Path, top: Path) -> None:

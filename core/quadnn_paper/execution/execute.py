@@ -131,8 +131,11 @@ def execute(
 
 
 def job_dir(out: str | os.PathLike) -> Path:
-    """Where runners keep their submission records and logs: ``<cache>/.jobs``."""
-    return Path(out) / ".jobs"
+    """Where runners keep this user's submission records and logs: ``<cache>/.jobs/<user>``
+    (private to the user, since job pickles are loaded from it; ``.jobs`` itself is the team's)."""
+    from ..common.files import user_dir
+
+    return user_dir(Path(out) / ".jobs")
 
 
 def make(runner: str, out: str | os.PathLike, **options):
