@@ -106,24 +106,54 @@ BOMBS = {
 }
 
 
-@pytest.mark.parametrize("bomb", sorted(BOMBS))
-def test_every_cifar_bomb_is_refused_before_anything_is_built(tmp_path, bomb):
+def _cifar_bomb(name):
+    def build(tmp_path, monkeypatch):
+        from quadnn_paper.data import cifar
+
+        blob, message = BOMBS[name]
+        path = tmp_path / "data_batch_1"
+        path.write_bytes(blob)
+        return lambda: cifar._checked(path, cifar.load_cifar_batch(path), b"labels", 10), rf"{path}: {message}", path
+
+    return build
+
+
+def _image_bomb(reader):
+    def build(tmp_path, monkeypatch):
+        import numpy as np
+        from PIL import Image
+
+        monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 1,500 pixels: over it, under twice it
+        path = tmp_path / "huge.png"
+        mode = dict(kitti_depth="I;16").get(reader, "L")
+        Image.fromarray(np.zeros((30, 50), np.uint16 if mode == "I;16" else np.uint8)).save(path)
+        read = dict(imagefolder=imagefolder.load_rgb, kitti_depth=kitti.read_depth_png, kitti_rgb=kitti._decoded)
+        return lambda: read[reader](str(path)), rf"{path}: refused, more pixels than the limit of 1000", path
+
+    return build
+
+
+LOADERS = {f"cifar {name}": _cifar_bomb(name) for name in BOMBS} | {
+    f"{reader} image over the pixel limit": _image_bomb(reader)
+    for reader in ("imagefolder", "kitti_depth", "kitti_rgb")
+}
+
+
+@pytest.mark.parametrize("bomb", sorted(LOADERS))
+def test_every_loader_refuses_a_bomb_before_anything_is_built(tmp_path, monkeypatch, bomb):
     import tracemalloc
 
-    from quadnn_paper.data import cifar
-
-    blob, message = BOMBS[bomb]
-    path = tmp_path / "data_batch_1"
-    path.write_bytes(blob)
+    read, message, path = LOADERS[bomb](tmp_path, monkeypatch)
     tracemalloc.start()
     try:
-        with pytest.raises(cifar.BadData, match=rf"{path}: {message}") as e:
-            cifar._checked(path, cifar.load_cifar_batch(path), b"labels", 10)
+        with pytest.raises(ValueError, match=message) as e:
+            read()
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert "\n" not in str(e.value)
-    assert peak < 4 * len(blob) + 2e6, f"{peak / 1e6:.0f} MB allocated from a file of {len(blob) / 1e6:.2f} MB"
+    size = path.stat().st_size
+    assert peak < 4 * size + 2e6, f"{peak / 1e6:.0f} MB allocated from a file of {size / 1e6:.2f} MB"
 
 
 FULL_SIZE = """

@@ -49,13 +49,23 @@ def write_depth_png(path, depth: np.ndarray) -> None:
 
 
 def _decoded(path):
-    """The image at ``path``, decoded now: a truncated or undecodable file is one line naming it."""
+    """The image at ``path``, decoded now: a truncated or undecodable file is one line naming it,
+    and so is one of more pixels than PIL's limit (``PIL.Image.MAX_IMAGE_PIXELS``), refused from
+    its header before any pixel is decoded (PIL alone only warns up to twice the limit)."""
+    import warnings
+
     from PIL import Image
 
     try:
-        img = Image.open(path)
-        img.load()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(path)
+            img.load()
         return img
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ValueError(
+            f"{path}: refused, more pixels than the limit of {Image.MAX_IMAGE_PIXELS} (PIL.Image.MAX_IMAGE_PIXELS)"
+        ) from None
     except (OSError, ValueError, SyntaxError) as e:  # PIL's kinds for damaged or unknown files
         raise ValueError(f"{path}: not a readable image ({type(e).__name__}: {e})") from None
 
