@@ -20,11 +20,13 @@ Legitimate differences from torch's layer, and how the checks take them:
 import copy
 import io
 import pickle
+import unittest
 
 import pytest
 import torch
 from plain_formula import plain
 from torch import nn
+from torch._subclasses.meta_utils import assert_metadata_eq
 from torch.func import functional_call
 
 from quadnn import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear
@@ -173,6 +175,96 @@ def test_memory_format_of_outputs_and_gradients_follows_torch(name, kind, how):
                 for n, p in layer.named_parameters():
                     if n.startswith("weight"):  # each weight's gradient in the layout of torch's
                         assert layout(p.grad, fmt) == layout(conventional.weight.grad, fmt), (n, in_fmt, module_fmt)
+
+
+# -- torch's generic test_memory_format (test/test_modules.py), as it runs on torch's own layers ---
+def torch_skip(name, test):
+    """The reason torch's ModuleInfo gives for skipping ``test`` on its own layer on the CPU (a
+    skip or an expected failure), or None."""
+    for d in INFOS[name].decorators:
+        if d.test_name == test and d.device_type in (None, "cpu") and d.active_if:
+            for dec in d.decorators:
+                if dec is unittest.expectedFailure:
+                    return f"torch's ModuleInfo for nn.{name} marks {test} an expected failure"
+                if getattr(dec, "__qualname__", "").startswith("skip"):
+                    return f"torch's ModuleInfo for nn.{name} skips {test}"
+    return None
+
+
+TORCH_SKIPS = {
+    # torch's comments beside those marks, common_modules.py
+    ("Linear", "test_memory_format"): "No channels_last support for Linear currently",
+    ("Conv3d", "test_memory_format"): "expected failure for nn.Conv3d too (pytorch/pytorch#80247)",
+}
+
+
+def channels_last_of(dim):
+    return {4: torch.channels_last, 5: torch.channels_last_3d}.get(dim)
+
+
+def expected_layout(t, in_fmt, module_fmt, affects_out):
+    """torch's rule for an output or gradient of ``t``'s rank: channels-last when the input is, or
+    when the module is and its format affects the output; contiguous otherwise."""
+    fmt = channels_last_of(t.dim())
+    if fmt is not None and (in_fmt == fmt or (module_fmt == fmt and affects_out)):
+        return fmt
+    return torch.contiguous_format
+
+
+@pytest.mark.parametrize("name", list(INFOS))
+@pytest.mark.parametrize("kind,how", GRAD_MAKERS)
+def test_memory_format_as_torch_tests_its_layers(name, kind, how):
+    """Outputs and the gradients ``torch.autograd.grad`` returns (input and every parameter) in
+    each input x module memory format: equal to the contiguous ones, laid out by torch's rule."""
+    reason = torch_skip(name, "test_memory_format")
+    if reason:
+        pytest.skip(f"{reason}: {TORCH_SKIPS[(name, 'test_memory_format')]}")
+    affects_out = INFOS[name].module_memformat_affects_out
+    for sample in samples(name):
+        (x0,) = sample.forward_input.args
+        fmt = channels_last_of(x0.dim())
+        in_fmts = [torch.contiguous_format] + ([fmt] if fmt else [])
+        module_fmts = [torch.preserve_format, torch.contiguous_format] + ([fmt] if fmt else [])
+        layer = make(name, sample, kind, how)
+        want = layer(x0)
+        dy = torch.rand_like(want)
+        want_grads = torch.autograd.grad(want, (x0, *layer.parameters()), dy)
+        for in_fmt in in_fmts:
+            x = x0.detach().clone().to(memory_format=in_fmt).requires_grad_()
+            for module_fmt in module_fmts:
+                layer.to(memory_format=module_fmt)
+                y = layer(x)
+                grads = torch.autograd.grad(y, (x, *layer.parameters()), torch.empty_like(y).copy_(dy))
+                torch.testing.assert_close((y, grads), (want, want_grads), rtol=1e-10, atol=1e-10)
+                names = ["output", "input", *(n for n, _ in layer.named_parameters())]
+                for n, t in zip(names, (y, *grads)):
+                    expected = expected_layout(t, in_fmt, module_fmt, affects_out)
+                    assert t.is_contiguous(memory_format=expected), (n, in_fmt, module_fmt, t.stride())
+
+
+# -- torch's generic test_device_ctx_init ----------------------------------------------------
+@pytest.mark.parametrize("name", list(INFOS))
+@pytest.mark.parametrize("kind", NEURONS)
+def test_built_under_the_meta_device_like_on_the_cpu(name, kind):
+    """A layer built under ``torch.device("meta")`` has the parameters of one built on the CPU:
+    the same dtype, shape, strides and storage offsets (W_g stored after W_r in both)."""
+    cls = QUADRATIC[INFOS[name].module_cls]
+    for sample in samples(name, requires_grad=False):
+        args, kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
+        on_cpu = cls(*args, **kwargs, neuron=kind)
+        with torch.device("meta"):
+            on_meta = cls(*args, **kwargs, neuron=kind)
+        pairs = list(zip(on_meta.named_parameters(), on_cpu.parameters())) + list(
+            zip(on_meta.named_buffers(), on_cpu.buffers())
+        )
+        assert len(pairs) == len(list(on_cpu.parameters())) + len(list(on_cpu.buffers()))
+        for (n, p_meta), p_cpu in pairs:
+            assert p_meta.is_meta, n
+            assert_metadata_eq(_assert_equal, p_meta, p_cpu)
+
+
+def _assert_equal(a, b):
+    assert a == b, (a, b)
 
 
 def noncontiguous(t):

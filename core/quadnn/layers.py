@@ -63,6 +63,7 @@ from .quadratic_function import (
     _adjacent,
     _apply,
     _autocast_on,
+    _batched,
     _functorch_wrapped,
     _Op,
     _quadratic_forward,
@@ -278,20 +279,34 @@ class QuadraticLayer(WeightGuards):
                 _Adjacent.apply(a, b) if view and _adjacent(a, b) else torch.cat([a, b])
                 for a, b in ((self.weight, self.weight_g), (b_r, self.bias_g))
             )
+
         # Grouped convolution: interleave r and g per group so each group sees its own input slice.
-        w_r, w_g = _grad_in_layout(self.weight, self.weight_g, view=view)
-        w = torch.stack([w_r.unflatten(0, (groups, -1)), w_g.unflatten(0, (groups, -1))], 1)
-        b = torch.stack([b_r.unflatten(0, (groups, -1)), self.bias_g.unflatten(0, (groups, -1))], 1)
-        return w.flatten(0, 2), b.flatten()
+        def join(a, b):
+            return torch.stack([a.unflatten(0, (groups, -1)), b.unflatten(0, (groups, -1))], 1).flatten(0, 2)
+
+        def split(w):  # reshape, not unflatten: vmap's batched gradients (gradcheck) know it
+            v = w.reshape(groups, 2, -1, *w.shape[1:])
+            return v.select(1, 0).flatten(0, 1), v.select(1, 1).flatten(0, 1)
+
+        return _joined(join, split, self.weight, self.weight_g, view), join(b_r, self.bias_g)
 
     def _compact_params(self, view: bool = True):
         """Weight of the single operation computing W_r x + W_b (x*x) from [x, x*x] (per group)."""
-        groups = getattr(self, "groups", 1)
-        w_r, w_b = _grad_in_layout(self.weight, self.weight_b, view=view)
+        groups, n_in = getattr(self, "groups", 1), self.weight.shape[1]
         if groups == 1:
-            return torch.cat([w_r, w_b], 1)
-        w = torch.stack([w_r.unflatten(0, (groups, -1)), w_b.unflatten(0, (groups, -1))], 2)
-        return w.flatten(0, 1).flatten(1, 2)  # (out, 2 * in/groups, *k): per group [x, x*x]
+            join = lambda a, b: torch.cat([a, b], 1)
+        else:  # (out, 2 * in/groups, *k): per group [x, x*x]
+            join = lambda a, b: (
+                torch.stack([a.unflatten(0, (groups, -1)), b.unflatten(0, (groups, -1))], 2).flatten(0, 1).flatten(1, 2)
+            )
+
+        def split(w):  # narrow and reshape, not unflatten: vmap's batched gradients know them
+            if groups == 1:
+                return w.narrow(1, 0, n_in), w.narrow(1, n_in, n_in)
+            v = w.reshape(w.shape[0], 2, n_in, *w.shape[2:])
+            return v.select(1, 0), v.select(1, 1)
+
+        return _joined(join, split, self.weight, self.weight_b, view)
 
     def _op(self) -> _Op:
         return _Op(self, keep=_KEEP.get(self.implementation, "rg"))
@@ -401,42 +416,48 @@ class QuadraticLayer(WeightGuards):
         return f"{super().extra_repr()}, neuron={self.neuron!r}"
 
 
-class _GradInLayout(torch.autograd.Function):
-    """The identity, whose gradient comes back in its input's memory layout. A weight joined
-    with another into one operation (compact's [W_r, W_b] along input channels, grouped [W_r; W_g]
-    interleaved per group) gets its gradient as a strided slice of the joint one; ``.backward()``
-    lays it out as the weight when accumulating, ``torch.autograd.grad`` would not (torch's layers
-    give both the weight's layout)."""
+class _Joined(torch.autograd.Function):
+    """``join(a, b)``: two weights joined into one operation's (compact's [W_r, W_b] along input
+    channels, grouped [W_r; W_g] interleaved per group), whose gradients ``split`` gives back laid
+    out as the joint gradient is (contiguous, or channels-last as the convolution chose), not as
+    strided slices of it. ``.backward()`` would lay them out when accumulating; this gives
+    ``torch.autograd.grad`` the layout torch's layers give it too."""
 
     @staticmethod
-    def forward(ctx, *weights):
-        ctx.formats = [_layout(w) for w in weights]
-        return tuple(w.view_as(w) for w in weights)
+    def forward(ctx, join, split, a, b):
+        ctx.split = split
+        return join(a, b)
 
     @staticmethod
-    def backward(ctx, *grads):
-        return tuple(
-            g if g is None or fmt is None or g.is_contiguous(memory_format=fmt) else g.contiguous(memory_format=fmt)
-            for g, fmt in zip(grads, ctx.formats)
-        )
+    def backward(ctx, grad):
+        parts = ctx.split(grad)
+        fmt = None if _batched(grad) else _layout(grad)  # vmap (batched gradients) cannot ask
+        if fmt is not None:
+            parts = [p if p.is_contiguous(memory_format=fmt) else p.contiguous(memory_format=fmt) for p in parts]
+        return (None, None, *parts)
 
 
 def _layout(t):
-    """The memory format ``t`` is contiguous in, or None (some other striding: left as it comes)."""
-    fmts = {4: torch.channels_last, 5: torch.channels_last_3d}
+    """The memory format ``t`` is contiguous in, or None."""
     if t.is_contiguous():
         return torch.contiguous_format
-    return fmts[t.dim()] if t.dim() in fmts and t.is_contiguous(memory_format=fmts[t.dim()]) else None
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(t.dim())
+    return fmt if fmt is not None and t.is_contiguous(memory_format=fmt) else None
 
 
-def _grad_in_layout(*weights, view=True):
-    """``weights`` through :class:`_GradInLayout` when autograd will differentiate them; tracers,
-    compilers and forward-mode AD take them as they are."""
-    if not view or torch.compiler.is_compiling() or torch.jit.is_tracing() or fwAD._current_level >= 0:
-        return weights
-    if not (torch.is_grad_enabled() and any(w.requires_grad for w in weights)):
-        return weights
-    return _GradInLayout.apply(*weights)
+def _joined(join, split, a, b, view=True):
+    """``join(a, b)``, through :class:`_Joined` where autograd will differentiate it; tracers,
+    compilers and forward-mode AD see the plain operations."""
+    if (
+        not view
+        or not torch.is_grad_enabled()
+        or not (a.requires_grad or b.requires_grad)
+        or torch.compiler.is_compiling()
+        or torch.jit.is_tracing()
+        or fwAD._current_level >= 0
+    ):
+        return join(a, b)
+    return _Joined.apply(join, split, a, b)
 
 
 class _QuadraticConvNd(QuadraticLayer):
