@@ -589,3 +589,23 @@ def test_two_users_share_a_cache_set_up_as_the_docs_say(tmp_path):
             assert os.stat(d).st_mode & 0o022 == 0  # private, as the job pickles require
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_make_status_counts_a_run_whose_lock_is_held_as_running(tmp_path):
+    import subprocess
+    import sys
+
+    from quadnn_paper.execution import status
+
+    cache = tmp_path / "runs"
+    cache.mkdir()
+    hold = "import sys, time; from quadnn_paper.common import files\nwith files.file_lock(sys.argv[1]):\n"
+    hold += "    print('held', flush=True); time.sleep(60)"
+    trainer = subprocess.Popen([sys.executable, "-c", hold, str(cache / "abc.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert trainer.stdout.readline().strip() == "held"  # as an inline run trains: its store lock held
+        assert status.training_now(cache, "abc") and not status.training_now(cache, "other")
+    finally:
+        trainer.kill()
+        trainer.wait()
+    assert not status.training_now(cache, "abc")

@@ -30,6 +30,7 @@ __all__ = [
     "relative_cost",
     "gpu_hours",
     "plan_table",
+    "training_now",
     "main",
     "DEFAULT_SECONDS_PER_EPOCH",
 ]
@@ -102,6 +103,14 @@ def gpu_hours(cfg: RunConfig, seconds_per_epoch: float, cache: str | Path | None
     return seconds_per_epoch * relative_cost(cfg, cache) * cfg.epochs * gpus / 3600.0
 
 
+def training_now(cache: str | Path, run_id: str) -> bool:
+    """Whether some process holds the run's lock in the store (it trains the run now), whichever
+    runner started it, or none (an inline run keeps no job record)."""
+    from ..common.files import lock_held
+
+    return lock_held(Path(cache) / f"{run_id}.lock")
+
+
 def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str, list]:
     """The table (text) and the failed runs ``[(section, cfg, log tail)]``."""
     store = RunStore(cache)
@@ -126,6 +135,8 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str
                     measured.append(res["epoch_time"] / relative_cost(cfg, flops_cache))
                 continue
             state, _ = runner.state(cfg.run_id, done_fn)
+            if state not in ("running", "pending") and training_now(cache, cfg.run_id):
+                state = "running"  # trained by a process of its own (inline, a notebook) without a record
             states[cfg.run_id] = state
             counts[state if state in counts else "missing"] += 1
             if state == "failed":
