@@ -89,8 +89,9 @@ _COPIES = {aten._to_copy.default, aten.copy_.default}
 
 class Syncs(TorchDispatchMode):
     """Counts the operations that make the host wait for the device: reading a value
-    (``.item()``, ``bool()``, ``float()``: ``_local_scalar_dense``), data-dependent shapes, and
-    copies from a compute device to the CPU."""
+    (``.item()``, ``bool()``, ``float()``: ``_local_scalar_dense``), data-dependent shapes, copies
+    from a compute device to the CPU, and blocking copies to it (without ``non_blocking``, torch
+    waits for the copy, and with it for the stream's queued kernels)."""
 
     def __init__(self):
         super().__init__()
@@ -98,15 +99,19 @@ class Syncs(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _SYNCS or (func in _COPIES and _to_host(func, args, kwargs)):
+        if func in _SYNCS or (func in _COPIES and _waits(func, args, kwargs)):
             self.seen.append(str(func))
         return func(*args, **kwargs)
 
 
-def _to_host(func, args, kwargs) -> bool:
-    source = args[1] if func is aten.copy_.default else args[0]
-    target = args[0].device if func is aten.copy_.default else kwargs.get("device")
-    return target is not None and torch.device(target).type == "cpu" and source.device.type != "cpu"
+def _waits(func, args, kwargs) -> bool:
+    if func is aten.copy_.default:
+        source, target, non_blocking = args[1].device, args[0].device, kwargs.get("non_blocking", args[2:3] == (True,))
+    else:
+        source, target, non_blocking = args[0].device, kwargs.get("device"), kwargs.get("non_blocking", False)
+    if target is None or torch.device(target).type == source.type:
+        return False
+    return torch.device(target).type == "cpu" or not non_blocking
 
 
 def syncs(fn) -> int:
@@ -120,18 +125,39 @@ def test_no_engine_step_waits_for_the_device_on_the_cpu(cifar, tmp_path, case):
     assert step_cost.engine_step_count(config(cifar, case), tmp_path, syncs) == 0
 
 
+def test_the_engines_own_step_never_waits_on_a_standin_gpu(cifar, tmp_path, monkeypatch):
+    # the data held and augmented on the device; every copy between it and the host seen
+    from quadnn_paper.engine import loop
+
+    inside, step = Syncs(), loop._train_step
+
+    def counted(*args):
+        with inside:
+            return step(*args)
+
+    monkeypatch.setattr(loop, "_train_step", counted)
+    with StandInDevice():
+        step_cost.engine_step_count(config(cifar, "qresnet20-sg"), tmp_path, lambda epoch: [epoch(), 0][1], DEVICE)
+    assert inside.seen == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="quadnn_paper.data.cifar.batches/augment copy the shuffled indices and the crop and flip draws "
+    "to the device without non_blocking: four waits per step on CUDA",
+)
 def test_no_engine_step_waits_for_the_device_on_a_standin_gpu(cifar, tmp_path):
-    # the data held and augmented on the device, every copy to the host seen
     with StandInDevice():
         assert step_cost.engine_step_count(config(cifar, "qresnet20-sg"), tmp_path, syncs, DEVICE) == 0
 
 
-def test_sync_counter_sees_a_read_and_a_copy_to_the_host():
+def test_sync_counter_sees_reads_and_blocking_copies():
     x = torch.ones(3)
     assert syncs(lambda: x.sum().item()) == 1 and syncs(lambda: bool(x.sum())) == 1
     with StandInDevice():
         y = torch.ones(3).to(DEVICE)
         assert syncs(lambda: y.cpu()) == 1 and syncs(lambda: y + 1) == 0
+        assert syncs(lambda: x.to(DEVICE)) == 1 and syncs(lambda: x.to(DEVICE, non_blocking=True)) == 0
 
 
 # -- compiled runs: static shapes, CUDA graphs on CUDA, compilation paid once and recorded ----------
