@@ -38,8 +38,11 @@ for every kind and implementation: the Function's backward then runs in differen
 operations; the first-order backward is unchanged.
 
 Tools that act on ``weight``. The legacy ``torch.nn.utils.weight_norm(layer)`` would register
-the weight's magnitude as ``weight_g``, the gate: it raises, naming the clash
-(``torch.nn.utils.parametrizations.weight_norm`` and both spectral norms work). Quantizers that
+the weight's magnitude as ``weight_g``, the gate: it raises, naming the clash, and leaves the
+layer as it was (``torch.nn.utils.parametrizations.weight_norm`` and both spectral norms work; a
+parametrization is evaluated once per forward, as on torch's layers). torch's conv-BN fusion
+(``torch.nn.utils.fusion``) would fold batch norm into ``weight``/``bias`` alone: it raises,
+naming :mod:`quadnn.fusion`, which folds it into every term. Quantizers that
 select layers by ``isinstance(m, nn.Linear)`` and quantize ``weight`` (torchao's ``quantize_``)
 would quantize the linear branch alone: the layer keeps it in float and warns;
 ``quadnn.convert.quantize_`` quantizes all three weights. ``torch.ao.quantization`` has no
