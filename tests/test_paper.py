@@ -91,6 +91,12 @@ def test_smoke_pdf_builds(tmp_path, request):
         text=True,
     )
     assert check.returncode == 0, check.stderr  # one profile, every notebook committed its outputs
+    # the claim ledger, as the Makefile's paper/main.pdf rule resolves it before LaTeX
+    (rule,) = [line for line in MAKEFILE.read_text().splitlines() if "quadnn_paper.common.ledger" in line]
+    ledger = subprocess.run(
+        [sys.executable, "-m", "quadnn_paper.common.ledger", "--paper", str(paper)], capture_output=True, text=True
+    )
+    assert ledger.returncode == 0, ledger.stderr
     done = subprocess.run(
         ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "main.tex"],
         cwd=paper,

@@ -114,14 +114,14 @@ class Counts:
         return (self.trained_a > self.trained_b) - (self.trained_a < self.trained_b)
 
     def text(self, decimals: int = 2) -> str:
-        """ "trained 5/5 vs 0/5 (exact p 0.008; errors 3.10 vs --)"."""
+        """ "trained 5/5 vs 0/5 (exact p 0.008; errors 3.10 vs --)": the errors of the runs that trained."""
 
         def err(e):
             return "--" if math.isnan(e) else f"{e:.{decimals}f}"
 
         return (
             f"trained {self.trained_a}/{self.n} vs {self.trained_b}/{self.n} (exact p {self.p:.2g}; "
-            f"errors of those: {err(self.error_a)} vs {err(self.error_b)})"
+            f"errors {err(self.error_a)} vs {err(self.error_b)})"
         )
 
 
@@ -138,7 +138,11 @@ class Unmoved:
 
     def text(self, decimals: int = 2) -> str:
         arms = ", ".join(f"{a}: {m:.{decimals}f} %" for a, m in self.moved)
-        return f"terms did not move ({arms} of predictions changed; threshold {self.threshold:g} %)"
+        return f"quadratic terms did not move ({arms} of predictions changed, threshold {self.threshold:g} %)"
+
+    @property
+    def least(self) -> float:
+        return min(m for _, m in self.moved)
 
 
 def counts(better: list[float], worse: list[float], limit: float) -> Counts:
@@ -216,7 +220,7 @@ def verdict(iv: Interval | Counts | Unmoved | None, p_adjusted: float | None = N
     if iv is None:
         return NOT_TESTED
     if isinstance(iv, Unmoved):
-        return f"{NOT_TESTED_SCALE}: {iv.text()}"
+        return f"{NOT_TESTED_SCALE}: the quadratic terms did not move ({iv.least:.1f} %)"
     if isinstance(iv, Counts):
         p = iv.p if p_adjusted is None else p_adjusted
         if iv.sign and p < 1 - LEVEL:

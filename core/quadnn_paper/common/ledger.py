@@ -11,7 +11,7 @@ its answer in this build:
 
 ``python -m quadnn_paper.common.ledger --paper paper`` (run by ``make paper`` before LaTeX) reads
 what the notebooks wrote, fails when an entry whose answer is computed finds none, and writes the
-ledger table (``tables/ledger.tex``, ``.csv``) and the tally the abstract quotes
+ledger tables (``tables/ledger_cifar.tex``, ``ledger_other.tex``, all in ``ledger.csv``) and the tally the abstract quotes
 (``variables/ledger.tex``).
 """
 
@@ -278,6 +278,8 @@ LEDGER: list[Entry] = [
 ]
 
 # a section's verdict words that decide (Runge's ranking answers "yes, ..." or "no: ...")
+CIFAR_SECTIONS = ("cifar_tuning", "vgg_stability", "cifar_comparison")
+# a section's verdict words that decide (Runge's ranking answers "yes, ..." or "no: ...")
 DECIDED_WORDS = ("supported", "contradicted", "no difference", "partly supported", "yes", "no:")
 KINDS = ("decided", "undecided", "not tested", "measured")
 HEADER = ["Paper", "Claim", "Our section", "Answer", "Kind"]
@@ -354,11 +356,13 @@ def write(paper: Path) -> dict[str, int]:
         w = csv.writer(f)
         w.writerow(["id", *HEADER])
         w.writerows([e.id, e.where, e.claim, e.section, answer, kind] for e, kind, answer in rows)
-    body = [
-        " & ".join(_tex(x) for x in (e.where, e.claim, e.section.replace("_", " "), answer, kind)) + r" \\"
-        for e, kind, answer in rows
-    ]
-    (paper / "tables" / "ledger.tex").write_text("\n".join(body) + "\n")
+    for part, cifar in (("cifar", True), ("other", False)):  # two floats: one would overrun a page
+        body = [
+            " & ".join(_tex(x) for x in (e.where, e.claim, e.section.replace("_", " "), answer, kind)) + r" \\"
+            for e, kind, answer in rows
+            if (e.section in CIFAR_SECTIONS) == cifar
+        ]
+        (paper / "tables" / f"ledger_{part}.tex").write_text("\n".join(body) + "\n")
     names = {"decided": "Decided", "undecided": "Undecided", "not tested": "NotTested", "measured": "Measured"}
     macros = [rf"\newcommand{{\ledger{names[k]}}}{{{v}}}" for k, v in counts.items()]
     macros.append(rf"\newcommand{{\ledgerAll}}{{{len(rows)}}}")

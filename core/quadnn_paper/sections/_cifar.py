@@ -633,8 +633,8 @@ CLAIMS_HEADER = [
 ]
 # Column widths of a claims table set across the page (table*).
 CLAIMS_ALIGN = (
-    r">{\raggedright\arraybackslash}p{0.18\textwidth}>{\raggedright\arraybackslash}p{0.13\textwidth}"
-    r">{\raggedright\arraybackslash}p{0.27\textwidth}r>{\raggedright\arraybackslash}p{0.06\textwidth}"
+    r">{\raggedright\arraybackslash}p{0.17\textwidth}>{\raggedright\arraybackslash}p{0.12\textwidth}"
+    r">{\raggedright\arraybackslash}p{0.26\textwidth}r>{\raggedright\arraybackslash}p{0.06\textwidth}"
     r">{\raggedright\arraybackslash}p{0.05\textwidth}>{\raggedright\arraybackslash}p{0.13\textwidth}"
 )
 
