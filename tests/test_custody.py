@@ -215,7 +215,8 @@ def test_a_damaged_manifest_is_quarantined_and_its_run_reverified_from_its_files
         assert store.result(cfg)["test_error"] == 12.5  # served after re-verification, not retrained
     assert all("\n" not in str(x.message) for x in w)
     assert store.load_checkpoint(cfg, "stage1.pt")["epoch"] == 1  # the intact weights stay in use
-    assert len(list(d.glob("manifest.json.corrupt-*"))) == 1  # the damaged one kept aside
+    assert len(list(d.glob("manifest.json.corrupt-*"))) == 1  # the damaged one kept aside, with a note
+    assert "manifest.json -> manifest.json.corrupt-" in (d / "quarantine.log").read_text()
     assert "reverified" in json.loads((d / "manifest.json").read_text())
 
 
@@ -233,6 +234,7 @@ def test_a_result_without_its_manifest_is_never_served_and_is_moved_aside_not_de
     with pytest.warns(RuntimeWarning, match=r"result\.json is unreadable \(no record of it in manifest\.json"):
         assert store.result(cfg) is None
     assert len(list(d.glob("result.json.corrupt-*"))) == 1 and not (d / "result.json").exists()
+    assert "no record of it in manifest.json" in (d / "quarantine.log").read_text()
     assert store.state(cfg) != "done"
 
 

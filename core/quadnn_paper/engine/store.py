@@ -82,14 +82,20 @@ class WorldSizeMismatch(DataMismatch):
     the numbers differ (the float sums over ranks differ, and training amplifies that)."""
 
 
+QUARANTINE_LOG = "quarantine.log"  # one line per file moved aside in a folder: when, where to, why
+
+
 def quarantine(path: Path, why: str) -> None:
-    """Report an unreadable file with its path and move it aside, so it is redone, never reused.
-    On a read-only cache it cannot be moved: then it is only reported (and still not used)."""
+    """Report an unreadable file with its path and move it aside, never delete it, with a note
+    (:data:`QUARANTINE_LOG` in its folder), so it is redone, never reused. On a read-only cache it
+    cannot be moved: then it is only reported (and still not used)."""
     path = Path(path)
     aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
     try:
         os.replace(path, aside)
         done = f"moved to {aside.name}, redoing it"
+        with contextlib.suppress(OSError), open(path.with_name(QUARANTINE_LOG), "a") as note:
+            note.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {path.name} -> {aside.name}: {why}\n")
     except FileNotFoundError:
         done = "already gone, redoing it"
     except OSError as e:
