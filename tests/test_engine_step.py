@@ -12,6 +12,7 @@ import torch
 from standin_device import DEVICE, StandInDevice
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from quadnn import relinear
 from quadnn_paper.data import tiny
 from quadnn_paper.engine import RunConfig, step_cost
 
@@ -201,3 +202,80 @@ def test_compiled_on_cuda_means_cuda_graphs(monkeypatch, tmp_path):
     assert loop._compiled(torch.nn.Linear(1, 1), RunStore(tmp_path), torch.device("cuda", 0)) == dict(
         mode="reduce-overhead"
     )
+
+
+# -- the same arithmetic, bit for bit ------------------------------------------------------------------
+def _relinear_model(seed=0):
+    import timm
+
+    torch.manual_seed(seed)
+    model = timm.create_model("cifar_qresnet20", width=0.25)
+    with torch.no_grad():  # terms away from their reference, some exactly on it
+        for i, (_, p, _, _) in enumerate(relinear.quadratic_terms(model)):
+            p.add_(0.05 * torch.randn(p.shape) if i % 3 else 0.0)
+    return model
+
+
+def _steps(model, make_opt, after=lambda opt: None, steps=3):
+    opt = make_opt(model)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        x, y = torch.randn(4, 3, 16, 16, generator=gen), torch.randint(0, 10, (4,), generator=gen)
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        after(opt)
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _bitwise(a, b) -> bool:
+    return all(torch.equal(x, y) and torch.equal(x.signbit(), y.signbit()) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_one_pass_sgd_is_torch_sgd_bit_for_bit(nesterov):
+    from quadnn_paper.engine.optim import OnePassSGD
+
+    def groups(m):
+        return relinear.param_groups(m, lr=0.1, lr_g=0.01, lr_b=0.03, weight_decay=5e-4, quadratic_decay="zero")
+
+    kw = dict(lr=0.1, momentum=0.9, nesterov=nesterov)
+    torch_sgd = _steps(_relinear_model(), lambda m: torch.optim.SGD(groups(m), **kw))
+    one_pass = _steps(_relinear_model(), lambda m: OnePassSGD(groups(m), **kw))
+    assert _bitwise(one_pass, torch_sgd)
+
+
+@pytest.mark.parametrize("mode", [None, "l1", "l2"])
+def test_relinear_decay_and_shrink_are_the_per_tensor_rules_bit_for_bit(mode):
+    def per_tensor(model):  # the rules as written per tensor (quadnn before issue 38)
+        terms = [(p, g, ref) for _, p, g, ref in relinear.quadratic_terms(model)]
+
+        @torch.no_grad()
+        def after(opt):
+            for group in opt.param_groups:
+                if group.get("reference_weight_decay"):
+                    keep = 1.0 - group["lr"] * group["reference_weight_decay"]
+                    for p, ref in zip(group["params"], group["references"]):
+                        p.sub_(ref).mul_(keep).add_(ref)
+            for p, g, ref in terms if mode else ():
+                alpha = 1e-3 if g == "g" else 2e-3
+                p.sub_(alpha * torch.sign(p - ref)) if mode == "l1" else p.sub_(ref).mul_(1.0 - alpha).add_(ref)
+
+        return after
+
+    def multi_tensor(model):
+        shrink = relinear.Shrink(model, mode, 1e-3, 2e-3) if mode else None
+
+        def after(opt):
+            relinear.ReferenceWeightDecay(opt).step()
+            if shrink:
+                shrink.step()
+
+        return after
+
+    def sgd(m):
+        return torch.optim.SGD(relinear.param_groups(m, 0.1, 0.01, 0.03, 5e-4), lr=0.1, momentum=0.9)
+
+    want = _relinear_model()
+    got = _relinear_model()
+    assert _bitwise(_steps(got, sgd, multi_tensor(got)), _steps(want, sgd, per_tensor(want)))
