@@ -61,6 +61,8 @@ class Owned:
     def owns(self, rel: str) -> bool:
         """True when ``rel`` is absent or holds bytes the record says this stand-in wrote there."""
         path = self.root / rel
+        if any(p.is_symlink() for p in path.parents if self.root in p.parents):
+            return False  # (a folder of it replaced by a link: writing there would write elsewhere)
         if not (path.exists() or path.is_symlink()):
             return True
         if path.is_symlink() or not path.is_file() or rel not in self.files:
@@ -68,7 +70,10 @@ class Owned:
         return sha256_file(path) in self.files[rel]
 
     def _refuse(self, rel: str) -> NotOwned:
-        why = "it was edited since" if rel in self.files else "its record does not list it"
+        if any(p.is_symlink() for p in (self.root / rel).parents if self.root in p.parents):
+            why = "a folder on its path is a symbolic link"
+        else:
+            why = "it was edited since" if rel in self.files else "its record does not list it"
         return NotOwned(
             f"refusing to remove or rewrite {self.root / rel} for the {self.what} stand-in: the project did not "
             f"write it ({why}; {self.root / RECORD}). Move it away, or give the stand-in a new or empty folder"
@@ -139,12 +144,16 @@ def claim(root: str | os.PathLike, what: str) -> Owned:
         owned = Owned(root, what, _adopt_legacy(root))
         owned._save()
         return owned
-    entries = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
-    if entries and not ours:
+    entries = sorted(p.name for p in root.iterdir() if p.name != RECORD) if root.is_dir() else []
+    if (entries or record is not None) and not ours:
+        why = (
+            f"an older mark ({RECORD}) that lists no files, so which are the project's is not known"
+            if record is not None
+            else f"files the project did not write (e.g. {entries[0]!r}; no record of its own, {RECORD})"
+        )
         raise ForeignFolder(
-            f"refusing to write the {what} stand-in into {root}: it holds files the project did not "
-            f"write (e.g. {entries[0]!r}; no record of its own, {RECORD}), and writing would replace or mix with "
-            f"them. Give --data-dir a new or empty folder, or leave it out (stand-ins go under {GENERATED}/)"
+            f"refusing to write the {what} stand-in into {root}: it holds {why}, and writing would replace or mix "
+            f"with them. Give --data-dir a new or empty folder, or leave it out (stand-ins go under {GENERATED}/)"
         )
     root.mkdir(parents=True, exist_ok=True)
     owned = Owned(root, what, {})
