@@ -199,9 +199,9 @@ def test_compiled_on_cuda_means_cuda_graphs(monkeypatch, tmp_path):
 
     monkeypatch.setattr(torch, "compile", lambda net, **kw: kw)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    assert loop._compiled(torch.nn.Linear(1, 1), RunStore(tmp_path), torch.device("cuda", 0)) == dict(
-        mode="reduce-overhead"
-    )
+    cuda = torch.device("cuda", 0)
+    assert loop._compiled(torch.nn.Linear(1, 1), RunStore(tmp_path), cuda) == dict(mode="reduce-overhead")
+    assert loop._compiled(torch.nn.Linear(1, 1), RunStore(tmp_path), cuda, nranks=2) == dict(mode=None)  # DDP
 
 
 # -- the same arithmetic, bit for bit ------------------------------------------------------------------

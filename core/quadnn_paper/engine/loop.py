@@ -363,7 +363,7 @@ class _Training:
 
     @property
     def cudagraphs(self) -> bool:
-        return self.cfg.compile and self.cuda  # compiled with mode="reduce-overhead" (see _compiled)
+        return self.cfg.compile and self.cuda and self.nranks == 1  # mode="reduce-overhead" (see _compiled)
 
     @property
     def cuda(self) -> bool:
@@ -486,7 +486,7 @@ def _prepare(cfg, store, task, device, rank, nranks, data, model) -> tuple[_Trai
         # are saved: broadcast rank 0's at each forward so the ranks evaluate what is saved.
         net = nn.parallel.DistributedDataParallel(model, broadcast_buffers=not synced)
     if cfg.compile:
-        net = _compiled(net, store, device)
+        net = _compiled(net, store, device, nranks)
     if task.steps_per_epoch() == 0:
         raise ValueError(f"{cfg.describe()}: no full batch of {cfg.batch_size} images to train on (drop_last)")
     total_steps = cfg.epochs * task.steps_per_epoch()
@@ -496,13 +496,14 @@ def _prepare(cfg, store, task, device, rank, nranks, data, model) -> tuple[_Trai
     return t, start_epoch, history
 
 
-def _compiled(net: nn.Module, store: RunStore, device: torch.device) -> nn.Module:
-    """``torch.compile`` of the stepped model: on CUDA under CUDA graphs (``reduce-overhead``: each
-    step's kernels replayed as one graph; the batches have one shape, ``cfg.drop_last``). Inductor's
+def _compiled(net: nn.Module, store: RunStore, device: torch.device, nranks: int = 1) -> nn.Module:
+    """``torch.compile`` of the stepped model: on one GPU under CUDA graphs (``reduce-overhead``:
+    each step's kernels replayed as one graph; the batches have one shape, ``cfg.drop_last``; DDP's
+    collectives in backward keep torch.compile's default mode). Inductor's
     caches live beside the run cache (``TORCHINDUCTOR_CACHE_DIR``, unless set), so the compilation
     is paid once per model and shape by every job that shares the cache, local or SLURM."""
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(store.root.resolve() / "inductor"))
-    return torch.compile(net, mode="reduce-overhead" if on_cuda(device) else None)
+    return torch.compile(net, mode="reduce-overhead" if on_cuda(device) and nranks == 1 else None)
 
 
 def _train_one_epoch(t: _Training, epoch: int) -> tuple[dict, str, str | None]:
