@@ -238,19 +238,26 @@ def test_a_result_without_its_manifest_is_never_served_and_is_moved_aside_not_de
     assert store.state(cfg) != "done"
 
 
-def test_a_trained_run_with_a_damaged_manifest_is_not_retrained(tmp_path):
+def test_a_transfer_source_with_a_damaged_manifest_is_reverified_not_retrained(tmp_path):
     from runs import small_run
 
     from quadnn_paper.engine import run
     from quadnn_paper.engine.store import RunStore
 
-    cfg = small_run(train_limit=64, epochs=1)
-    first = run(cfg, tmp_path)
-    d = RunStore(tmp_path).dir(cfg)
+    source = small_run(train_limit=32, epochs=2, relinear="none", width=0.125)
+    quadratic = dict(
+        model="cifar_qresnet20", train_limit=32, epochs=1, width=0.125, transfer_from=source, transfer_stage=1
+    )
+    run(small_run(**quadratic), tmp_path)  # trains the source first
+    d = RunStore(tmp_path).dir(source)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
     (d / "manifest.json").write_text("[1]")
     with pytest.warns(RuntimeWarning, match="rebuilding it from the run's files"):
-        again = run(cfg, tmp_path)
-    assert again == first  # the same record (its trained_by and times too): not trained again
+        assert run(small_run(**quadratic, seed=1), tmp_path)["status"] == "finished"  # another transfer
+    after = {p.name: p.read_bytes() for p in d.iterdir()}
+    for name in ("result.json", "stage1.pt", "metrics.json"):
+        assert after[name] == before[name], name  # kept and used: the source was not trained again
+    assert not [n for n in after if ".corrupt-" in n and not n.startswith("manifest.json")]
 
 
 # -- 4. fail at the start, in one line -------------------------------------------------------------------
