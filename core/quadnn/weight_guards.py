@@ -88,10 +88,13 @@ class WeightGuards(nn.Module):
         in the position it had: first), then refuse, naming only what this layer has."""
         frame = _caller((_WEIGHT_NORM_APPLY,))  # weight_norm's apply -> register_parameter -> here
         weight = None if frame is None else frame.f_locals.get("weight")
-        if isinstance(weight, nn.Parameter):
+        restored = isinstance(weight, nn.Parameter)
+        if restored:
             rest = dict(self._parameters)
             self._parameters.clear()
             self._parameters.update({"weight": weight, **rest})
+        # (not found only if torch's weight_norm changes: then say what state the layer is in)
+        state = "the layer is left as it was" if restored else "weight_norm has removed 'weight': rebuild the layer"
         clash = (
             "which is this layer's gate W_g (the quadratic term)"
             if self._parameters["weight_g"] is not None
@@ -99,7 +102,7 @@ class WeightGuards(nn.Module):
         )
         raise RuntimeError(
             f"{type(self).__name__}: torch.nn.utils.weight_norm(layer, 'weight') would register the "
-            f"weight's magnitude as 'weight_g', {clash}; the layer is left as it was. "
+            f"weight's magnitude as 'weight_g', {clash}; {state}. "
             "torch.nn.utils.parametrizations.weight_norm keeps every parameter"
         )
 
