@@ -9,7 +9,7 @@ no argument, and what it needs (GPUs, nodes, tasks, CPUs, memory, the keys it de
 callable must be idempotent and resume from its own checkpoint when called again: a runner may
 call it again after a preemption, a timeout or a crash. Runners know nothing about training.
 
-    runner = make_runner("slurm", "build/cache/runs/.jobs", partition="gpu")
+    runner = make_runner("slurm", "build/cache/runs/.jobs/alice", partition="gpu")
     runner.submit(jobs, is_done=lambda key: ...)    # returns at once: {key: state}
     runner.wait(keys)                                 # optional: until nothing is queued or running
     runner.log_tail(key)                              # why a job failed
@@ -21,7 +21,10 @@ process ended before it started; the next submit takes it).
 
 Each key has one record, ``state_dir/<key>.json``, written under the key's lock
 (``state_dir/<key>.submit.lock``, a POSIX lock, so it holds between processes and on NFS):
-two racing submitters submit a key once. ``inline`` runs a job in this process; ``local``
+two racing submitters submit a key once. The state folder is a user's own (``.jobs/<user>``, as
+:func:`quadnn_paper.execution.execute.job_dir` names it: job pickles are loaded from it, so only
+its owner may write there); teammates sharing a cache may each queue a key, and the run store's
+lock still has it trained once (the later job waits, then reuses the result). ``inline`` runs a job in this process; ``local``
 (:mod:`.local`) runs it in a child process that holds the key's lock while it runs, so "running"
 is "its lock is held" and "trained once" is that lock; ``slurm`` (:mod:`.slurm`) submits through
 submitit and reads states from SLURM.
