@@ -1,7 +1,8 @@
 """Conv-BN fusion of quadratic layers (quadnn.fusion): the fused layer equals batch norm after the
 layer in eval mode, for every layer x neuron kind x implementation, through quadnn's functions and
 torch.ao's fuse_modules; torch's own fuse_conv_bn_eval, which folds into weight and bias only, is
-refused naming quadnn's; torch.fx's fuser leaves the quadratic layers' batch norm (exact)."""
+refused naming quadnn's; torch.fx's fusers (torch.fx.experimental.optimization.fuse, torch.ao's
+fuse_fx) trace through the quadratic layers and leave their batch norm (exact)."""
 
 import copy
 import warnings
@@ -146,8 +147,12 @@ def test_torch_ao_fuse_modules_fuses_exactly(kind):
 
 @pytest.mark.parametrize("kind", NEURONS)
 def test_torch_fx_fuser_leaves_quadratic_layers_exact(kind):
+    from torch.ao.quantization.quantize_fx import fuse_fx
     from torch.fx.experimental.optimization import fuse as fx_fuse
 
     model = sequential(kind)
     x = torch.randn(3, 3, 8, 8, **F64)
     torch.testing.assert_close(fx_fuse(model)(x), model(x), rtol=1e-12, atol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.ao.quantization's own
+        torch.testing.assert_close(fuse_fx(copy.deepcopy(model))(x), model(x), rtol=1e-12, atol=1e-12)
