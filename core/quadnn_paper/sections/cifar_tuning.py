@@ -117,6 +117,7 @@ PROTOCOLS = {
         grid_seeds=[0],
         optimizer="sgd",
         grid="ends",
+        full_sweeps=(),
         quadratic_decay="reference",
         split_per_seed=True,
     ),
@@ -151,6 +152,7 @@ PROTOCOLS = {
         grid_seeds=[0],
         optimizer="adam",
         grid="all",
+        full_sweeps=(),  # every sweep is whole already
         quadratic_decay="zero",
         split_per_seed=False,
     ),
