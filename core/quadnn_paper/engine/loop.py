@@ -35,7 +35,7 @@ from . import departure
 from .config import RunConfig
 from .distributed import agree, all_reduce, broadcast_buffers, local_cuda_index, on_cuda, sync_batchnorm, world
 from .optim import build_optimizer
-from .store import CorruptFile, RunStore, WorldSizeMismatch, atomic_write_text
+from .store import CorruptFile, RunStore, WorldSizeMismatch, atomic_write_text, quarantine
 from .tasks import _autocast, data_fingerprint, generated_data, make_task, task_cpus
 
 __all__ = [
@@ -127,8 +127,11 @@ def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_depen
     try:
         ck = store.load_checkpoint(src, name)
     except CorruptFile:
-        # The source's stage weights are damaged: redo the source (its result goes aside too).
-        (store.dir(src) / "result.json").unlink(missing_ok=True)
+        # The source's stage weights are damaged: redo the source (its result goes aside too, with a
+        # note, never deleted).
+        result_json = store.dir(src) / "result.json"
+        if result_json.exists():
+            quarantine(result_json, f"its {name} was corrupt: the source is redone")
         if not run_dependencies:
             raise DependencyNotReady(
                 f"weight-transfer source {src.run_id}: {name} was corrupt; redo it first"
