@@ -366,13 +366,13 @@ def test_torchao_alone_leaves_a_quadratic_layer_in_float_and_says_so():
 
     model = mlp()
     x = torch.randn(8, 64)
-    h = model[1](model[0](x))
-    ref = model[2](h)
+    h = model[1](model[0](x)).detach()
+    ref, before = model[2](h), snapshot(model[2])
     with pytest.warns(UserWarning, match=r"QuadraticLinear\(in_features=64.*left in float.*linear branch"):
         quantize_(model, quantization_configs()["int8-weight"])
     assert torchao_tensor(model[0].weight)  # the conventional layers are quantized
     assert not any(torchao_tensor(p) for p in model[2].parameters())
-    torch.testing.assert_close(model[2](h), ref)
+    assert_unchanged(model[2], before, h, ref)  # the refusal changed nothing
 
 
 def test_torch_ao_dynamic_quantization_leaves_quadratic_layers_in_float():
