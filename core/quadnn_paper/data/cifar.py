@@ -353,29 +353,30 @@ def to_device(data: Data, device: torch.device | str) -> Data:
 
 def augment(data: Data, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Random crop after zero padding (+ horizontal flip where the data set allows), batch-wise,
-    on ``x``'s device; the draws come from the CPU generator ``gen``, so every device sees the same."""
+    on ``x``'s device; the draws come from the CPU generator ``gen``, so every device sees the same.
+
+    The crop offsets and flips become one row and one column index per image on the CPU (the flip
+    reverses the column index), copied without waiting and applied as one gather: the same pixels as
+    cropping, then flipping, in a fixed number of launches and no host wait on a GPU."""
     n, c, h, w = x.shape
     p = data.pad
     dev = x.device
     x = data.normalise(x)
-    if p:
-        # Pad the normalised image with zeros (the mean), as the usual ToTensor-Normalize-pad order
-        # would pad with black; either is standard, this keeps padding at the data mean.
-        xp = torch.nn.functional.pad(x, (p, p, p, p))
-        oy = torch.randint(0, 2 * p + 1, (n,), generator=gen).to(dev)
-        ox = torch.randint(0, 2 * p + 1, (n,), generator=gen).to(dev)
-        rows = (oy[:, None] + torch.arange(h, device=dev))[:, None, :, None]
-        cols = (ox[:, None] + torch.arange(w, device=dev))[:, None, None, :]
-        x = xp[
-            torch.arange(n, device=dev)[:, None, None, None],
-            torch.arange(c, device=dev)[None, :, None, None],
-            rows,
-            cols,
-        ]
-    if data.flip:
-        flip = (torch.rand(n, generator=gen) < 0.5).to(dev)
-        x = torch.where(flip[:, None, None, None], x.flip(3), x)
-    return x
+    if not p and not data.flip:
+        return x
+    # the draws in their fixed order (offsets, then flips): the stream of ``gen`` as it always was
+    oy = torch.randint(0, 2 * p + 1, (n,), generator=gen) if p else torch.zeros(n, dtype=torch.long)
+    ox = torch.randint(0, 2 * p + 1, (n,), generator=gen) if p else torch.zeros(n, dtype=torch.long)
+    flip = torch.rand(n, generator=gen) < 0.5 if data.flip else torch.zeros(n, dtype=torch.bool)
+    rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
+    cols = (ox[:, None] + torch.where(flip[:, None], torch.arange(w - 1, -1, -1), torch.arange(w)))[:, None, None, :]
+    rows, cols = rows.to(dev, non_blocking=True), cols.to(dev, non_blocking=True)
+    # Pad the normalised image with zeros (the mean), as the usual ToTensor-Normalize-pad order
+    # would pad with black; either is standard, this keeps padding at the data mean.
+    xp = torch.nn.functional.pad(x, (p, p, p, p)) if p else x
+    return xp[
+        torch.arange(n, device=dev)[:, None, None, None], torch.arange(c, device=dev)[None, :, None, None], rows, cols
+    ]
 
 
 def batches(data: Data, batch_size: int, gen: torch.Generator, train: bool = True):
@@ -383,7 +384,7 @@ def batches(data: Data, batch_size: int, gen: torch.Generator, train: bool = Tru
     if train:
         order = torch.randperm(len(data.y_train), generator=gen)
         for i in range(0, len(order), batch_size):
-            idx = order[i : i + batch_size].to(data.x_train.device)
+            idx = order[i : i + batch_size].to(data.x_train.device, non_blocking=True)
             yield augment(data, data.x_train[idx], gen), data.y_train[idx]
     else:
         for i in range(0, len(data.y_test), batch_size):
