@@ -129,7 +129,13 @@ class _Op:
         dim = 1 if self.conv else -1
         if self.groups == 1:
             return torch.cat([a, b], dim)
-        return torch.stack([a.unflatten(1, (self.groups, -1)), b.unflatten(1, (self.groups, -1))], 2).flatten(1, 3)
+        out = torch.stack([a.unflatten(1, (self.groups, -1)), b.unflatten(1, (self.groups, -1))], 2).flatten(1, 3)
+        # stacking per group gives channels-first memory; a channels-last input keeps its layout,
+        # so the convolution's output is laid out as torch's layer would lay it out
+        fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(a.dim())
+        if fmt is not None and not a.is_contiguous() and a.is_contiguous(memory_format=fmt):
+            out = out.contiguous(memory_format=fmt)
+        return out
 
     def uncat(self, t):
         """Inverse layout of :meth:`cat_square`: views (part for x, part for x*x)."""
