@@ -169,3 +169,18 @@ def test_moved_is_the_median_over_finished_runs():
     fin = lambda x: dict(status="finished", departure=dict(changed=x))  # noqa: E731
     assert cs.moved([fin(1.0), fin(5.0), fin(3.0), None, dict(status="diverged")]) == 3.0
     assert cs.moved([dict(status="finished")]) is None
+
+
+def test_an_unmoved_quadratic_arm_tests_nothing_even_whether_it_trains():
+    ok = {s: 3.0 for s in range(5)}
+    bad = {s: 90.0 for s in range(5)}
+    c = cs.pair_claim("Q trains where S does not", [("Q", ok, "S", bad)], dataset="digits", moved_by={"Q": 0.5})
+    assert c.verdict.startswith(stats.NOT_TESTED_SCALE)
+    # a claim of two pairs, one untested: its departure column shows the pair its verdict rests on
+    two = cs.pair_claim(
+        "Q beats R",
+        [("Q", ok, "R", {s: 4.0 + 0.1 * s for s in range(5)}), ("Q2", ok, "R", ok)],
+        dataset="digits",
+        moved_by={"Q": 20.0, "Q2": 0.5},
+    )
+    assert two.moved == 20.0 and isinstance(two.pairs[1][2], stats.Unmoved)

@@ -563,19 +563,20 @@ def _decide(pairs: list, p_adjusted: list | None = None) -> str:
 
 
 def _evidence(la: str, a: dict, lb: str, b: dict, limit: float, moved_by: dict, level: float):
-    """One pair's evidence: Counts where a run of either arm did not train (error at or above
-    ``limit``), else Unmoved where a quadratic arm's terms did not act, else the paired interval;
-    None when no seed has both."""
+    """One pair's evidence: Unmoved where a quadratic arm's terms did not act, else Counts where a
+    run of either arm did not train (error at or above ``limit``), else the paired interval; None
+    when no seed has both."""
     seeds = [s for s in sorted(set(a) & set(b)) if a[s] is not None and b[s] is not None]
     if not seeds:
         return None
-    xa, xb = [a[s] for s in seeds], [b[s] for s in seeds]
-    if any(e >= limit for e in xa + xb):  # whether an arm trains at all comes first
-        return stats.counts(xa, xb, limit)
+    # a quadratic network whose terms did not act tests nothing quadratic, not even whether it trains
     still = tuple((arm, moved_by[arm]) for arm in (la, lb) if moved_by.get(arm) is not None)
     still = tuple((arm, m) for arm, m in still if m < MOVED_THRESHOLD)
     if still:
         return stats.Unmoved(still, MOVED_THRESHOLD)
+    xa, xb = [a[s] for s in seeds], [b[s] for s in seeds]
+    if any(e >= limit for e in xa + xb):
+        return stats.counts(xa, xb, limit)
     return stats.interval([y - x for x, y in zip(xa, xb)], level)
 
 
@@ -598,7 +599,9 @@ def pair_claim(
     moved_by = moved_by or {}
     limit = trained_limit(dataset)
     out = [(la, lb, _evidence(la, a, lb, b, limit, moved_by, level)) for la, a, lb, b in pairs]
-    arms = [moved_by[x] for la, _, lb, _ in pairs for x in (la, lb) if moved_by.get(x) is not None]
+    # the departure shown is that of the pairs the verdict rests on (of every pair, if none was tested)
+    tested = [(la, lb) for la, lb, iv in out if not isinstance(iv, stats.Unmoved)] or [(la, lb) for la, lb, _ in out]
+    arms = [moved_by[x] for pair in tested for x in pair if moved_by.get(x) is not None]
     return Claim(text, _decide(out), out, paper, note=note, confound=confound, moved=min(arms, default=math.nan))
 
 
