@@ -114,7 +114,7 @@ def test_summaries_and_error_cells():
     assert s["mean"] == 8.0 and s["std"] == pytest.approx(2**0.5)
     assert cs.error_cell(s) == "8.00 +- 1.41"
     assert cs.error_cell(cs.summarise([div])) == "no converge"
-    assert cs.error_cell(cs.summarise([div, fin(5.0)])) == "5.00 (1/2 did not train)"
+    assert cs.error_cell(cs.summarise([div, fin(5.0)])) == "5.00 (1/2 untrained)"
     # a run that finished near chance did not train either (the one definition, trained_limit)
     near = cs.summarise([fin(88.0), fin(5.0)], cs.trained_limit("digits"))
     assert (near["mean"], near["diverged"]) == (5.0, 1)

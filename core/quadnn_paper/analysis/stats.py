@@ -114,15 +114,16 @@ class Counts:
         return (self.trained_a > self.trained_b) - (self.trained_a < self.trained_b)
 
     def text(self, decimals: int = 2) -> str:
-        """ "trained 5/5 vs 0/5 (exact p 0.008; errors 3.10 vs --)": the errors of the runs that trained."""
+        """ "trained 5/5 vs 0/5 (p 0.0079; errors 3.10 vs --)": Fisher's p and the errors of the runs
+        that trained (left out where none did)."""
 
         def err(e):
             return "--" if math.isnan(e) else f"{e:.{decimals}f}"
 
-        return (
-            f"trained {self.trained_a}/{self.n} vs {self.trained_b}/{self.n} (exact p {self.p:.2g}; "
-            f"errors {err(self.error_a)} vs {err(self.error_b)})"
-        )
+        text = f"trained {self.trained_a}/{self.n} vs {self.trained_b}/{self.n} (p {self.p:.2g}"
+        if self.trained_a or self.trained_b:  # the errors of the runs that trained, where any did
+            text += f"; errors {err(self.error_a)} vs {err(self.error_b)}"
+        return text + ")"
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,10 @@ class Unmoved:
     p = math.nan
     n = 0
 
-    def text(self, decimals: int = 2) -> str:
-        arms = ", ".join(f"{a}: {m:.{decimals}f} %" for a, m in self.moved)
-        return f"quadratic terms did not move ({arms} of predictions changed, threshold {self.threshold:g} %)"
+    def text(self, decimals: int = 1) -> str:
+        """ "terms did not move (0.4 %)": the share of test predictions each such arm's terms change
+        (the pair's labels stand beside it in the tables)."""
+        return "terms did not move (" + ", ".join(f"{m:.{decimals}f} %" for _, m in self.moved) + ")"
 
     @property
     def least(self) -> float:

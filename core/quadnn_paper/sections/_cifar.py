@@ -470,7 +470,7 @@ def error_cell(s: dict | None, run: bool = True) -> str:
         return "no converge" + (f" ({s['diverged']}/{s['n']})" if s["n"] > 1 else "")
     text = f"{s['mean']:.2f}" + (f" +- {s['std']:.2f}" if s["finished"] > 1 else "")
     if s["diverged"]:
-        text += f" ({s['diverged']}/{s['n']} did not train)"
+        text += f" ({s['diverged']}/{s['n']} untrained)"
     return text
 
 

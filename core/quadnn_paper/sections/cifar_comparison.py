@@ -318,7 +318,7 @@ def _error_cell(S: dict, r: cs.Row):
         value=s["mean"],
         spread=s["std"] if s["finished"] > 1 else None,
         decimals=2,
-        note=f"({s['diverged']}/{s['n']} did not train)" if s["diverged"] else "",
+        note=f"({s['diverged']}/{s['n']} untrained)" if s["diverged"] else "",
     )
 
 
