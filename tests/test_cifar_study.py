@@ -265,3 +265,11 @@ def test_gamma_zero_follows_the_conventional_trajectory_in_float64():
     assert (r["steps"], r["momentum"], r["lr"]) == (20, 0.9, 0.1) and r["weight_decay"] > 0
     assert r["logits"] < 1e-12 * max(1.0, r["scale"]) and r["params"] < 1e-12
     assert r["scale"] > 0.1  # the network is not trivially constant
+
+
+def test_a_claims_row_lists_at_most_three_pairs_and_says_how_many_more():
+    pairs = [(f"A{i}", {0: 1.0, 1: 2.0}, f"B{i}", {0: 2.0, 1: 3.5}) for i in range(5)]
+    c = cs.pair_claim("every A beats its B", pairs)
+    (row,) = cs.claim_rows([c])
+    assert "A2 vs B2" in row[2] and "A3 vs B3" not in row[2] and "+2 more pairs" in row[2]
+    assert c.evidence().count(" vs ") == 5  # the full evidence keeps every pair

@@ -510,9 +510,12 @@ class Claim:
     p_adjusted: tuple = ()
     moved: float = math.nan
 
-    def evidence(self) -> str:
-        """ "A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error)."""
+    def evidence(self, most: int | None = None) -> str:
+        """ "A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error); at
+        most ``most`` pairs, then how many more (a claim of nine pairs would outrun a page)."""
         parts = [f"{a} vs {b}: " + (iv.text() if iv is not None else "not run") for a, b, iv in self.pairs]
+        if most is not None and len(parts) > most:
+            parts = parts[:most] + [f"+{len(parts) - most} more pairs"]
         return "; ".join(parts + ([self.note] if self.note else []))
 
     @property
@@ -625,6 +628,7 @@ def not_tested(text: str, reason: str, paper: str = "") -> Claim:
     return Claim(text, stats.NOT_TESTED, [], paper, note=reason)
 
 
+CLAIM_PAIRS_SHOWN = 3  # pairs a claims table lists per claim (the verdict uses every pair)
 CLAIMS_HEADER = [
     "Claim of the paper",
     "Paper (%)",
@@ -649,7 +653,7 @@ def claim_rows(claims: list[Claim]) -> list[list]:
         [
             c.text,
             c.paper,
-            c.evidence(),
+            c.evidence(most=CLAIM_PAIRS_SHOWN),
             c.seeds or "--",
             "--" if not c.intervals else (f"{c.detectable:.1f}" if math.isfinite(c.detectable) else "--"),
             c.moved_text(),
