@@ -34,6 +34,7 @@ Reading of the paper used here (it does not spell these out):
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 
 from quadnn_paper.analysis import stats
@@ -204,10 +205,7 @@ def moved(results: list[dict | None]) -> float | None:
         for r in results
         if r is not None and r.get("status") == "finished" and "changed" in (r.get("departure") or {})
     )
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    return statistics.median(xs) if xs else None
 
 
 # -- rows -------------------------------------------------------------------------------------

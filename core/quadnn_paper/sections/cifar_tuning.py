@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -307,14 +308,6 @@ _RESNET20 = "ResNet20"  # the conventional arm's label in the claims
 _Results = dict[tuple[str, float, int], dict | None]  # a result (or None) per plan() key
 
 
-def _median(xs: list) -> float | None:
-    xs = sorted(xs)
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
-
-
 def _sweep_row(got: _Results, e: str, v: float, grid_seeds: list, limit: float) -> SweepRow:
     """Final test error of value ``v`` of sweep ``e`` over the grid seeds (runs at or above ``limit``
     did not train)."""
@@ -323,7 +316,8 @@ def _sweep_row(got: _Results, e: str, v: float, grid_seeds: list, limit: float) 
     ok = [x for x in errs if not math.isnan(x) and x < limit]
     mean = sum(ok) / len(ok) if ok else math.nan
     sd = math.sqrt(sum((x - mean) ** 2 for x in ok) / (len(ok) - 1)) if len(ok) > 1 else math.nan
-    terms = _median([r["departure"]["terms"] for r in res if r is not None and "departure" in r])
+    terms = [r["departure"]["terms"] for r in res if r is not None and "departure" in r]
+    terms = statistics.median(terms) if terms else None
     return SweepRow(v, mean, sd, len(errs) - len(ok), cs.moved(res), terms)
 
 
