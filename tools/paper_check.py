@@ -11,7 +11,12 @@
         exit 1, naming each problem, on an overfull box wider than 1 pt in paper/main.log, a float
         taller than the page by more than 1 pt, a table shrunk to fit so far that its text prints
         below 6 pt, or a figure whose smallest font prints below 6 pt at the width the report
-        includes it (run right after LaTeX).
+        includes it (run right after LaTeX);
+    python tools/paper_check.py numbers
+        exit 1, naming file, line and number, on each number typed in the prose of paper/main.tex
+        and paper/sections/*.tex outside the forms of NUMBER_FORMS (run before LaTeX): the report's
+        numbers are macros, ours from the notebooks' variables, the paper's from
+        quadnn_paper/common/published.py.
 
 The stamps are written by :meth:`quadnn_paper.report.Report.commit`.
 """
@@ -113,9 +118,188 @@ def small_fonts(paper: Path, limit: float = MIN_FONT_PT) -> list[str]:
     return found
 
 
+# ---------------------------------------------------------------- typed numbers in the prose
+# Every number a reader meets in paper/sections/*.tex and the body of paper/main.tex is a macro
+# (\<section><Name> from a notebook's data, \paper<Name> from quadnn_paper/common/published.py), a
+# word where it is structural ("two arms"), or one of these forms, none of them a value anyone
+# measured or the paper printed (the allow-list: each form with its reason):
+NUMBER_FORMS = {
+    "comment": "% ... to the end of the line is not printed",
+    "argument": "the arguments of \\label \\ref \\cite \\input \\includegraphics \\texttt \\url (file and code "
+    "names, keys) and of layout commands (\\setlength, a tabular's column spec, \\vspace)",
+    "length": "a TeX length (3pt, 0.8\\linewidth): layout, not a number of the report",
+    "name": "digits glued to a name: ResNet20, VGG16, bf16, float64, or hyphened to a proper name: CIFAR-10, "
+    "ResNeXt-101, QResNet-34 (not to a common word: stride-2, degree-32 are numbers); a number format: 16-bit",
+    "script": "a math sub- or superscript: $l_1$, $t_{1-\\alpha/2}$, $2^{H-1}$'s exponent",
+    "power": "the base of a symbolic power: the 2 of $2^H$ (a formula, not a value)",
+    "formula": "in math, a one-digit integer ($\\gamma=0$, $\\mathcal N(0,1)$, a $3\\times3$ kernel, $1/8$) or a "
+    "coefficient glued to a symbol ($6n+2$, $16x^2$): the structure of a formula; a number of two or more digits "
+    "or a decimal in math ($10^{-4}$, $224\\times224$) is a value and must be a macro",
+    "depth": "the depth that names a network: depth 20, depths 32 and 110, 18 layers, 34-layer, ResNet20/32/56",
+    "quoted": "a short label quoted from a table or figure: ``20'', ``eval 10''",
+    "reference": "a numbered part of a cited work: Table~2, Proposition~2, Eq.~(5) of a paper",
+    "year": "a year in a citation: (2016) or ', 2016'",
+}
+# Commands whose arguments (optional ones too) are never prose: keys, file and code names, layout.
+_NO_PROSE = (
+    "label ref eqref pageref autoref cite citep citet nocite input include InputIfFileExists "
+    "includegraphics texttt url href loadvariables includesection rowsfrom bibitem bibliography "
+    "bibliographystyle setlength addtolength vspace hspace resizebox scalebox rule fittable "
+    "renewcommand newcommand providecommand definecolor textcolor color arraystretch"
+).split()
+_ONE_ARG = {"href": 1, "fittable": 1, "resizebox": 2, "scalebox": 1, "textcolor": 1, "color": 1}
+_TABULAR = {"tabular", "tabular*", "tabularx", "array", "thebibliography", "tabulary"}
+_UNIT = r"(?:pt|em|ex|mm|cm|in|bp|pc|dd|sp)(?![A-Za-z])"
+_LENGTH_CMD = r"\\(?:linewidth|textwidth|columnwidth|hsize|textheight|baselineskip|paperwidth)(?![A-Za-z])"
+_NUMBER = re.compile(r"(?<![0-9])[0-9]+(?:(?:\{,\}|,(?=[0-9]{3}(?![0-9]))|\.(?=[0-9]))[0-9]+)*|(?<![0-9.])\.[0-9]+")
+_LENGTH = re.compile(rf"[0-9]*\.?[0-9]+\s*(?:{_UNIT}|{_LENGTH_CMD})")
+_REFERENCE = re.compile(
+    r"(?:Table|Tables|Fig\.|Figure|Figures|Section|Sections|Sec\.|Proposition|Theorem|Lemma|Corollary|"
+    r"Definition|Remark|Eq\.|Eqs\.|Equation|Appendix|Algorithm|Step|Chapter)(?:~|\s)\(?\Z"
+)
+_YEAR = re.compile(r"^(?:19|20)[0-9]{2}$")
+
+
+def _mask(chars: list[str], start: int, end: int) -> None:
+    for i in range(start, end):
+        if chars[i] != "\n":
+            chars[i] = " "
+
+
+def _group_end(text: str, i: int) -> int:
+    """The index after the group (``{...}`` or ``[...]``) opening at ``text[i]``."""
+    close, depth = "}" if text[i] == "{" else "]", 0
+    for j in range(i, len(text)):
+        c = text[j]
+        if c == "\\":
+            continue
+        if j > 0 and text[j - 1] == "\\" and (j < 2 or text[j - 2] != "\\"):
+            continue  # an escaped \{ or \}
+        if c == text[i]:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return len(text)
+
+
+def _strip_comments(text: str) -> str:
+    out = []
+    for line in text.split("\n"):
+        cut = next(
+            (m.start() for m in re.finditer("%", line) if (m.start() - len(line[: m.start()].rstrip("\\"))) % 2 == 0),
+            None,
+        )
+        out.append(line if cut is None else line[:cut] + " " * (len(line) - cut))
+    return "\n".join(out)
+
+
+def prose_mask(tex: str) -> str:
+    """``tex`` with everything that is not prose blanked (same length, same lines): comments,
+    the preamble of a document, the arguments of :data:`_NO_PROSE` commands, a tabular's column
+    spec, lengths, and math sub- and superscripts."""
+    text = _strip_comments(tex)
+    chars = list(text)
+    begin = text.find("\\begin{document}")
+    if begin >= 0:
+        _mask(chars, 0, begin + len("\\begin{document}"))
+    for m in re.finditer(r"\\([A-Za-z]+)\*?", text):
+        name, i, groups = m.group(1), m.end(), None
+        if name in _NO_PROSE:
+            groups = _ONE_ARG.get(name, 99)
+        elif name in ("begin", "end") and text.startswith("{", i):
+            env_end = _group_end(text, i)
+            env = text[i + 1 : env_end - 1]
+            _mask(chars, i, env_end)
+            i, groups = env_end, (2 if env == "tabular*" else 1) if env in _TABULAR and name == "begin" else 0
+            while i < len(text) and text[i] == "[":  # placement [t], [!htb]
+                j = _group_end(text, i)
+                _mask(chars, i, j)
+                i = j
+        if not groups:
+            continue
+        taken = 0
+        while i < len(text) and taken < groups:
+            while i < len(text) and text[i] in " \t":
+                i += 1
+            if i >= len(text) or text[i] not in "{[":
+                break
+            j = _group_end(text, i)
+            _mask(chars, i, j)
+            taken += text[i] == "{"
+            i = j
+    text = "".join(chars)
+    for m in _LENGTH.finditer(text):
+        _mask(chars, m.start(), m.end())
+    # math: sub- and superscripts, and the base of a power whose exponent is symbolic
+    text = "".join(chars)
+    for mm in re.finditer(r"(?<!\\)\$\$?(.+?)(?<!\\)\$\$?|\\\((.+?)\\\)|\\\[(.+?)\\\]", text, re.S):
+        for s in re.finditer(r"[_^](?:\{|[0-9A-Za-z]|\\[A-Za-z]+)", text[mm.start() : mm.end()]):
+            a = mm.start() + s.start() + 1
+            b = _group_end(text, a) if text[a] == "{" else a + len(s.group()) - 1
+            if text[a - 1] == "^" and re.search(r"[A-Za-z]", text[a:b].replace("\\", "")):
+                base = re.search(r"[0-9]+\Z", text[mm.start() : a - 1])
+                if base:
+                    _mask(chars, a - 1 - len(base.group()), a - 1)
+            _mask(chars, a, b)
+    return "".join(chars)
+
+
+_MATH = re.compile(r"(?<!\\)\$\$?(.+?)(?<!\\)\$\$?|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_DEPTH = re.compile(
+    r"(?:^|[^\w])(?:depths?|layers?)\s+(?:[0-9]+(?:,\s*|\s+and\s+|\s+or\s+))*\Z"  # depth 20; depths 32 and 110
+)
+
+
+def _is_depth(before: str, after: str) -> bool:
+    return bool(
+        _DEPTH.search(before)
+        or re.match(r"(?:-|\s+)layers?\b|-\s+and\s+[0-9]+-layer", after)  # 18 layers, 34-layer, 18- and 34-layer
+        or re.search(r"[A-Za-z][0-9]+(?:/[0-9]+)*/\Z", before)  # ResNet20/32/56
+    )
+
+
+def typed_numbers(tex: str) -> list[tuple[int, str, str]]:
+    """``(line, number, the line's text)`` for every number typed in the prose of ``tex`` outside
+    :data:`NUMBER_FORMS` (an empty list for a report whose every number is a macro)."""
+    text = prose_mask(tex)
+    math = [(m.start(), m.end()) for m in _MATH.finditer(text)]
+    lines = tex.split("\n")
+    found = []
+    for m in _NUMBER.finditer(text):
+        before, after, number = text[max(0, m.start() - 60) : m.start()], text[m.end() : m.end() + 30], m.group()
+        if re.search(r"(?<![\\A-Za-z])[A-Za-z]*[A-Za-z]\Z|(?<![\\A-Za-z])[A-Za-z]*[A-Z][A-Za-z]*-\Z", before):
+            continue  # a name: ResNet20, bf16, CIFAR-10, ResNeXt-101 (a macro's end is not a name)
+        if re.match(r"-bit\b", after):
+            continue  # a number format's name: 16-bit
+        if _REFERENCE.search(before[-20:]) or _is_depth(before, after):
+            continue
+        if _YEAR.match(number) and re.search(r"(?:\(|, )\Z", before) and re.match(r"[)\],;.]", after):
+            continue
+        if re.search(r"``[^'`\n]{0,10}\Z", before) and re.match(r"[^'`]{0,10}''", after):
+            continue  # a quoted label
+        if any(a < m.start() < b for a, b in math) and (re.fullmatch("[0-9]", number) or re.match(r"[A-Za-z]", after)):
+            continue  # a formula's one-digit constant, or a coefficient glued to a symbol
+        line = tex.count("\n", 0, m.start()) + 1
+        found.append((line, number, lines[line - 1].strip()))
+    return found
+
+
+def numbers(paper: Path) -> list[str]:
+    """``FILE:LINE: typed number N: text`` for each number typed in the prose of ``paper``'s
+    ``main.tex`` and ``sections/*.tex`` (see :data:`NUMBER_FORMS` for what is not one)."""
+    found = []
+    for tex in [paper / "main.tex", *sorted((paper / "sections").glob("*.tex"))]:
+        if tex.is_file():
+            for line, number, text in typed_numbers(tex.read_text()):
+                found.append(f"{tex.relative_to(paper.parent)}:{line}: typed number {number}: {text}")
+    return found
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("action", choices=["prune", "check", "layout"])
+    ap.add_argument("action", choices=["prune", "check", "layout", "numbers"])
     ap.add_argument("--profile", help="prune, check: the profile paper/ must be all of (layout reads only the log)")
     ap.add_argument("--paper", default=str(ROOT / "paper"))
     ap.add_argument("--notebooks", default=str(ROOT / "notebooks"))
@@ -133,6 +317,18 @@ def main(argv=None) -> int:
         found = overfull_boxes(text) + small_tables(text) + small_fonts(Path(a.paper))
         for p in found:
             print(f"layout check: {p}", file=sys.stderr)
+        return 1 if found else 0
+    if a.action == "numbers":
+        found = numbers(Path(a.paper))
+        for p in found:
+            print(f"numbers check: {p}", file=sys.stderr)
+        if found:
+            print(
+                f"numbers check: {len(found)} number(s) typed in the prose: make each a macro (the paper's in "
+                "quadnn_paper/common/published.py, ours a notebook's variable) or a word where it is structural; "
+                "the forms allowed are tools/paper_check.py's NUMBER_FORMS",
+                file=sys.stderr,
+            )
         return 1 if found else 0
     if not a.profile:
         ap.error(f"{a.action} needs --profile (smoke, cpu or full)")
