@@ -24,7 +24,11 @@ The checks, in order:
   the real on-disk format) for ResNet20 and QResNet20 (ReLinear-sg), eager and compiled, in
   seconds beside the paper's (:data:`PAPER_EPOCH_SECONDS`), with each compiled run's compile
   seconds and, as the floor, the plain step (forward, cross-entropy, backward, multi-tensor SGD)
-  under CUDA graphs times the epoch's steps. Each run in a child process of its own.
+  under CUDA graphs times the epoch's steps. Each run in a child process of its own; each
+  finished run's row goes to ``epoch.json`` at once (a check cut off keeps the rows it finished),
+  naming its GPU (``machine``), ``device`` and, compiled, whether the inductor cache was cold or
+  warm: the folder is committable under ``docs/gpu/`` as it is (``quadnn_paper.data.gpu_bench``),
+  and the report's GPU-hours then use these seconds.
 
 Without CUDA it prints one line and exits with status 2; with a failed check, status 1.
 """
@@ -60,6 +64,7 @@ __all__ = [
     "check_epoch",
     "cuda_graph_step_seconds",
     "PAPER_EPOCH_SECONDS",
+    "epoch_row",
 ]
 
 FAILURES = "docs/gpu.md#what-each-failure-looks-like"  # the table of failures and their meaning
@@ -476,6 +481,8 @@ def check_bench(ctx: Context) -> Check:
 
 def check_epoch(ctx: Context) -> Check:
     shutil.rmtree(ctx.out / "epoch" / "runs", ignore_errors=True)  # timed now, not read from a cache
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    (ctx.out / "epoch.json").unlink(missing_ok=True)  # this check's rows only
     rows, failed = [], []
     for model in PAPER_EPOCH_SECONDS:
         for compiled in (False, True) if ctx.compile else (False,):
@@ -487,10 +494,10 @@ def check_epoch(ctx: Context) -> Check:
             if code != 0 or not row or row.get("status") != "finished":
                 failed.append(f"{name}: exit {code}: {tail.splitlines()[-1] if tail else 'no output'}")
             else:
-                rows.append(row)
+                rows.append(row)  # written at once: the rows finished so far survive a cut-off
+                (ctx.out / "epoch.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if failed:
         return Check("epoch", "fail", "; ".join(failed), "read logs/epoch_*.log (the data is written by the first)")
-    (ctx.out / "epoch.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return Check("epoch", "pass", "; ".join(_epoch_line(r) for r in rows), data=dict(rows=rows))
 
 
@@ -513,16 +520,32 @@ def _epoch_run(model: str, compiled: bool, device: str, out: Path) -> int:
     if not (data / "cifar-10-batches-py" / "test_batch").exists():
         tiny.write_cifar(data, "cifar10", *EPOCH_DATA)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "epoch" / "inductor").resolve()))  # kept
+    inductor = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    cold = not (inductor.is_dir() and any(inductor.iterdir()))  # before this run compiles into it
     relinear = "sg" if "qresnet" in model else "none"
     cfg = RunConfig(model=model, dataset="cifar10", data_dir=str(data), epochs=EPOCH_RUNS, relinear=relinear)
     res = run(cfg.replace(device=device, compile=compiled, progress=False), out / "epoch" / "runs")
-    row = dict(model=model, compiled=compiled, status=res["status"], compile_seconds=res.get("compile_seconds"))
-    row["epoch_seconds"] = res["history"][-1]["epoch_time"] if res["history"] else None
+    floor = None
     if not compiled:
         steps = -(-EPOCH_DATA[0] // cfg.batch_size)  # the engine's steps per epoch (the last one partial)
-        row["floor_seconds"] = steps * cuda_graph_step_seconds(model, device, cfg.batch_size)
-    print(json.dumps(row))
+        floor = steps * cuda_graph_step_seconds(model, device, cfg.batch_size)
+    print(json.dumps(epoch_row(model, compiled, res, device, floor, cold)))
     return 0
+
+
+def epoch_row(model: str, compiled: bool, res: dict, device: str, floor: float | None, cold: bool) -> dict:
+    """The row :func:`_epoch_run` prints for one run's result ``res``: the format of a committed
+    ``epoch*.json`` (:mod:`quadnn_paper.data.gpu_bench`), with the GPU named (``machine``)."""
+    from quadnn.bench import machine
+
+    row = dict(model=model, compiled=compiled, status=res["status"], compile_seconds=res.get("compile_seconds"))
+    row["epoch_seconds"] = res["history"][-1]["epoch_time"] if res.get("history") else None
+    if not compiled:
+        row["floor_seconds"] = floor
+    row.update(machine=machine(device), device=device)
+    if compiled:
+        row["inductor_cache"] = "cold" if cold else "warm"
+    return row
 
 
 def cuda_graph_step_seconds(model_name: str, device: str, batch: int = 128, steps: int = 30) -> float:
