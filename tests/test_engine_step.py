@@ -295,3 +295,14 @@ def test_the_batch_draw_is_a_crop_then_a_flip_by_the_plain_formula(pad, flip):
     crops = [xp[i, :, oy[i] : oy[i] + h, ox[i] : ox[i] + w] for i in range(n)]
     want = torch.stack([c.flip(-1) if f else c for c, f in zip(crops, fl)])
     assert torch.equal(got, want)
+
+
+def test_adam_is_fused_exactly_when_every_parameter_is_on_a_gpu():
+    from types import SimpleNamespace
+
+    from quadnn_paper.engine.optim import fused_on
+
+    on = lambda kind: SimpleNamespace(device=torch.device(kind))  # noqa: E731
+    assert fused_on([{"params": [on("cuda"), on("cuda:1")]}, {"params": [on("cuda")]}]) is True
+    assert fused_on([{"params": [on("cuda")]}, {"params": [on("cpu")]}]) is None  # torch refuses fused across devices
+    assert fused_on([{"params": [on("cpu")]}]) is None and fused_on([{"params": []}]) is None
