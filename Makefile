@@ -175,6 +175,8 @@ paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/
 	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)
 	@# every claim of the paper answered (a verdict, or the reason there is none), else no PDF
 	$(BIN)/python -m quadnn_paper.common.ledger --paper paper
+	@# every number in the prose a macro from data (or an allowed form), else no PDF
+	$(BIN)/python tools/paper_check.py numbers
 	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
 	@# A PDF with a box off the page or unreadable figure fonts is set aside, not delivered.
 	$(BIN)/python tools/paper_check.py layout || { mv -f paper/main.pdf paper/main.layout-failed.pdf; exit 1; }

@@ -97,6 +97,15 @@ def test_smoke_pdf_builds(tmp_path, request):
         [sys.executable, "-m", "quadnn_paper.common.ledger", "--paper", str(paper)], capture_output=True, text=True
     )
     assert ledger.returncode == 0, ledger.stderr
+    # no number typed in the prose, as the Makefile's paper/main.pdf rule checks before LaTeX
+    (rule,) = [line for line in MAKEFILE.read_text().splitlines() if "paper_check.py numbers" in line]
+    args = rule.split("paper_check.py", 1)[1].split()
+    typed = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "paper_check.py"), *args, "--paper", str(paper)],
+        capture_output=True,
+        text=True,
+    )
+    assert typed.returncode == 0, typed.stderr
     done = subprocess.run(
         ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "main.tex"],
         cwd=paper,

@@ -129,7 +129,8 @@ NUMBER_FORMS = {
     "names, keys) and of layout commands (\\setlength, a tabular's column spec, \\vspace)",
     "length": "a TeX length (3pt, 0.8\\linewidth): layout, not a number of the report",
     "name": "digits glued to a name: ResNet20, VGG16, bf16, float64, or hyphened to a proper name: CIFAR-10, "
-    "ResNeXt-101, QResNet-34 (not to a common word: stride-2, degree-32 are numbers); a number format: 16-bit",
+    "ResNeXt-101, QResNet-34, and the names top-1/top-5 (metrics) and plain-20 (the paper's plain networks); not "
+    "hyphened to another common word (stride-2, degree-32 are numbers); a number format: 16-bit",
     "script": "a math sub- or superscript: $l_1$, $t_{1-\\alpha/2}$, $2^{H-1}$'s exponent",
     "power": "the base of a symbolic power: the 2 of $2^H$ (a formula, not a value)",
     "formula": "in math, a one-digit integer ($\\gamma=0$, $\\mathcal N(0,1)$, a $3\\times3$ kernel, $1/8$) or a "
@@ -269,7 +270,7 @@ def typed_numbers(tex: str) -> list[tuple[int, str, str]]:
     found = []
     for m in _NUMBER.finditer(text):
         before, after, number = text[max(0, m.start() - 60) : m.start()], text[m.end() : m.end() + 30], m.group()
-        if re.search(r"(?<![\\A-Za-z])[A-Za-z]*[A-Za-z]\Z|(?<![\\A-Za-z])[A-Za-z]*[A-Z][A-Za-z]*-\Z", before):
+        if re.search(r"(?<![\\A-Za-z])(?:[A-Za-z]*[A-Za-z]|[A-Za-z]*[A-Z][A-Za-z]*-|top-|plain-)\Z", before):
             continue  # a name: ResNet20, bf16, CIFAR-10, ResNeXt-101 (a macro's end is not a name)
         if re.match(r"-bit\b", after):
             continue  # a number format's name: 16-bit

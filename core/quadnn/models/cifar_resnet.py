@@ -46,6 +46,7 @@ from .common import ConvClassifier, quadratic_conv_bias
 __all__ = ["CifarResNet", "BasicBlock", "KINDS", "conv3x3"]
 
 KINDS = ("conventional",) + NEURONS
+STAGE_CHANNELS = (16, 32, 64)  # He et al.'s CIFAR ResNet: the channels of its three stages at width 1
 
 
 def conv3x3(cin: int, cout: int, stride: int = 1, neuron: str = "conventional", **dd) -> nn.Module:
@@ -138,7 +139,7 @@ class CifarResNet(ConvClassifier):
             raise ValueError(f"width must be positive, got {width!r}")
         dd = dict(device=device, dtype=dtype)
         n = (depth - 2) // 6
-        widths = [max(1, round(c * width)) for c in (16, 32, 64)]
+        widths = [max(1, round(c * width)) for c in STAGE_CHANNELS]
         self.depth, self.width, self.neuron, self.rezero = depth, width, neuron, rezero
         self.zero_init_last = zero_init_last
 

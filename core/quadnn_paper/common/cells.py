@@ -23,6 +23,14 @@ def latex_escape(text: str) -> str:
     )
 
 
+def power_of_ten(x: float, math: bool = True) -> str:
+    """``1e-4`` -> ``$10^{-4}$``, ``5e-4`` -> ``$5\\times10^{-4}$``; ``math=False``: without the ``$``."""
+    mant, exp = f"{x:e}".split("e")
+    mant = mant.rstrip("0").rstrip(".")
+    text = (f"{mant}\\times" if mant != "1" else "") + f"10^{{{int(exp)}}}"
+    return f"${text}$" if math else text
+
+
 def fmt(value: Any, digits: int = 4) -> str:
     """Format a number for a table: ints as they are, floats with ``digits`` significant digits."""
     if value is None:

@@ -42,6 +42,8 @@ __all__ = [
     "RUNGE_PIECES",
     "RUNGE_LRS",
     "EXPRESSIVITY",
+    "IMAGENET_CLASSES",
+    "KITTI_TRAIN_IMAGES",
     "macros",
     "write",
 ]
@@ -168,6 +170,7 @@ IMAGENET_PROTOCOL = {
     "momentum": P("0.9"),
     "lr_g": P("1e-5"),
 }
+IMAGENET_CLASSES = 1000  # the classes of ImageNet's classifier (the paper: "from $1,000$ classes")
 
 # -- KITTI, Eigen split (quadnn_paper.sections.kitti_lapdepth.PAPER) --
 KITTI = {
@@ -184,6 +187,7 @@ KITTI_PROTOCOL = {
     "lr": P("1e-4"),
     "end_lr": P("1e-5"),
 }
+KITTI_TRAIN_IMAGES = 23488  # the Eigen split's training images (the paper: "23,488 images")
 # Not in the paper: the RMSE (m) LapDepth's own paper reports, which we quote to explain the
 # paper's 0.446 (a dropped leading digit, we think). Excluded from the check against the source.
 LAPDEPTH_OWN_RMSE = P("2.446")
@@ -217,6 +221,18 @@ def _sci(value) -> str:
     mant, exp = f"{float(value):e}".split("e")
     mant = mant.rstrip("0").rstrip(".")
     return (f"{mant}\\times" if mant != "1" else "") + f"10^{{{int(exp)}}}"
+
+
+def _runge_test_not_trained() -> int:
+    """How many of the Runge protocol's equispaced test points are not training points (exact)."""
+    from fractions import Fraction
+
+    lo, hi = (Fraction(v) for v in RUNGE["interval"])
+
+    def grid(n):
+        return {lo + (hi - lo) * Fraction(i, n - 1) for i in range(n)}
+
+    return len(grid(RUNGE["n_test"]) - grid(RUNGE["n_train"]))
 
 
 def macros() -> dict[str, str]:
@@ -264,6 +280,20 @@ def macros() -> dict[str, str]:
         "OscSigmaMin": _tex(EXPRESSIVITY["oscillation_sigmas"][0]),
         "OscSigmaMax": _tex(EXPRESSIVITY["oscillation_sigmas"][-1]),
         "HallMeyerOnePrinted": _tex(EXPRESSIVITY["hall_meyer_printed"][1]),
+        "OscWidths": "-".join(map(str, EXPRESSIVITY["oscillation_widths"])),
+        "TuningLrDivisor": str(round(1 / CIFAR_TUNING_PROTOCOL["lr_decay"])),
+        "ImagenetWeightDecay": _sci(IMAGENET_PROTOCOL["weight_decay"]),
+        "ImagenetClasses": f"{IMAGENET_CLASSES:,d}".replace(",", "{,}"),
+        "KittiTrainImages": f"{KITTI_TRAIN_IMAGES:,d}".replace(",", "{,}"),
+        "KittiWeightDecay": _sci(KITTI_PROTOCOL["weight_decay_encoder"]),
+        "KittiLr": _tex(KITTI_PROTOCOL["lr"]),
+        "KittiEndLr": _tex(KITTI_PROTOCOL["end_lr"]),
+        "RungeTrainPoints": _tex(RUNGE["n_train"]),
+        "RungeInterval": "[{:g},{:g}]".format(*RUNGE["interval"]),
+        "RungeWidths": "-".join(["1"] + [str(RUNGE["width"])] * (RUNGE["depth"] - 1) + ["1"]),
+        "RungeDepth": _tex(RUNGE["depth"]),
+        "RungeDegree": _tex(2 ** RUNGE["depth"]),
+        "RungeTestNew": _tex(_runge_test_not_trained()),
     }
     for k, v in CIFAR_TUNING["transfer"].items():
         m[f"TuningTransfer{words[int(k)]}"] = _tex(v)

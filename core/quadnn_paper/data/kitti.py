@@ -38,11 +38,15 @@ KITTI_SIZES = ((375, 1242), (370, 1224), (374, 1238), (376, 1241))
 
 
 # -- KITTI on-disk format --------------------------------------------------------------------------
+DEPTH_SCALE = 256  # KITTI's depth PNGs hold metres times this
+MIN_DEPTH = 1e-3  # metres: ground truth at or below is no measurement, predictions are clipped up to it
+
+
 def write_depth_png(path, depth: np.ndarray) -> None:
     """Depth in metres -> 16-bit PNG of ``round(depth * 256)`` (0 = no measurement; at most 255.99 m)."""
     from PIL import Image
 
-    d = np.clip(np.round(np.asarray(depth, dtype=np.float64) * 256.0), 0, 65535).astype(np.uint16)
+    d = np.clip(np.round(np.asarray(depth, dtype=np.float64) * DEPTH_SCALE), 0, 65535).astype(np.uint16)
     if isinstance(path, (str, os.PathLike)):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(d).save(path, format="PNG")  # (``path`` may be an open file)
@@ -89,7 +93,7 @@ def read_depth_png(path) -> np.ndarray:
     img = _decoded(path)
     if img.mode not in ("I;16", "I;16B", "I"):
         raise ValueError(f"{path}: PNG mode {img.mode}; KITTI depth maps are 16-bit greyscale")
-    return np.asarray(img, dtype=np.float32) / 256.0
+    return np.asarray(img, dtype=np.float32) / DEPTH_SCALE
 
 
 def garg_crop_mask(height: int, width: int) -> np.ndarray:
@@ -122,7 +126,7 @@ class KittiSplit(torch.utils.data.Dataset):
         root,
         split_file,
         max_depth: float = 80.0,
-        min_depth: float = 1e-3,
+        min_depth: float = MIN_DEPTH,
         garg: bool = True,
         limit: int | None = None,
         crop: tuple[int, int] | None = None,

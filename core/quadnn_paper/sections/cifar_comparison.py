@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from quadnn.models.cifar_resnet import STAGE_CHANNELS
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
+from quadnn_paper.common.cells import power_of_ten
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
@@ -91,6 +93,16 @@ PROTOCOLS = {
         warmup=cs.WARMUP_EPOCHS,
     ),
 }
+
+
+_CIFAR10_TRAIN = 50_000  # CIFAR-10's training images (the full protocol's warm-up is one epoch of them)
+_CIFAR_SECTIONS = 3  # cifar_tuning, vgg_stability, cifar_comparison: Holm's method runs within each
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _count_word(n: int) -> str:
+    """A small count as the text writes it (``2`` -> ``two``)."""
+    return _WORDS[n] if 0 <= n < len(_WORDS) else str(n)
 
 
 def rows() -> list[cs.Row]:
@@ -412,6 +424,20 @@ def variables(S: dict, params: dict) -> dict:
         Epochs=R["epochs"],
         FullMomentum=F["momentum"],
         FullLr=F["lr"],
+        StageChannels=", ".join(map(str, STAGE_CHANNELS[:-1])) + f" and {STAGE_CHANNELS[-1]}",
+        FullBatch=F["batch_size"],
+        FullEpochs=F["epochs"],
+        FullDecay=power_of_ten(F["weight_decay"]),
+        FullLrDivisor=round(1 / F["lr_decay"]),
+        FullMilestones=" and ".join(str(round(m * F["epochs"])) for m in F["milestones"]),
+        FullWarmupEpochs=_count_word(max(cs.WARMUP_EPOCHS.values())),
+        FullWarmupSteps=math.ceil(_CIFAR10_TRAIN / F["batch_size"]),
+        FullRates="$" + ", ".join(power_of_ten(cs.LR_G[d], math=False) for d in (20, 32, 56, 110)) + "$",
+        FullRatesRezero="$" + ", ".join(power_of_ten(cs.LR_G_REZERO[d], math=False) for d in (20, 32, 56, 110)) + "$",
+        FullRatesCompact="$" + ", ".join(power_of_ten(cs.LR_B_COMPACT[d], math=False) for d in (20, 32, 56)) + "$",
+        WarmupEpochs=_count_word(max((P.get("warmup") or {0: 0}).values())),
+        Alpha=round(100 * (1 - stats.LEVEL)),
+        AlphaCifar=round(100 * (1 - stats.LEVEL)) * _CIFAR_SECTIONS,
         StageEnd=round(R["milestones"][0] * R["epochs"]),
         Seeds=len(P["seeds"]),
         TrainImages=R.get("train_limit") or "all",

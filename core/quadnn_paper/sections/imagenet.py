@@ -335,6 +335,12 @@ def _protocol_variables(P: dict, full_params: dict[str, int]) -> dict:
         Crop=P["crop"],
         Resize=P["resize"],
         Seeds=len(P["seeds"]),
+        FullCrop=PROTOCOLS["full"]["crop"],
+        FullResize=PROTOCOLS["full"]["resize"],
+        FullEpochs=PROTOCOLS["full"]["epochs"],
+        FullMilestones=" and ".join(
+            str(round(m * PROTOCOLS["full"]["epochs"])) for m in PROTOCOLS["full"]["milestones"]
+        ),
         ParamsResEighteenB=f"{full_params['option_b_18'] / 1e6:.2f}M",
         ParamsResThirtyFourB=f"{full_params['option_b_34'] / 1e6:.2f}M",
         ParamsQResThirtyFour=f"{full_params['imagenet_qresnet34'] / 1e6:.2f}M",

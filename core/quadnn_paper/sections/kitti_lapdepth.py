@@ -13,11 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from quadnn_paper.common import published
+from quadnn_paper.common.cells import power_of_ten
 from quadnn_paper.common.profiles import protocol_of
 
 # The data and the models the section's runs use (re-exported for the notebook).
 from quadnn_paper.data.kitti import (
+    DEPTH_SCALE,
     KITTI_SIZES,
+    MIN_DEPTH,
     KittiSplit,
     garg_crop_mask,
     read_depth_png,
@@ -230,6 +233,10 @@ def summary(
         SqRelQuad=shown(quad, "sq_rel", ".3f"),
         RmseLap=shown(lap, "rmse", ".3f"),
         RmseQuad=shown(quad, "rmse", ".3f"),
+        MaxDepth=P["max_depth"],
+        MinDepth=power_of_ten(MIN_DEPTH),
+        DepthScale=DEPTH_SCALE,
+        LrQuad=power_of_ten(P["lr_b"]),
         ComputeMinutes=f"{sum(r['epoch_time'] * r['epochs_run'] for r in (lap, quad) if r) / 60:.1f}",
     )
     return dict(protocol=P, configs=configs, results=by_name, rows=rows, variables=var)

@@ -605,6 +605,7 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     variables = dict(
         Seeds=len(P["seeds"]),
         Iterations=P["iterations"],
+        BlownRmse=BLOWN,
         TrainSeconds=round(results["seconds"]),
         PaperPieces=PAPER_PIECES,
         WorstPieceError=(shape["worst_piece_error"], 1),

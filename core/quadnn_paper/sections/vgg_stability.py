@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 
+from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
 from quadnn_paper.analysis import stats
+from quadnn_paper.common.cells import power_of_ten
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
@@ -244,6 +246,10 @@ def variables(S: dict, params: dict) -> dict:
         FullMomentum=F["momentum"],
         FullLr=F["lr"],
         FullLrDecay=F["lr_decay"],
+        FullBatch=F["batch_size"],
+        FullEpochs=F["epochs"],
+        FullDecay=power_of_ten(F["weight_decay"]),
+        Channels=", ".join(str(c) for c in VGG16_CHANNELS if c != "M"),
         FullMilestones=", ".join(f"{round(100 * m)}%" for m in F["milestones"]),
         Width=P["width"],
         Seeds=len(P["seeds"]),
