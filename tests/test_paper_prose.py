@@ -145,3 +145,14 @@ def test_the_cli_names_file_line_and_number(tmp_path, capsys):
     assert "sections/a.tex:2: typed number 15" in err
     (tmp_path / "sections" / "a.tex").write_text("one line\ntrained for \\aEpochs{} epochs\n")
     assert paper_check.main(["numbers", "--paper", str(tmp_path)]) == 0
+
+
+def test_every_reference_is_cited_and_every_citation_has_an_entry():
+    bib = (ROOT / "paper" / "references.bib").read_text()
+    entries = set(re.findall(r"^@\w+\{([^,]+),", bib, re.M))
+    tex = "".join(p.read_text() for p in [ROOT / "paper" / "main.tex", *(ROOT / "paper" / "sections").glob("*.tex")])
+    cited = {k.strip() for keys in re.findall(r"\\cite[pt]?(?:\[[^\]]*\])?\{([^}]*)\}", tex) for k in keys.split(",")}
+    assert entries - cited == set(), f"entries no one cites: {sorted(entries - cited)}"
+    assert cited - entries == set(), f"citations without an entry: {sorted(cited - entries)}"
+    for work in ("fan2023", "kileel2019expressive", "hall1976optimal", "song2021monocular", "bachlechner2020rezero"):
+        assert work in entries
