@@ -135,3 +135,122 @@ def test_gpu_check_writes_committable_rows_and_keeps_the_finished_ones_when_cut_
     e = gpu_bench.read_epochs(folder)  # the folder as gpu-check left it, committable
     assert e.machine == MACHINE and len(e.rows) == 3 and e.row("cifar_qresnet20", True) is None
     assert e.row("cifar_resnet20", True)["compile_seconds"] == 30.0
+
+
+# -- GPU-hours: the measured seconds per model family when committed, the paper's when not -------------
+def _fake_gflops(cfg, cache=None):
+    """Forward GFLOPs by a stand-in rule (depth x width^2, x3 for a full neuron, x2 for the other
+    quadratic kinds): the estimates' arithmetic without counting every model's FLOPs."""
+    from quadnn.models import cifar_resnet
+
+    if cfg.model in cifar_resnet.VARIANTS:
+        depth, neuron = cifar_resnet.VARIANTS[cfg.model]
+    else:
+        depth, neuron = 16, "full" if cfg.model == "cifar_qvgg16" else "conventional"
+    kind = {"conventional": 1.0, "full": 3.0}.get(neuron, 2.0)
+    return 0.004 * depth * cfg.width**2 * kind if cfg.task == "classification" else 7.0
+
+
+@pytest.fixture(scope="module")
+def cifar_runs():
+    from quadnn_paper.execution import status
+
+    runs = [
+        cfg
+        for name in ("cifar_tuning", "vgg_stability", "cifar_comparison")
+        for cfg in status.section_runs(name, "full")
+    ]
+    return list({cfg.run_id: cfg for cfg in runs}.values())
+
+
+def _measured(tmp_path, conv, quad, compiled_quad=None):
+    rows = [row("cifar_resnet20", seconds=conv), row("cifar_qresnet20", seconds=quad)]
+    if compiled_quad is not None:
+        rows.append(row("cifar_qresnet20", True, compiled_quad))
+    folder = write(tmp_path / "2026-11-27-gpu-check", rows)
+    return gpu_bench.read_epochs(folder)
+
+
+def test_gpu_hours_use_the_measured_seconds_of_the_runs_family_and_the_papers_without(
+    monkeypatch, tmp_path_factory, cifar_runs
+):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from quadnn_paper.common import published
+    from quadnn_paper.engine import RunConfig
+    from quadnn_paper.execution import status
+
+    monkeypatch.setattr(status, "model_gflops", _fake_gflops)
+    monkeypatch.delenv("QUADNN_GPUS_PER_RUN", raising=False)
+    paper = float(published.CIFAR_EPOCH_SECONDS["cifar_resnet20"])
+    seconds = st.floats(0.05, 500.0, allow_nan=False, allow_infinity=False)
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(conv=seconds, quad=seconds, compiled=seconds, i=st.integers(0, len(cifar_runs) - 1), compile_=st.booleans())
+    def prop(conv, quad, compiled, i, compile_):
+        cfg = cifar_runs[i].replace(compile=compile_)
+        measured = _measured(tmp_path_factory.mktemp("gpu"), conv, quad, compiled)
+        fam = gpu_bench.family(cfg.model)
+        ref = RunConfig(model="cifar_resnet20" if fam == "conventional" else "cifar_qresnet20", relinear="none")
+        want = (compiled if compile_ and fam == "quadratic" else conv if fam == "conventional" else quad) * (
+            _fake_gflops(cfg) / _fake_gflops(ref)
+        )
+        unit, source = status.epoch_seconds(cfg, measured)
+        hours = status.gpu_hours(cfg, unit)
+        assert hours == pytest.approx(want * cfg.epochs / 3600, rel=1e-9)
+        assert source.split()[1] == ("ResNet20" if fam == "conventional" else "QResNet20")
+        assert source.endswith(" compiled") == (compile_ and fam == "quadratic")
+        # none committed: the paper's ResNet20 epoch, scaled by FLOPs, as before
+        unit, source = status.epoch_seconds(cfg, None)
+        assert source == f"{paper:g} paper" and unit == paper
+        base = RunConfig(model="cifar_resnet20", relinear="none")
+        assert status.gpu_hours(cfg, unit) == pytest.approx(
+            paper * _fake_gflops(cfg) / _fake_gflops(base) * cfg.epochs / 3600
+        )
+
+    prop()
+    # the measured model's own run costs exactly its measured epochs
+    measured = _measured(tmp_path_factory.mktemp("gpu"), 3.89, 10.61)
+    q20 = next(c for c in cifar_runs if c.model == "cifar_qresnet20")
+    unit, source = status.epoch_seconds(q20, measured)
+    assert status.gpu_hours(q20, unit) == pytest.approx(10.61 * q20.epochs / 3600) and source == "10.61 QResNet20"
+    # another task keeps its stated default
+    kitti = RunConfig(task="depth", dataset="kitti", model="lapdepth")
+    assert status.epoch_seconds(kitti, measured) == (status.DEFAULT_SECONDS_PER_EPOCH["depth"], "900 stated")
+
+
+def test_the_reports_cost_table_and_make_status_name_their_source(monkeypatch, tmp_path):
+    import functools
+    import types
+
+    from quadnn_paper.execution import status
+    from quadnn_paper.sections import _overview
+
+    monkeypatch.setattr(status, "model_gflops", _fake_gflops)
+    measured = _measured(tmp_path, 3.89, 10.61)
+
+    def table(m):
+        ns = types.SimpleNamespace(
+            SECTIONS=status.SECTIONS,
+            section_runs=status.section_runs,
+            epoch_seconds=functools.partial(status.epoch_seconds, measured=m),
+            gpu_hours=status.gpu_hours,
+        )
+        return {r[0]: r for r in _overview.full_cost_rows(ns)}
+
+    with_gpu, without = table(measured), table(None)
+    assert set(with_gpu["cifar_tuning"][3].split(", ")) == {"3.89 ResNet20", "10.61 QResNet20"}
+    assert without["cifar_comparison"][3] == "10.43 paper" and without["vgg_stability"][3] == "10.43 paper"
+    assert with_gpu["imagenet"][3] == without["imagenet"][3] == "300 stated"
+    assert with_gpu["imagenet"][2] == without["imagenet"][2]
+    assert with_gpu["cifar_comparison"][2] != without["cifar_comparison"][2]
+    assert list(_overview.FULL_COST_HEADER) == ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
+    # make status: the same sources per section, and the note naming the GPU and folder
+    text, failed = status.plan_table("full", tmp_path / "cache" / "runs", measured=measured)
+    lines = {line.split()[0]: line for line in text.splitlines()}
+    assert set(lines["cifar_tuning"].split(maxsplit=8)[-1].split("; ")) == {"3.89 ResNet20", "10.61 QResNet20"}
+    assert lines["imagenet"].endswith("300 stated") and not failed
+    assert "measured on Stand-in GPU (" in text and "2026-11-27-gpu-check" in text
+    text, _ = status.plan_table("full", tmp_path / "cache" / "runs")
+    assert "10.43 paper" in text and "the paper's 10.43 s per ResNet20 epoch" in text

@@ -47,6 +47,7 @@ __all__ = [
     "load_epochs",
     "family",
     "gpu_name",
+    "label",
 ]
 
 GPU_DOCS = REPO / "docs" / "gpu"
@@ -131,6 +132,22 @@ def family(model: str) -> str | None:
     else:
         return None
     return "conventional" if neuron == "conventional" else "quadratic"
+
+
+def label(model: str) -> str:
+    """A CIFAR model's short name: "ResNet20", "QResNet20", "compact QResNet20", "parabolic ResNet56",
+    "VGG16", "QVGG16", "square VGG16" (the model's own name when it is not registered)."""
+    from quadnn.models import cifar_resnet, cifar_vgg
+
+    if model in cifar_resnet.VARIANTS:
+        depth, neuron = cifar_resnet.VARIANTS[model]
+        base = f"ResNet{depth}"
+    elif model in cifar_vgg.VARIANTS:
+        activation, neuron = cifar_vgg.VARIANTS[model]
+        base = "VGG16" if activation == "relu" else f"{activation} VGG16"
+    else:
+        return model
+    return {"conventional": base, "full": "Q" + base}.get(neuron, f"{neuron} {base}")
 
 
 def gpu_name(machine: str) -> str:

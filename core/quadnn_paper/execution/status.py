@@ -6,11 +6,15 @@
 Prints one line per section: runs, done / running / pending / failed / not submitted, and an
 estimate of the GPU-hours still to spend: wall time per epoch times the GPUs each run's submission
 requests (:func:`~.execute.resources`). Wall time per epoch is measured on the section's finished
-runs, or before any has finished taken from :data:`DEFAULT_SECONDS_PER_EPOCH` for the task's
-reference model, and scaled to each run by its model's forward FLOPs (counted by
-``torch.utils.flop_counter`` on a small input, so a full quadratic neuron costs what its
-arithmetic costs: about 3x a conventional layer, parabolic and poly about 2x). Failed runs follow
-with the last lines of their log and the command that resubmits them.
+runs; before any has finished it comes from :func:`epoch_seconds`: for a CIFAR run, the engine's
+epoch measured on a GPU when one is committed under ``docs/gpu/`` (``make gpu-check``'s epoch rows,
+:func:`quadnn_paper.data.gpu_bench.load_epochs`) for the run's model family (conventional or
+quadratic), else the paper's ResNet20 epoch; for the other tasks :data:`DEFAULT_SECONDS_PER_EPOCH`.
+Either is scaled to each run by its model's forward FLOPs over those of the model it was measured
+on (counted by ``torch.utils.flop_counter`` on a small input, so a full quadratic neuron costs what
+its arithmetic costs: about 3x a conventional layer, parabolic and poly about 2x). The table says
+which source each section's estimate used. Failed runs follow with the last lines of their log and
+the command that resubmits them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..common import published
 from ..common.profiles import PROFILES
+from ..data import gpu_bench
 from ..engine import RunConfig, RunStore, cached
 from .execute import RUNNERS, is_done, make, resources, with_dependencies
 
@@ -29,6 +35,9 @@ __all__ = [
     "model_gflops",
     "relative_cost",
     "gpu_hours",
+    "epoch_seconds",
+    "seconds_note",
+    "PAPER_SECONDS",
     "plan_table",
     "training_now",
     "main",
@@ -47,9 +56,13 @@ SECTIONS = ("cifar_tuning", "vgg_stability", "cifar_comparison", "imagenet", "ki
 
 # Stated defaults: wall seconds per epoch of each task's reference model (:data:`REFERENCE`) on the
 # GPUs its run requests, used until a section has a finished run to measure. CIFAR: ResNet20 at
-# batch 128 on one GPU (about the paper's 10 s/epoch). ImageNet: ResNet-18 on 8 GPUs (~5 min).
-# KITTI: LapDepth with a ResNeXt-101 encoder over 23,488 images on one GPU.
-DEFAULT_SECONDS_PER_EPOCH = {"classification": 10.0, "imagefolder": 300.0, "depth": 900.0}
+# batch 128 on one GPU, the paper's time (a GPU's measured epoch replaces it where committed, see
+# epoch_seconds). ImageNet: ResNet-18 on 8 GPUs (~5 min). KITTI: LapDepth with a ResNeXt-101
+# encoder over 23,488 images on one GPU.
+PAPER_SECONDS = float(published.CIFAR_EPOCH_SECONDS["cifar_resnet20"])
+DEFAULT_SECONDS_PER_EPOCH = {"classification": PAPER_SECONDS, "imagefolder": 300.0, "depth": 900.0}
+# The data sets whose epoch a committed GPU epoch row (CIFAR-10, 50,000 training images) stands for.
+MEASURED_DATASETS = ("cifar10", "cifar100")
 REFERENCE = {
     "classification": dict(model="cifar_resnet20", width=1.0, model_kwargs={}),
     "imagefolder": dict(model="imagenet_resnet18", width=1.0, model_kwargs={}),
@@ -103,6 +116,58 @@ def gpu_hours(cfg: RunConfig, seconds_per_epoch: float, cache: str | Path | None
     return seconds_per_epoch * relative_cost(cfg, cache) * cfg.epochs * gpus / 3600.0
 
 
+def _measured_row(cfg: RunConfig, measured: gpu_bench.GpuEpochs) -> dict | None:
+    """The committed epoch row ``cfg``'s estimate scales from: of its model family, in its mode
+    (compiled or eager; eager where its mode was not measured), its own model's where measured,
+    else the family's first measured model's; None when its family has no row."""
+    fam = gpu_bench.family(cfg.model)
+    if fam is None or cfg.task != "classification" or cfg.dataset not in MEASURED_DATASETS:
+        return None
+    for compiled in dict.fromkeys([bool(cfg.compile), False]):
+        models = [m for m in measured.models() if gpu_bench.family(m) == fam and measured.row(m, compiled)]
+        if models:
+            return measured.row(cfg.model if cfg.model in models else models[0], compiled)
+    return None
+
+
+def epoch_seconds(
+    cfg: RunConfig, measured: gpu_bench.GpuEpochs | None = None, cache: str | Path | None = None
+) -> tuple[float, str]:
+    """``(seconds, source)``: the seconds per epoch of ``cfg``'s task reference model to pass to
+    :func:`gpu_hours` before any run of its section has finished, and where they come from.
+
+    A CIFAR run whose model family (conventional or quadratic, :func:`gpu_bench.family`) has a
+    committed GPU epoch row in ``measured`` (:func:`gpu_bench.load_epochs`): that row's seconds
+    (:func:`_measured_row`) over its model's FLOP cost against the reference, so that the run's
+    estimate is the measured epoch times the run's FLOPs over the measured model's; source
+    ``"<seconds> <model>"``, with `` compiled`` for a compiled row (the GPU: :func:`seconds_note`). Any other CIFAR run: the
+    paper's ResNet20 epoch, source ``"<seconds> paper"``; the other tasks:
+    :data:`DEFAULT_SECONDS_PER_EPOCH`, source ``"<seconds> stated"``."""
+    row = _measured_row(cfg, measured) if measured is not None else None
+    if row is not None:
+        model = RunConfig(model=row["model"], relinear="none")
+        mode = " compiled" if row["compiled"] else ""
+        source = f"{row['epoch_seconds']:.2f} {gpu_bench.label(row['model'])}{mode}"
+        return row["epoch_seconds"] / relative_cost(model, cache), source
+    if cfg.task == "classification":
+        return PAPER_SECONDS, f"{PAPER_SECONDS:g} paper"
+    return DEFAULT_SECONDS_PER_EPOCH[cfg.task], f"{DEFAULT_SECONDS_PER_EPOCH[cfg.task]:g} stated"
+
+
+def seconds_note(measured: gpu_bench.GpuEpochs | None) -> str:
+    """One sentence: where a CIFAR run's seconds per epoch come from before it has finished runs."""
+    if measured is None:
+        return (
+            f"CIFAR: the paper's {PAPER_SECONDS:g} s per ResNet20 epoch (no GPU epoch rows committed under "
+            "docs/gpu/), scaled to each run by its forward FLOPs"
+        )
+    return (
+        f"CIFAR: the engine's epoch measured on {gpu_bench.gpu_name(measured.machine)} "
+        f"({', '.join(measured.folders)}) for the run's family (conventional or quadratic, eager unless the "
+        "run compiles), scaled to each run by its forward FLOPs over the measured model's"
+    )
+
+
 def training_now(cache: str | Path, run_id: str) -> bool:
     """Whether some process holds the run's lock in the store (it trains the run now), whichever
     runner started it, or none (an inline run keeps no job record)."""
@@ -111,8 +176,11 @@ def training_now(cache: str | Path, run_id: str) -> bool:
     return lock_held(Path(cache) / f"{run_id}.lock")
 
 
-def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str, list]:
-    """The table (text) and the failed runs ``[(section, cfg, log tail)]``."""
+def plan_table(
+    profile: str, cache: str | Path, tiny: bool = False, measured: gpu_bench.GpuEpochs | None = None
+) -> tuple[str, list]:
+    """The table (text) and the failed runs ``[(section, cfg, log tail)]``; ``measured``: the GPU
+    epoch rows the estimates use before a section has finished runs (:func:`epoch_seconds`)."""
     store = RunStore(cache)
     runner = make("inline", cache)
     done_fn = is_done(cache)
@@ -125,14 +193,14 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str
     for section in SECTIONS:
         runs = section_runs(section, profile, tiny)
         counts = dict(done=0, running=0, pending=0, failed=0, missing=0)
-        measured = []  # seconds per epoch per unit of model size, from finished runs
+        finished = []  # seconds per epoch per unit of model size, from finished runs
         states = {}
         for cfg in runs:
             res = store.result(cfg)
             if res is not None:
                 counts["done"] += 1
                 if res.get("epoch_time"):
-                    measured.append(res["epoch_time"] / relative_cost(cfg, flops_cache))
+                    finished.append(res["epoch_time"] / relative_cost(cfg, flops_cache))
                 continue
             state, _ = runner.state(cfg.run_id, done_fn)
             if state not in ("running", "pending") and training_now(cache, cfg.run_id):
@@ -141,19 +209,21 @@ def plan_table(profile: str, cache: str | Path, tiny: bool = False) -> tuple[str
             counts[state if state in counts else "missing"] += 1
             if state == "failed":
                 failed.append((section, cfg, runner.log_tail(cfg.run_id, 8)))
-        per_unit = sum(measured) / len(measured) if measured else None
-        left = 0.0
+        per_unit = sum(finished) / len(finished) if finished else None
+        left, sources = 0.0, {}
         for cfg in runs:
             if cfg.run_id in states:
-                unit = per_unit if per_unit is not None else DEFAULT_SECONDS_PER_EPOCH[cfg.task]
+                unit, src = (per_unit, "") if per_unit is not None else epoch_seconds(cfg, measured, flops_cache)
+                sources[src] = None
                 left += gpu_hours(cfg, unit, flops_cache)
         total += left
-        source = f"{len(measured)} finished run(s)" if measured else "stated default"
+        source = f"{len(finished)} finished run(s)" if finished else "; ".join(s for s in sources if s) or "--"
         lines.append(
             f"{section:<18} {len(runs):>5} {counts['done']:>5} {counts['running']:>8} {counts['pending']:>8} "
             f"{counts['failed']:>7} {counts['missing']:>8} {left:>11.1f}  {source}"
         )
     lines.append(f"{'total':<18} {'':>5} {'':>5} {'':>8} {'':>8} {'':>7} {'':>8} {total:>11.1f}")
+    lines.append(f"Seconds per epoch before a section has finished runs: {seconds_note(measured)}.")
     return "\n".join(lines), failed
 
 
@@ -163,8 +233,14 @@ def main(argv=None) -> int:
     p.add_argument("--tiny", action="store_true", help="the TINY=1 variant of the full profile")
     p.add_argument("--cache", default="build/cache/runs", help="the run cache (default build/cache/runs)")
     p.add_argument("--runner", choices=RUNNERS, default="slurm", help="runner named in the resubmit hint")
+    p.add_argument(
+        "--paper-seconds",
+        action="store_true",
+        help="estimate CIFAR runs from the paper's epoch time even where a GPU's is committed under docs/gpu/",
+    )
     ns = p.parse_args(argv)
-    table, failed = plan_table(ns.profile, ns.cache, ns.tiny)
+    measured = None if ns.paper_seconds else gpu_bench.load_epochs()
+    table, failed = plan_table(ns.profile, ns.cache, ns.tiny, measured)
     tiny = " TINY=1" if ns.tiny else ""
     print(f"profile {ns.profile}{tiny}; cache {ns.cache}")
     print(table)

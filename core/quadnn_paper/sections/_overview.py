@@ -14,7 +14,6 @@ import platform
 import subprocess
 
 from quadnn_paper.analysis import stats
-from quadnn_paper.common import published
 
 __all__ = [
     "environment",
@@ -133,21 +132,27 @@ FULL_COST_HEADER = ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
 
 
 def full_cost_rows(status) -> list[list]:
-    """GPU-hours of every section at the full profile: each run's epochs times a reference epoch time
-    (CIFAR: the paper's ResNet20 time; ImageNet and KITTI: the status module's stated defaults),
-    scaled by the run's forward FLOPs against the reference model, times the GPUs it requests.
+    """GPU-hours of every section at the full profile: each run's epochs times its seconds per epoch,
+    times the GPUs it requests. The seconds come from ``status.epoch_seconds(cfg)``: for a CIFAR run
+    the engine's epoch measured on a GPU for its model family (conventional or quadratic) where
+    ``docs/gpu/`` holds one, else the paper's ResNet20 epoch; ImageNet and KITTI: the status
+    module's stated defaults; each scaled by the run's forward FLOPs against the model it was
+    measured on. The last column names each section's sources: "3.89 ResNet20, 10.61 QResNet20"
+    (measured, the GPU in :func:`status.seconds_note`), "10.43 paper", "300 stated".
 
-    ``status``: an object with ``SECTIONS``, ``DEFAULT_SECONDS_PER_EPOCH``, ``section_runs(name,
-    profile)`` and ``gpu_hours(cfg, seconds)`` (the notebook passes :mod:`quadnn_paper.execution.status`
-    with its FLOP cache bound; the execution layer sits above the sections)."""
-    seconds = dict(status.DEFAULT_SECONDS_PER_EPOCH)
-    seconds["classification"] = float(published.CIFAR_EPOCH_SECONDS["cifar_resnet20"])
+    ``status``: an object with ``SECTIONS``, ``section_runs(name, profile)``, ``epoch_seconds(cfg)``
+    (``(seconds, source)``) and ``gpu_hours(cfg, seconds)`` (the notebook passes
+    :mod:`quadnn_paper.execution.status`'s functions with its FLOP cache and the committed GPU
+    epoch rows bound; the execution layer sits above the sections)."""
     out = []
     for name in status.SECTIONS:
         runs = status.section_runs(name, "full")
-        hours = sum(status.gpu_hours(cfg, seconds[cfg.task]) for cfg in runs)
-        tasks = sorted({cfg.task for cfg in runs})
-        out.append([name, len(runs), round(hours, 1), ", ".join(f"{seconds[t]:g}" for t in tasks)])
+        hours, sources = 0.0, {}
+        for cfg in runs:
+            seconds, source = status.epoch_seconds(cfg)
+            hours += status.gpu_hours(cfg, seconds)
+            sources[source] = None
+        out.append([name, len(runs), round(hours, 1), ", ".join(sources)])
     return out
 
 
