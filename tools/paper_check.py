@@ -10,8 +10,9 @@
     python tools/paper_check.py layout
         exit 1, naming each problem, on an overfull box wider than 1 pt in paper/main.log, a float
         taller than the page by more than 1 pt, a table shrunk to fit so far that its text prints
-        below 6 pt, or a figure whose smallest font prints below 6 pt at the width the report
-        includes it (run right after LaTeX);
+        below 6 pt, a figure whose smallest font prints below 6 pt at the width the report
+        includes it, or a figure whose caption promises error bars it does not draw (its
+        NAME.lint.json, written by Report.figure after the figure lint) (run right after LaTeX);
     python tools/paper_check.py numbers
         exit 1, naming file, line and number, on each number typed in the prose of paper/main.tex
         and paper/sections/*.tex outside the forms of NUMBER_FORMS (run before LaTeX): the report's
@@ -30,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))  # also usable before `pip install -e .`
 
+from quadnn_paper.common.figure_lint import promised_error_bars  # noqa: E402
 from quadnn_paper.report import problems, recover, stale_notebooks  # noqa: E402
 
 OVERFULL_PT = 1.0  # an overfull box wider than this fails the build
@@ -316,6 +318,7 @@ def main(argv=None) -> int:
             return 1
         text = log.read_text(errors="replace")
         found = overfull_boxes(text) + small_tables(text) + small_fonts(Path(a.paper))
+        found += promised_error_bars(Path(a.paper))  # a caption's error bars drawn (figures/NAME.lint.json)
         for p in found:
             print(f"layout check: {p}", file=sys.stderr)
         return 1 if found else 0

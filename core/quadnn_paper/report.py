@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from quadnn_paper.common import figure_lint
 from quadnn_paper.common.cells import Cell, fmt, latex_escape
 from quadnn_paper.common.files import atomic_write_text
 from quadnn_paper.common.files import sha256_file as _sha256
@@ -125,11 +126,27 @@ class Report:
 
     # -- figures ------------------------------------------------------------------
     def figure(self, fig, name: str) -> Path:
-        """Save a matplotlib figure as ``figures/NAME.pdf`` (+ ``.png``); stamps the profile on it."""
+        """Save a matplotlib figure as ``figures/NAME.pdf`` (+ ``.png``); stamps the profile on it.
+
+        The figure is linted first (:func:`quadnn_paper.common.figure_lint.lint`): a figure with an
+        axes showing data but no x or y label, a quantity's label without its unit, a legend over
+        data, or a legend or colour bar over text raises :class:`~quadnn_paper.common.figure_lint.
+        FigureLintError`. ``figures/NAME.lint.json`` records what it drew (error bars included).
+        """
         if fig.get_layout_engine() is None:
             # Axis labels and tick labels inside the size it was drawn at (its printed size): the
             # tight bounding box would otherwise widen the file, and the report shrink its fonts.
             fig.tight_layout()
+        # The figure lint (common/figure_lint.py): labels with units, no legend over data, no legend
+        # or colour bar over text. A figure it flags is refused, naming the axes and the problem.
+        found = figure_lint.lint(fig)
+        if found:
+            raise figure_lint.FigureLintError(
+                f"figure {name!r} ({self.section}, profile {self.profile}): "
+                + "; ".join(found)
+                + ". Fix the figure cell (labels with units, legend at a free spot or outside the axes)."
+            )
+        drawn = figure_lint.record(fig)
         # Below everything the figure draws (the tight bounding box takes it in), so it never sits on
         # an axis label.
         fig.text(
@@ -152,6 +169,8 @@ class Report:
         atomic_write_text(
             self._staged(f"figures/{name}.fonts.json"), json.dumps({"min_font_pt": min(sizes, default=None)}) + "\n"
         )
+        # What it drew (error bars, labels), for the caption check (tools/paper_check.py layout).
+        atomic_write_text(self._staged(f"figures/{name}.lint.json"), json.dumps(drawn, indent=1) + "\n")
         return self.dir / "figures" / f"{name}.pdf"
 
     # -- tables -------------------------------------------------------------------
