@@ -1,4 +1,5 @@
-"""The ImageNet section: (quadratic) ResNet-18/34 and plain-18/34, 10-crop top-1/top-5 errors.
+"""The ImageNet section: (quadratic) ResNet-18/34 and plain-18/34, 10-crop top-1/top-5 errors (top-5
+only on data with at least :data:`TOP5_MIN_CLASSES` classes).
 
 The paper's protocol (its Sec. V, "ImageNet"): the models and schedule of He et al. 2016, batch 256,
 SGD with lr 0.1, momentum 0.9, weight decay 1e-4, ReLinear-sg with 1e-5 for the quadratic terms,
@@ -47,6 +48,9 @@ __all__ = [
     "summary",
     "parameter_counts",
     "depth_of",
+    "classes",
+    "trained_label",
+    "TOP5_MIN_CLASSES",
 ]
 
 
@@ -77,6 +81,21 @@ PAPER_LABEL = {
         ("qresnet", "QResNet"),
     )
 }
+
+# What each of our names is, as trained (family and depth; the width where it is not the paper's).
+_FAMILY = {
+    "plain": "plain",
+    "resnet": "ResNet",
+    "parabolic_resnet": "Parabolic-ResNet",
+    "poly_resnet": "Poly-ResNet",
+    "qresnet": "QResNet",
+}
+
+# Top-5 error is printed only for data with at least this many classes: with the stand-in's ten digits
+# five guesses are half of all labels (and with five classes or fewer, top-5 is 0 by construction),
+# so a top-5 error there reads as an ImageNet number and means nothing.
+TOP5_MIN_CLASSES = 20
+_DIGIT_CLASSES = 10  # scikit-learn's digits (the notebook checks it against the folder it reads)
 
 # One protocol per profile. full = the paper's: He et al.'s models with option-A shortcuts (the
 # setting of the numbers it quotes), batch 256, lr 0.1 / 0.9 / 1e-4, ReLinear-sg 1e-5, 10-crop at
@@ -233,6 +252,24 @@ def depth_of(model: str) -> int:
     return VARIANTS[model][0]
 
 
+def classes(profile: str, tiny: bool = False) -> int:
+    """How many classes the profile's data has: 1000 on ImageNet, the ten digits on the stand-in, the
+    TINY=1 tree's classes at TINY=1 (the notebook checks it against the folder it reads)."""
+    from quadnn_paper.data.tiny import CAPS
+
+    if tiny:
+        return CAPS["imagenet_classes"]
+    return 1000 if protocol(profile)["data"] == "imagenet" else _DIGIT_CLASSES
+
+
+def trained_label(model: str, width: float = 1.0) -> str:
+    """What was trained, for legends and tables: family and depth ("QResNet-18"), and the channel
+    width where it is not the full one ("QResNet-18 x0.125")."""
+    kind = model.removeprefix("imagenet_").rstrip("0123456789")
+    label = f"{_FAMILY[kind]}-{depth_of(model)}"
+    return label if width == 1.0 else f"{label} x{width:g}"
+
+
 def _mean_sd(values):
     values = [v for v in values if v is not None]
     if not values:
@@ -284,24 +321,44 @@ def _error_cell(by_model: dict[str, list[dict]], model: str, key: str):
     return Cell(mean, sd, decimals=2)
 
 
-def _table_rows(models: list[str], by_model: dict[str, list[dict]], full_params: dict[str, int]) -> list[list]:
-    """The error table's rows (lists: the notebook prints them): the paper's label, our model,
-    parameters at ImageNet size and in the run (millions), the paper's top-1, ours top-1 and top-5."""
+def _table_rows(
+    models: list[str], by_model: dict[str, list[dict]], full_params: dict[str, int], width: float, top5: bool
+) -> list[list]:
+    """The error table's rows (lists: the notebook prints them): the paper's label, the network
+    trained (with its width), parameters at ImageNet size and in the run (millions), the paper's
+    top-1, ours top-1 and, where the data has enough classes (``top5``), top-5."""
     rows = []
     for m in models:
         run_params = by_model[m][0]["params"] / 1e6 if by_model[m] else None
-        rows.append(
-            [
-                PAPER_LABEL[m],
-                m.replace("imagenet_", ""),
-                full_params[m] / 1e6,
-                run_params,
-                PAPER[m],
-                _error_cell(by_model, m, "top1_error"),
-                _error_cell(by_model, m, "top5_error"),
-            ]
-        )
+        row = [
+            PAPER_LABEL[m],
+            trained_label(m, width),
+            full_params[m] / 1e6,
+            run_params,
+            PAPER[m],
+            _error_cell(by_model, m, "top1_error"),
+        ]
+        rows.append(row + [_error_cell(by_model, m, "top5_error")] if top5 else row)
     return rows
+
+
+def table_header(top5: bool) -> dict:
+    """The error table's header (CSV and LaTeX) and alignment, with or without the top-5 column."""
+    header = ["paper label", "trained", "params (ImageNet)", "params (run)", "paper top-1", "ours top-1"]
+    tex = ["paper", "trained", r"params\,(M)", r"run\,(M)", "paper top-1", "top-1"]
+    if top5:
+        header, tex = header + ["ours top-5"], tex + ["top-5"]
+    return dict(header=header, header_tex=tex, align="ll" + "r" * (len(header) - 2))
+
+
+def _top5_note(n_classes: int, top5: bool) -> str:
+    """The caption's words on the top-5 column: there, or why not."""
+    if top5:
+        return f"``top-5'': ours, the {n_classes} classes' five best guesses"
+    return (
+        f"no top-5 error: the data has {n_classes} classes, and top-5 is printed only from "
+        f"{TOP5_MIN_CLASSES} classes on (five guesses of {n_classes} labels say little)"
+    )
 
 
 def _top1_text(by_model: dict[str, list[dict]], model: str) -> str:
@@ -378,12 +435,22 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
     configs = runs(profile, tiny, data_root)
     by_model, pending = _gather(configs, results, P["models"])
     full_params = parameter_counts()
+    n_classes = classes(profile, tiny)
+    top5 = n_classes >= TOP5_MIN_CLASSES
     return dict(
         protocol=P,
         configs=configs,
         by_model=by_model,
         pending=pending,
         params=full_params,
-        rows=_table_rows(P["models"], by_model, full_params),
-        variables={**_protocol_variables(P, full_params), **_result_variables(by_model)},
+        classes=n_classes,
+        top5=top5,
+        labels={m: trained_label(m, P["width"]) for m in P["models"]},
+        rows=_table_rows(P["models"], by_model, full_params, P["width"], top5),
+        table=table_header(top5),
+        variables={
+            **_protocol_variables(P, full_params),
+            **_result_variables(by_model),
+            "TopFiveNote": _top5_note(n_classes, top5),
+        },
     )
