@@ -6,8 +6,6 @@ nbval compares the outputs of marked cells against those stored in the notebook,
     python tools/strip_outputs.py notebooks/*.ipynb
 """
 
-import sys
-
 import nbformat
 
 
@@ -27,5 +25,9 @@ def strip(path: str) -> None:
 
 
 if __name__ == "__main__":
-    for p in sys.argv[1:]:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", help="the .ipynb files to strip in place")
+    for p in parser.parse_args().notebooks:
         strip(p)

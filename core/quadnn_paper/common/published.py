@@ -14,7 +14,6 @@ instead of typing the numbers.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 __all__ = [
@@ -315,6 +314,8 @@ def write(path: str | Path) -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m quadnn_paper.common.published paper/variables/published.tex")
-    write(sys.argv[1])
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m quadnn_paper.common.published", description=write.__doc__)
+    p.add_argument("path", help="the file to write, e.g. paper/variables/published.tex")
+    write(p.parse_args().path)

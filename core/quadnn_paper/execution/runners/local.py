@@ -5,7 +5,7 @@ or ``workers`` CPU slots (default ``QUADNN_LOCAL_WORKERS`` or the CPU count) wit
 thread pool (:mod:`concurrent.futures`) starts each job once its sources are done and it holds
 ``max(1, gpus)`` slots; the job sees exactly its GPUs in ``CUDA_VISIBLE_DEVICES`` and gets
 ``OMP_NUM_THREADS = CPUs // slots`` unless that is set. Each job is a process of its own
-(``python -m quadnn_paper.execution.runners.local``), which holds the key's lock while it runs (another
+(``python -m quadnn_paper.execution.runners.local_worker``), which holds the key's lock while it runs (another
 submitter then sees it running and the job itself skips a key that became done meanwhile),
 and ``tasks_per_node > 1`` starts that many ranks with ``torchrun``. The queue lives in the
 submitting process, which waits for it at exit (``concurrent.futures`` joins its threads); if
@@ -36,7 +36,9 @@ from ...common.files import load_private_pickle, private_dir, read_json
 from .base import Job, Runner
 
 __all__ = ["LocalRunner", "visible_gpus"]
-_MODULE = "quadnn_paper.execution.runners.local"  # what job processes run (not __name__: "__main__" there)
+# What job processes run: a module of its own, since `-m` on this one (which the package imports)
+# would make Python warn in every job's log.
+_MODULE = "quadnn_paper.execution.runners.local_worker"
 
 
 def visible_gpus() -> list[str]:
@@ -222,7 +224,7 @@ class SlotWorker:
 
 
 def serve() -> int:
-    """A slot's worker (``-m quadnn_paper.execution.runners.local --serve``): for each line ``[spec,
+    """A slot's worker (``-m quadnn_paper.execution.runners.local_worker --serve``): for each line ``[spec,
     state_dir, log]`` on stdin, run the job with its output in ``log`` and answer its exit status
     on stdout; end when stdin closes."""
     answers = os.fdopen(os.dup(1), "w", buffering=1)
@@ -303,11 +305,3 @@ def main(spec: str, state_dir: str, task: bool = False) -> int:
         record = read_json(record_path) or {"key": job["key"], "runner": "local"}
         atomic_write_text(record_path, json.dumps({**record, "exit": code, "error": error}, indent=1, sort_keys=True))
     return code
-
-
-if __name__ == "__main__":
-    args = sys.argv[1:]
-    if args == ["--serve"]:
-        sys.exit(serve())
-    task = args[0] == "--task"
-    sys.exit(main(*args[task:], task=task))
