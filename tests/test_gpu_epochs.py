@@ -254,3 +254,37 @@ def test_the_reports_cost_table_and_make_status_name_their_source(monkeypatch, t
     assert "measured on Stand-in GPU (" in text and "2026-11-27-gpu-check" in text
     text, _ = status.plan_table("full", tmp_path / "cache" / "runs")
     assert "10.43 paper" in text and "the paper's 10.43 s per ResNet20 epoch" in text
+
+
+# -- the efficiency section's GPU epoch table --------------------------------------------------------------
+def test_the_efficiency_section_shows_the_gpu_epochs_apart_with_the_papers_seconds(tmp_path):
+    from quadnn_paper.sections import efficiency as E
+
+    rows = [
+        row("cifar_qresnet20", seconds=10.6),
+        row("cifar_resnet20", seconds=3.9),
+        row("cifar_resnet20", True, 1.4),
+        row("cifar_qresnet20", True, 2.1, compile_seconds=4.0, inductor_cache="warm"),
+    ]
+    epochs = gpu_bench.read_epochs(write(tmp_path / "2026-11-27-gpu-check", rows))
+    out = E.summary(dict(rows=[], compile_rows=[], epochs=epochs), "smoke")
+    assert out["gpu"] == [["not measured"] + ["--"] * (len(E.GPU_HEADER) - 1)]  # bench rows: none given
+    table = out["gpu_epoch"]
+    assert all(len(r) == len(E.GPU_EPOCH_HEADER) for r in table)
+    plain = [[getattr(c, "value", c) for c in r] for r in table]
+    assert plain == [
+        ["ResNet20", "conventional", 3.9, 1.4, 20.0, 1.0, 10.43],  # conventional first
+        ["ResNet20", "full", 10.6, 2.1, "--", 1.0, 10.87],  # only a warm compile: no cold seconds
+    ]
+    assert table[0][-1].paper and not table[0][2].paper
+    v = E.gpu_epoch_variables(epochs)
+    assert v["GpuEpochMachine"] == MACHINE and v["GpuEpochGpu"] == "Stand-in GPU"
+    assert v["GpuEpochSource"].endswith("2026-11-27-gpu-check") and v["GpuEpochDate"] == "2026-11-27"
+    assert (v["GpuEpochEagerRatio"], v["GpuEpochCompiledRatio"], v["GpuEpochQuadWarmCompile"]) == (
+        "2.72",
+        "1.50",
+        "4.0",
+    )
+    none = E.summary(dict(rows=[], compile_rows=[]), "smoke")["gpu_epoch"]
+    assert none == [["not measured"] + ["--"] * (len(E.GPU_EPOCH_HEADER) - 1)]
+    assert set(E.gpu_epoch_variables(None).values()) <= {"no", "not measured", "no GPU", "--"}

@@ -26,6 +26,9 @@ __all__ = [
     "launches",
     "gpu_table",
     "GPU_HEADER",
+    "gpu_epoch_table",
+    "gpu_epoch_variables",
+    "GPU_EPOCH_HEADER",
 ]
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
@@ -143,7 +146,9 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     - ``models``: one row per model: parameters, FLOPs, launches of its step as built, and the
       paper's time per epoch on its GPU with the ratio it implies;
     - ``gpu``: the rows measured on a GPU (committed under docs/gpu/), never mixed with this
-      machine's; one "not measured" row when there are none."""
+      machine's; one "not measured" row when there are none;
+    - ``gpu_epoch``: the engine's epoch measured on a GPU (``results["epochs"]``, a
+      :class:`~..data.gpu_bench.GpuEpochs` or None; :func:`gpu_epoch_table`)."""
     from quadnn_paper.common.cells import Cell
 
     table, models = [], []
@@ -180,7 +185,9 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
                 Cell(paper / base, decimals=2, paper=True) if paper and base else None,
             ]
         )
-    return dict(table=table, models=models, gpu=gpu_table(results.get("gpu")))
+    return dict(
+        table=table, models=models, gpu=gpu_table(results.get("gpu")), gpu_epoch=gpu_epoch_table(results.get("epochs"))
+    )
 
 
 GPU_HEADER = ["Depth", "Neuron", "Implementation", "Batch", "Step (ms)", "Time ratio [IQR]", "Memory ratio", "Launches"]
@@ -206,6 +213,86 @@ def gpu_table(bench) -> list[list]:
             ]
         )
     return out
+
+
+# The engine's CIFAR-10 epoch on a GPU (make gpu-check's epoch rows, docs/gpu/ epoch*.json): seconds
+# of one epoch (50,000 images, batch 128) eager and compiled (CUDA graphs), the compiled run's
+# compilation in an empty inductor cache, the plain step under CUDA graphs times the epoch's steps.
+GPU_EPOCH_HEADER = ["Depth", "Neuron", "Eager (s)", "Compiled (s)", "Compile, cold (s)", "Floor (s)", "Paper (s)"]
+
+
+def _seconds(row: dict | None, key: str = "epoch_seconds"):
+    """A row's seconds with two decimals ("--": not measured or not recorded)."""
+    from quadnn_paper.common.cells import Cell
+
+    v = row.get(key) if row else None
+    return Cell(v, decimals=2) if v is not None else "--"
+
+
+def _epoch_models(epochs) -> list[str]:
+    """The measured models: conventional first, then by depth, as registered."""
+    return sorted(epochs.models(), key=lambda m: (model_facts(m)[1] != "conventional", model_facts(m)[0], m))
+
+
+def gpu_epoch_table(epochs) -> list[list]:
+    """Rows of :data:`GPU_EPOCH_HEADER`, one per measured model, or one row saying "not measured".
+    Compile seconds are a cold inductor cache's (what a first run pays; "--" when only a warm run
+    was measured); the paper's seconds (its GPU) beside them."""
+    from quadnn_paper.common.cells import Cell
+
+    if epochs is None or not epochs.rows:
+        return [["not measured"] + ["--"] * (len(GPU_EPOCH_HEADER) - 1)]
+    out = []
+    for m in _epoch_models(epochs):
+        depth, neuron = model_facts(m)
+        eager, compiled = epochs.row(m, False), epochs.row(m, True)
+        cold = epochs.row(m, True, "cold")
+        paper = PAPER_EPOCH_SECONDS.get(m)
+        out.append(
+            [
+                f"ResNet{depth}",
+                neuron,
+                _seconds(eager),
+                _seconds(compiled),
+                _seconds(cold, "compile_seconds"),
+                _seconds(eager, "floor_seconds"),
+                Cell(paper, decimals=2, paper=True) if paper else "--",
+            ]
+        )
+    return out
+
+
+def gpu_epoch_variables(epochs) -> dict:
+    """The text's numbers about the GPU epoch table: machine, date, folders, and for ResNet20 and
+    QResNet20 the ratio of their epochs eager and compiled, the compiled epoch's speed-up over
+    eager, and the compile seconds in a warm inductor cache ("--" where not measured)."""
+    from quadnn_paper.data.gpu_bench import gpu_name
+
+    def ratio_of(a, b):
+        return ratio(a["epoch_seconds"] / b["epoch_seconds"]) if a and b else "--"
+
+    if epochs is None:
+        rows = dict.fromkeys(("q", "r", "qc", "rc", "qw"))
+    else:
+        rows = dict(
+            q=epochs.row("cifar_qresnet20", False),
+            r=epochs.row("cifar_resnet20", False),
+            qc=epochs.row("cifar_qresnet20", True),
+            rc=epochs.row("cifar_resnet20", True),
+            qw=epochs.row("cifar_qresnet20", True, "warm"),
+        )
+    return dict(
+        GpuEpochMeasured="yes" if epochs else "no",
+        GpuEpochMachine=epochs.machine if epochs else "not measured",
+        GpuEpochGpu=gpu_name(epochs.machine) if epochs else "no GPU",
+        GpuEpochDate=epochs.date if epochs else "--",
+        GpuEpochSource=", ".join(epochs.folders) if epochs else "--",
+        GpuEpochEagerRatio=ratio_of(rows["q"], rows["r"]),
+        GpuEpochCompiledRatio=ratio_of(rows["qc"], rows["rc"]),
+        GpuEpochQuadSpeedup=ratio_of(rows["q"], rows["qc"]),
+        GpuEpochBaseSpeedup=ratio_of(rows["r"], rows["rc"]),
+        GpuEpochQuadWarmCompile=f"{rows['qw']['compile_seconds']:.1f}" if rows["qw"] else "--",
+    )
 
 
 def inference_times(P: dict, model: str = "cifar_qresnet20", implementations=("default", "naive")) -> dict:
