@@ -97,6 +97,22 @@ class Toy:
         return state["value"]
 
 
+class SlowToLoad(Toy):
+    """A Toy whose first unpickling (in the job, before submitit has installed its signal handlers,
+    as a training's imports of torch are) appends to ``out/<key>.loading`` and then takes ``load_s``
+    seconds; later loads (the requeued attempts) only append."""
+
+    load_s = 8.0
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        mark = Path(self.out) / f"{self.key}.loading"
+        with open(mark, "a") as f:
+            f.write(f"{time.time()}\n")
+        if len(mark.read_text().splitlines()) == 1:
+            time.sleep(self.load_s)
+
+
 class WhichProcess:
     """A job that writes the id of the process it runs in to ``out/<key>.pid`` (and prints a line to
     its log); ``die``: then kills that process, as a crash in native code would."""

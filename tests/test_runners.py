@@ -22,6 +22,7 @@ import pytest
 from slurm_fixture import (  # noqa: F401
     UP,
     AllReduce,
+    SlowToLoad,
     Toy,
     WhichProcess,
     expected_value,
@@ -338,6 +339,18 @@ def test_slurm_preempted_job_requeues_and_resumes(slurm):
     assert result(out, "pre2")["attempts"] == 1
     assert result(out, "pre") == {"value": expected_value("pre", 6), "epochs": 6, "attempts": 2}
     assert "this job is preempted" in runner.log_tail("pre", 50)
+
+
+def test_slurm_job_signalled_while_it_loads_is_requeued_not_killed(slurm):
+    # A preemption (TERM, then USR2) that comes while the job still loads its pickle, before submitit
+    # has installed its handlers: slurm_job.py holds both signals and hands them to submitit then.
+    runner, out = slurm
+    runner.submit([Job("early", SlowToLoad(out, "early", epochs=2, sleep_s=0.1))])
+    wait_until(lambda: (out / "early.loading").exists(), 60, "the job loading its pickle")
+    runner.job("early")._interrupt()
+    assert runner.wait(["early"], timeout=90) == {"early": "done"}, runner.log_tail("early", 40)
+    assert len((out / "early.loading").read_text().splitlines()) == 2  # loaded again: requeued, then resumed
+    assert "this job is preempted" in runner.log_tail("early", 80)
 
 
 def test_slurm_job_submitted_from_inside_an_array_task_runs(slurm, monkeypatch):

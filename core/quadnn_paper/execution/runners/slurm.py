@@ -14,7 +14,9 @@ id>_<i>``; a group of one is a plain job. A job whose source is queued is submit
 ``--dependency=afterok:<source's id>``. The callable runs inside a
 :class:`submitit.helpers.Checkpointable`: on preemption or timeout submitit requeues it (an array's
 task alone) and it resumes from its own checkpoint; a job killed outright is ``failed`` and the
-next submit resubmits it alone.
+next submit resubmits it alone. A job starts through :mod:`.slurm_job`, which holds those signals
+from its first instruction until submitit's handlers are in place (a job signalled while it still
+loads its pickle is requeued, not killed).
 
 Submission survives a controller that does not answer: the records (with a job name unique to the
 attempt, an array's for all its tasks) and the pickles are written *before* ``sbatch``, under the
@@ -38,6 +40,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -53,6 +56,7 @@ __all__ = ["SlurmRunner", "SlurmCall", "GRACE_S"]
 ACTIVE = dict.fromkeys("PENDING REQUEUED REQUEUE_HOLD REQUEUE_FED RESIZING SUSPENDED CONFIGURING".split(), "pending")
 ACTIVE |= dict.fromkeys("RUNNING COMPLETING STAGE_OUT SIGNALING STOPPED".split(), "running")
 JOBS = "jobs"  # submitit's folder: pickles and logs of every job, named by job id
+JOB_MAIN = Path(__file__).with_name("slurm_job.py")  # what a job runs: submitit's entry, signals held from the start
 GRACE_S = 300  # how long SLURM may not know a job it was asked to take
 SACCT_TIMEOUT_S = 20  # a sacct whose database does not answer hangs: give up after this ...
 SACCT_RETRIES = 2  # ... this many more times (1 s, 2 s, ... apart), then ask squeue
@@ -280,7 +284,11 @@ class SlurmRunner(Runner):
         from submitit import SlurmExecutor
         from submitit.core.utils import DelayedSubmission
 
-        executor = SlurmExecutor(folder=private_dir(self.folder / JOBS), max_num_timeout=self.max_requeues)
+        # The job starts through slurm_job.py, which holds SLURM's signals until submitit handles them.
+        python = f"{shlex.quote(sys.executable)} -u {shlex.quote(str(JOB_MAIN))}"
+        executor = SlurmExecutor(
+            folder=private_dir(self.folder / JOBS), max_num_timeout=self.max_requeues, python=python
+        )
         params = self._parameters(jobs[0], name, intents, array)
         if sources:
             params["additional_parameters"].update(
