@@ -66,6 +66,9 @@ def _fake_paper(tmp_path, computed, verdict="supported"):
     (tmp_path / "variables" / "runge.tex").write_text(
         "\\newcommand{\\rungeOrderMatches}{not decided: the paired intervals of the steps include zero}\n"
     )
+    (tmp_path / "variables" / "efficiency.tex").write_text(
+        "\\newcommand{\\efficiencyPaperRatioVerdict}{not reproduced: our lowest is 1.84 [1.77, 1.86]}\n"
+    )
     return tmp_path
 
 
@@ -73,7 +76,9 @@ def test_the_ledger_resolves_tallies_and_writes(tmp_path):
     paper = _fake_paper(tmp_path, _section_claims())
     counts = ledger.write(paper)
     n_claims = sum(isinstance(e.source, ledger.Claim) for e in ledger.LEDGER)
-    assert counts["decided"] == n_claims and counts["undecided"] == 1  # Runge's ranking
+    n_variables = sum(isinstance(e.source, ledger.Variable) for e in ledger.LEDGER)
+    # every claims-table verdict and the efficiency ratio's decide; Runge's ranking does not
+    assert counts["decided"] == n_claims + n_variables - 1 and counts["undecided"] == 1
     assert sum(counts.values()) == len(ledger.LEDGER)
     tex = (paper / "variables" / "ledger.tex").read_text()
     assert f"\\newcommand{{\\ledgerAll}}{{{len(ledger.LEDGER)}}}" in tex

@@ -273,14 +273,23 @@ LEDGER: list[Entry] = [
         "Sec. V-B (training time)",
         "A QResNet epoch costs about as long as a ResNet epoch (10.87 s vs 10.43 s)",
         "efficiency",
-        Measured("timed on this machine's hardware, not the paper's; the ratio is tabled with its interval"),
+        Variable("efficiency", "PaperRatioVerdict"),
     ),
 ]
 
 # a section's verdict words that decide (Runge's ranking answers "yes, ..." or "no: ...")
 CIFAR_SECTIONS = ("cifar_tuning", "vgg_stability", "cifar_comparison")
 # a section's verdict words that decide (Runge's ranking answers "yes, ..." or "no: ...")
-DECIDED_WORDS = ("supported", "contradicted", "no difference", "partly supported", "yes", "no:")
+DECIDED_WORDS = (
+    "supported",
+    "contradicted",
+    "no difference",
+    "partly supported",
+    "yes",
+    "no:",
+    "reproduced",
+    "not reproduced",
+)
 KINDS = ("decided", "undecided", "not tested", "measured")
 HEADER = ["Paper", "Claim", "Our section", "Answer", "Kind"]
 

@@ -29,6 +29,11 @@ __all__ = [
     "gpu_epoch_table",
     "gpu_epoch_variables",
     "GPU_EPOCH_HEADER",
+    "PAPER_RATIO_HEADER",
+    "paper_ratio",
+    "paper_ratio_rows",
+    "paper_ratio_table",
+    "paper_ratio_verdict",
 ]
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
@@ -386,3 +391,74 @@ def dominates(default: dict | None, naive: dict | None) -> str:
     if default["mem_ratio"] < naive["mem_ratio"] and time in ("faster", "unresolved"):
         return "yes" if time == "faster" else "not shown (less memory, time unresolved)"
     return "no"
+
+
+# The paper's QResNet20 / ResNet20 training time per epoch on its GPU (10.87 / 10.43 s): ours, every
+# way we measured the same quotient, and whether the paper's value lies within our quartiles.
+PAPER_RATIO_HEADER = ["Measured on", "What", "QResNet20 / ResNet20 [IQR]", "The paper's ratio"]
+
+
+def paper_ratio() -> float:
+    return PAPER_EPOCH_SECONDS["cifar_qresnet20"] / PAPER_EPOCH_SECONDS["cifar_resnet20"]
+
+
+def _against(value: float, q1: float | None, q3: float | None, paper: float) -> str:
+    """Where the paper's ratio lies against ours: inside our quartiles ("within"), below them
+    ("ours higher") or above ("ours lower"); a single measurement has no quartiles and says so."""
+    if q1 is None:
+        return ("ours higher" if value > paper else "ours lower") + " (one measurement)"
+    return "within" if q1 <= paper <= q3 else "ours higher" if q1 > paper else "ours lower"
+
+
+def paper_ratio_rows(rows: list[dict], compile_rows: list[dict], gpu, epochs, machine: str) -> list[dict]:
+    """Every ratio of QResNet20's training time to ResNet20's that we measured: this machine's and
+    a GPU's bench steps (median and quartiles over interleaved rounds; eager by implementation, and
+    compiled) and the GPU's engine epoch (one measurement each, eager and compiled); each with where
+    the paper's ratio lies against it (:func:`_against`)."""
+    paper, out = paper_ratio(), []
+
+    def step_rows(where, bench_rows):
+        for impl, compiled in (("default", False), ("naive", False), ("default", True)):
+            r = find(bench_rows, "cifar_qresnet20", impl, compiled)
+            if r is not None and "time_ratio_q1" in r:
+                what = f"training step, {impl}" + (", compiled" if compiled else "")
+                q1, q3 = r["time_ratio_q1"], r["time_ratio_q3"]
+                out.append(dict(where=where, what=what, value=r["time_ratio"], q1=q1, q3=q3))
+
+    step_rows(machine, rows + [r for r in compile_rows if r["compiled"]])
+    if gpu is not None:
+        step_rows(gpu.machine, gpu.rows)
+    if epochs is not None:
+        for compiled in (False, True):
+            q, b = epochs.row("cifar_qresnet20", compiled), epochs.row("cifar_resnet20", compiled)
+            if q and b:
+                value = q["epoch_seconds"] / b["epoch_seconds"]
+                what = "engine's epoch" + (", compiled" if compiled else ", eager")
+                out.append(dict(where=q["machine"], what=what, value=value, q1=None, q3=None))
+    for r in out:
+        r["against"] = _against(r["value"], r["q1"], r["q3"], paper)
+    return out
+
+
+def paper_ratio_table(found: list[dict]) -> list[list]:
+    """Rows of :data:`PAPER_RATIO_HEADER`."""
+    if not found:
+        return [["not measured"] + ["--"] * (len(PAPER_RATIO_HEADER) - 1)]
+    shown = lambda r: f"{r['value']:.2f}" + (f" [{r['q1']:.2f}, {r['q3']:.2f}]" if r["q1"] is not None else "")  # noqa: E731
+    return [[r["where"], r["what"], shown(r), r["against"]] for r in found]
+
+
+def paper_ratio_verdict(found: list[dict]) -> str:
+    """The report's verdict on the paper's ratio: "reproduced" when it lies within the quartiles of a
+    step ratio we measured, or below one (ours lower); else "not reproduced", naming our closest
+    ratio with quartiles; "not measured" when there is none."""
+    timed = [r for r in found if r["q1"] is not None]
+    if not timed:
+        return "not measured"
+    if any(r["against"] in ("within", "ours lower") for r in timed):
+        return "reproduced"
+    best = min(timed, key=lambda r: r["value"])
+    return (
+        f"not reproduced: our lowest, the {best['what']} on {best['where']}, is "
+        f"{best['value']:.2f} [{best['q1']:.2f}, {best['q3']:.2f}]"
+    )

@@ -1,0 +1,76 @@
+"""The verdict on the paper's QResNet20 / ResNet20 epoch ratio, against a plain reading of it:
+reproduced exactly when the paper's ratio is at or above the lower quartile of one of our step
+ratios; single measurements (an epoch) never decide."""
+
+from types import SimpleNamespace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from quadnn_paper.sections import efficiency as E
+
+PAPER = E.paper_ratio()
+ratios = st.floats(0.5, 5.0, allow_nan=False)
+
+
+def step_row(model, impl, value, q1, q3, compiled=False):
+    return dict(
+        model=model, implementation=impl, compiled=compiled, time_ratio=value, time_ratio_q1=q1, time_ratio_q3=q3
+    )
+
+
+@st.composite
+def measured(draw):
+    rows = []
+    for impl, compiled in (("default", False), ("naive", False), ("default", True)):
+        if draw(st.booleans()):
+            a, b, c = sorted(draw(st.lists(ratios, min_size=3, max_size=3)))
+            rows.append(step_row("cifar_qresnet20", impl, b, a, c, compiled))
+    epoch = draw(st.one_of(st.none(), ratios))
+    return rows, epoch
+
+
+def epochs_of(ratio):
+    if ratio is None:
+        return None
+    seconds = {"cifar_resnet20": 2.0, "cifar_qresnet20": 2.0 * ratio}
+    return SimpleNamespace(
+        row=lambda model, compiled: dict(epoch_seconds=seconds[model], machine="a GPU") if not compiled else None
+    )
+
+
+@given(measured())
+def test_the_verdict_is_the_plain_reading(case):
+    rows, epoch = case
+    found = E.paper_ratio_rows(
+        [r for r in rows if not r["compiled"]], [r for r in rows if r["compiled"]], None, epochs_of(epoch), "here"
+    )
+    assert len(found) == len(rows) + (epoch is not None)
+    verdict = E.paper_ratio_verdict(found)
+    if not rows:
+        assert verdict == "not measured"  # an epoch alone has no quartiles
+    elif any(r["time_ratio_q1"] <= PAPER for r in rows):
+        assert verdict == "reproduced"
+    else:
+        lowest = min(r["time_ratio"] for r in rows)
+        assert verdict.startswith("not reproduced") and f"{lowest:.2f} [" in verdict
+    for r in found:
+        if r["q1"] is None:
+            assert r["against"].endswith("(one measurement)")
+        else:
+            inside = r["q1"] <= PAPER <= r["q3"]
+            assert (r["against"] == "within") == inside
+            assert (r["against"] == "ours higher") == (r["q1"] > PAPER)
+
+
+def test_only_the_quadratic_resnet20_counts():
+    other = [step_row("cifar_qresnet56", "default", 1.0, 0.9, 1.1), step_row("cifar_resnet20", "conventional", 1, 1, 1)]
+    assert E.paper_ratio_rows(other, [], None, None, "here") == []
+    assert E.paper_ratio_table([])[0][0] == "not measured"
+
+
+def test_the_committed_gpu_rows_give_a_verdict():
+    from quadnn_paper.data import gpu_bench
+
+    found = E.paper_ratio_rows([], [], gpu_bench.load(), gpu_bench.load_epochs(), "here")
+    assert found and E.paper_ratio_verdict(found) != "not measured"
