@@ -297,9 +297,15 @@ def test_quadratic_layers_keep_everything_on_a_gpu_unless_told(monkeypatch):
     loop._plan_for_device(model, cfg, torch.device("cpu"), task)
     assert impls() == before  # CPU: the model's own plan
     loop._plan_for_device(model, cfg, torch.device("cuda", 0), task)
-    assert impls() == {"speed"}
+    assert impls() == {loop.FASTEST[("cuda", False)]}  # everything kept: the fastest eager on a GPU
+    loop._plan_for_device(model, cfg.replace(compile=True), torch.device("cuda", 0), task)
+    assert impls() == {loop.FASTEST.get(("cuda", True), "speed")}
+    loop._plan_for_device(model, cfg.replace(implementation="speed"), torch.device("cuda", 0), task)
+    assert impls() == {"speed"}  # as told
     loop._plan_for_device(model, cfg.replace(recompute_budget=0.0), torch.device("cuda", 0), task)
-    assert impls() == {"lean"}
+    assert impls() == {"lean"}  # a memory plan is kept, not overridden by the fastest
+    with pytest.raises(ValueError, match="implementation must be one of"):
+        cfg.replace(implementation="quick")
 
 
 def _depth_task(tmp_path, batch_size=16, **kw):

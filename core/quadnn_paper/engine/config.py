@@ -38,6 +38,9 @@ SCHEDULES = ("multistep", "diminishing", "constant", "poly")
 # "zero" is ordinary coupled L2 toward 0 on every group (the official ReLinear code).
 QUADRATIC_DECAY = ("reference", "zero")
 DEVICES = ("auto", "cpu", "cuda", "mps")
+# How quadratic layers compute (quadnn.QuadraticLayer.IMPLEMENTATIONS; the same function, float
+# rounding apart). "auto" picks by device (quadnn_paper.engine.loop.FASTEST).
+IMPLEMENTATIONS = ("auto", "fast", "speed", "lean", "fused", "naive")
 # Where and how fast a run executes, not what it computes: left out of the hash, so a run trained
 # on a GPU and the same run resumed on another machine are one run.
 OPERATIONAL = (
@@ -52,6 +55,7 @@ OPERATIONAL = (
     "pin_memory",
     "data_on_device",
     "recompute_budget",
+    "implementation",
 )
 # Fields added after results were cached: they enter the hash only when they differ from these
 # defaults, so every run stored before them keeps its id.
@@ -119,6 +123,8 @@ class RunConfig:
     data_on_device: bool = True  # in-memory data sets held on the GPU, augmented there
     recompute_budget: float | None = None  # quadratic layers' kept tensors (quadnn.plan_recompute);
     # None: 2.0 (keep all, recompute nothing) on CUDA, model default elsewhere
+    implementation: str = "auto"  # quadratic layers' implementation; auto: the fastest measured on
+    # this device when everything is kept (loop.FASTEST), else the recompute plan's
 
     def __post_init__(self):
         self._normalise()
@@ -156,6 +162,7 @@ class RunConfig:
             ("optimizer", OPTIMIZERS),
             ("schedule", SCHEDULES),
             ("quadratic_decay", QUADRATIC_DECAY),
+            ("implementation", IMPLEMENTATIONS),
         ):
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")

@@ -242,12 +242,35 @@ def _plan_for_device(model: nn.Module, cfg: RunConfig, device: torch.device, tas
         budget = BUDGETS[0]
         if shape is not None and any(isinstance(m, QuadraticLayer) for m in model.modules()):
             budget = _budget_for_memory(model, cfg, device, shape, max(1, cfg.batch_size // nranks))
-    if budget is None:
-        return None
-    from quadnn import plan_recompute
+    if budget is not None:
+        from quadnn import plan_recompute
 
-    plan_recompute(model, torch.zeros(1, *(shape or (task.in_chans, 64, 64))), budget=budget)
+        plan_recompute(model, torch.zeros(1, *(shape or (task.in_chans, 64, 64))), budget=budget)
+    _pick_implementation(model, cfg, device, keeps_all=budget is None or budget >= BUDGETS[0])
     return budget
+
+
+# The fastest implementation measured where every layer keeps what it needs (nothing recomputed),
+# by device type and whether the step is compiled; a key not listed keeps the layers' default.
+# CUDA, eager: three convolutions ("naive") beat the joined [r, g] one with its custom backward
+# ("speed"): QResNet20's step 2.17x against 2.57x the conventional one on an H200
+# (docs/gpu/2026-11-26-h200-gpu-check/bench.json), 2.02x against 2.24x on an H100 (2026-11-25);
+# on a CPU "speed" is faster (quadnn.recompute's frontier). Compiled, inductor fuses either.
+FASTEST = {("cuda", False): "naive"}
+
+
+def _pick_implementation(model: nn.Module, cfg: RunConfig, device: torch.device, keeps_all: bool) -> str | None:
+    """Sets the quadratic layers' implementation: ``cfg.implementation``, or for "auto" the
+    :data:`FASTEST` on this device when nothing is recomputed. Returns what was set (None: unchanged)."""
+    impl = cfg.implementation
+    if impl == "auto":
+        impl = FASTEST.get((device.type, bool(cfg.compile))) if keeps_all else None
+    if impl is None:
+        return None
+    for m in model.modules():
+        if isinstance(m, QuadraticLayer):
+            m.implementation = impl
+    return impl
 
 
 def _budget_for_memory(model, cfg, device, shape, per_rank: int) -> float:
@@ -639,6 +662,9 @@ def _finish(t: _Training, status: str, reason: str | None, history: list, evalua
         history=history,
         **final,
     )
+    impls = sorted({m.implementation for m in t.model.modules() if isinstance(m, QuadraticLayer)})
+    if impls:  # how the quadratic layers computed (the timings depend on it, the numbers do not)
+        result["implementation"] = "+".join(impls)
     if t.cfg.compile:  # every compilation this run paid (a resumed run compiles again)
         result["compile_seconds"] = sum(h.get("compile_seconds", 0.0) for h in history)
     if t.task.eval_every_epoch and "test_error" in last:

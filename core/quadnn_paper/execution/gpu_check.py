@@ -511,8 +511,12 @@ def _epoch_line(r: dict) -> str:
     return s
 
 
-def _epoch_run(model: str, compiled: bool, device: str, out: Path) -> int:
-    """Child process of :func:`check_epoch`: one timed run; prints its row as one JSON line."""
+def _epoch_run(
+    model: str, compiled: bool, device: str, out: Path, implementation: str = "auto", floor: bool = True
+) -> int:
+    """Child process of :func:`check_epoch`: one timed run; prints its row as one JSON line.
+    ``implementation``: the quadratic layers' (RunConfig.implementation); ``floor``: also time the
+    plain step under CUDA graphs (eager runs)."""
     from ..data import tiny
     from ..engine import RunConfig, run
 
@@ -524,9 +528,10 @@ def _epoch_run(model: str, compiled: bool, device: str, out: Path) -> int:
     cold = not (inductor.is_dir() and any(inductor.iterdir()))  # before this run compiles into it
     relinear = "sg" if "qresnet" in model else "none"
     cfg = RunConfig(model=model, dataset="cifar10", data_dir=str(data), epochs=EPOCH_RUNS, relinear=relinear)
-    res = run(cfg.replace(device=device, compile=compiled, progress=False), out / "epoch" / "runs")
-    floor = None
-    if not compiled:
+    cfg = cfg.replace(device=device, compile=compiled, progress=False, implementation=implementation)
+    res = run(cfg, out / "epoch" / "runs")
+    timed_floor, floor = floor, None
+    if not compiled and timed_floor:
         steps = -(-EPOCH_DATA[0] // cfg.batch_size)  # the engine's steps per epoch (the last one partial)
         floor = steps * cuda_graph_step_seconds(model, device, cfg.batch_size)
     print(json.dumps(epoch_row(model, compiled, res, device, floor, cold)))
@@ -539,6 +544,8 @@ def epoch_row(model: str, compiled: bool, res: dict, device: str, floor: float |
     from quadnn.bench import machine
 
     row = dict(model=model, compiled=compiled, status=res["status"], compile_seconds=res.get("compile_seconds"))
+    if res.get("implementation"):
+        row["implementation"] = res["implementation"]  # the quadratic layers' (the engine picks by device)
     row["epoch_seconds"] = res["history"][-1]["epoch_time"] if res.get("history") else None
     if not compiled:
         row["floor_seconds"] = floor
@@ -650,12 +657,14 @@ def main(argv=None) -> int:
     p.add_argument("--_tiny", default=None, help=argparse.SUPPRESS)
     p.add_argument("--_epoch", default=None, help=argparse.SUPPRESS)
     p.add_argument("--_compiled", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--_implementation", default="auto", help=argparse.SUPPRESS)
+    p.add_argument("--_no_floor", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out)
     if args._tiny:
         return _tiny_section(args._tiny, out)
     if args._epoch:
-        return _epoch_run(args._epoch, args._compiled, args.device, out)
+        return _epoch_run(args._epoch, args._compiled, args.device, out, args._implementation, not args._no_floor)
     import torch
 
     device = args.device
