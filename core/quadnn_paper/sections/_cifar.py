@@ -454,6 +454,7 @@ def summarise(results: list[dict | None], limit: float = math.inf) -> dict:
         mean=mean,
         std=std,
         epoch_time=sum(times) / len(times) if times else None,
+        params=next((r["params"] for r in results if r.get("params")), None),  # of the network trained
         reasons=sorted(reasons),
     )
 

@@ -343,6 +343,11 @@ def _paper_params_cell(model: str, ours: int):
     return Cell(f"{paper.text}M", reproduced=abs(paper - ours / 1e6) < 0.015)
 
 
+# Parameters of the network trained here, then the paper's (full-width) count where the two differ
+# (a stand-in trains narrower); "--": not trained at this profile.
+PARAMS_TRAINED = "Params (trained / full width)"
+
+
 def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
     """``{table name: (header, rows)}`` of the section: main, compact, width, claims."""
     rows = S["rows"]
@@ -350,8 +355,13 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
     def row(model, method="conventional", width=1.0):
         return cs.row_for(rows, model, method, width)
 
-    def mparams(r):
+    def mparams(r):  # the paper's width (the architecture compared)
         return f"{params[r] / 1e6:.2f}M"
+
+    def trained_params(r):  # what was trained here, then the paper's width where they differ
+        s = S["summaries"].get(r)
+        trained = f"{s['params'] / 1e6:.2f}M" if s and s.get("params") else "--"
+        return mparams(r) if trained == mparams(r) else f"{trained} / {mparams(r)}"
 
     def time_cell(r):
         s = S["summaries"].get(r)
@@ -362,7 +372,7 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
         return "--" if m is None else round(m, 1)
 
     main = [
-        [r.label, mparams(r), time_cell(r), _error_cell(S, r), moved_cell(r), r.paper]
+        [r.label, trained_params(r), time_cell(r), _error_cell(S, r), moved_cell(r), r.paper]
         for r in rows
         if r.table == "main"
     ]
@@ -375,16 +385,19 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
     for d in (32, 56):
         for w in (1.0, 1.5, 2.0, 2.5):
             r = row(f"cifar_resnet{d}", width=w)
-            width.append([f"ResNet{d} ({round(16 * w)})", f"x{w:g}", mparams(r), _error_cell(S, r), r.paper])
+            width.append([f"ResNet{d} ({round(16 * w)})", f"x{w:g}", trained_params(r), _error_cell(S, r), r.paper])
         q = row(f"cifar_qresnet{d}", "wt")
-        width.append([q.label, "--", mparams(q), _error_cell(S, q), q.paper])
+        width.append([q.label, "--", trained_params(q), _error_cell(S, q), q.paper])
     return {
         "comparison_main": (
-            ["Network", "Params", "Time/epoch (s)", "Error ours (%)", "Terms moved (%)", "Paper (%)"],
+            ["Network", PARAMS_TRAINED, "Time/epoch (s)", "Error ours (%)", "Terms moved (%)", "Paper (%)"],
             main,
         ),
-        "comparison_compact": (["Network", "Params", "Paper params", "Error ours (%)", "Paper (%)"], compact),
-        "comparison_width": (["Network", "Channels", "Params", "Error ours (%)", "Paper (%)"], width),
+        "comparison_compact": (
+            ["Network", "Params (full width)", "Paper params", "Error ours (%)", "Paper (%)"],
+            compact,
+        ),
+        "comparison_width": (["Network", "Channels", PARAMS_TRAINED, "Error ours (%)", "Paper (%)"], width),
         "comparison_claims": (cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),
         "claims_cifar_comparison": (cs.SUMMARY_HEADER, cs.summary_rows("Comparison", S["claims"])),
         "cifarcomparison_seeds": (cs.SEED_HEADER, S["seed_rows"]),

@@ -58,6 +58,7 @@ __all__ = [
     "silog_loss",
     "protocol",
     "runs",
+    "trained_what",
     "KITTI_SIZES",
     "NAME",
     "summary",
@@ -118,6 +119,16 @@ def protocol(profile: str, tiny: bool = False) -> dict:
 # -- runs ---------------------------------------------------------------------------------------
 # Display names of the two models in the paper's table.
 LABELS = {"lapdepth": "LapDepth", "quadratic_lapdepth": "Quadratic-LapDepth"}
+
+
+def trained_what(profile: str, tiny: bool = False) -> str:
+    """What this profile trains where it is not the paper's network on KITTI (its encoder, data
+    and image size), for figure titles; "" for the paper's own."""
+    P = protocol(profile, tiny)
+    if P["data"] == "kitti" and P["encoder"] == PROTOCOLS["full"]["encoder"] and not tiny:
+        return ""
+    data = "KITTI" if P["data"] == "kitti" else "synthetic scenes"
+    return f"trained: {P['encoder']} encoder, {data} {P['height']}x{P['width']}"
 
 
 def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -> list:
