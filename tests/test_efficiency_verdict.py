@@ -75,3 +75,29 @@ def test_the_committed_gpu_rows_give_a_verdict():
 
     found = E.paper_ratio_rows([], [], gpu_bench.load(), gpu_bench.load_epochs(), "here")
     assert found and E.paper_ratio_verdict(found) != "not measured"
+
+
+VERDICTS = ("faster", "slower", "unresolved", "--")  # efficiency.verdict(default, naive)
+
+
+@given(st.sampled_from(("naive", "speed")), st.lists(st.sampled_from(VERDICTS), max_size=3))
+def test_the_engines_gpu_pick_is_supported_only_when_no_measured_depth_favours_the_other(pick, verdicts):
+    """pick_agrees against a plain reading: naive is faster where the default is "slower"."""
+    faster = [
+        {"slower": "naive", "faster": "speed"}.get(v, "neither") for v in verdicts if v != "--"
+    ]  # the faster one per measured depth
+    got = E.pick_agrees(pick, verdicts)
+    if not faster:
+        assert got == "not measured"
+    elif any(f not in (pick, "neither") for f in faster):
+        assert got == "no"
+    elif pick in faster:
+        assert got == "yes"
+    else:
+        assert got == "not shown (unresolved)"
+
+
+def test_the_engines_gpu_pick_is_what_the_engine_runs_on_a_gpu():
+    from quadnn_paper.engine.loop import FASTEST
+
+    assert E.engine_gpu_pick() == FASTEST.get(("cuda", False), "speed")

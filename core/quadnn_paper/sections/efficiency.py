@@ -29,6 +29,8 @@ __all__ = [
     "gpu_epoch_table",
     "gpu_epoch_variables",
     "GPU_EPOCH_HEADER",
+    "engine_gpu_pick",
+    "pick_agrees",
     "PAPER_RATIO_HEADER",
     "paper_ratio",
     "paper_ratio_rows",
@@ -380,6 +382,30 @@ def verdict(a: dict | None, b: dict | None, key: str = "time_ratio") -> str:
     if a is None or b is None:
         return "--"
     return {"lower": "faster", "higher": "slower", "unresolved": "unresolved"}[compare(a, b, key)]
+
+
+def engine_gpu_pick() -> str:
+    """The implementation the training engine gives quadratic layers on a GPU, eager, when nothing
+    is recomputed (``RunConfig.implementation`` "auto": :data:`quadnn_paper.engine.loop.FASTEST`)."""
+    from quadnn.layers import QuadraticLayer
+    from quadnn_paper.engine.loop import FASTEST
+
+    return FASTEST.get(("cuda", False), QuadraticLayer.implementation)
+
+
+def pick_agrees(pick: str, verdicts: list[str]) -> str:
+    """Whether the GPU rows' verdicts of the default against naive (:func:`verdict`, one per depth)
+    support the engine's ``pick``: "yes" when the pick is faster, or unresolved, at every measured
+    depth and faster at one; "no" when the other implementation is faster at any; "not measured"."""
+    measured = [v for v in verdicts if v != "--"]
+    if not measured:
+        return "not measured"
+    # verdict(default, naive): "slower" means naive is faster
+    wins = {"naive": "slower", "speed": "faster"}.get(pick)
+    loses = {"naive": "faster", "speed": "slower"}.get(pick)
+    if wins is None or loses in measured:
+        return "no"
+    return "yes" if wins in measured else "not shown (unresolved)"
 
 
 def dominates(default: dict | None, naive: dict | None) -> str:
