@@ -11,6 +11,10 @@ first step builds the momentum buffers; the epoch's start and end cancel), so it
 the loop does per step. Both are counted by :func:`quadnn.bench.aten_launches`, with torch's
 multi-tensor optimiser path as on CUDA. Counts depend on the layers, not on width, batch or image
 size: the defaults keep it to seconds on a CPU.
+
+On a GPU, work on host tensors (the batch draw's crop and flip indices) launches nothing:
+:func:`device_launches` counts only the operations that touch the compute device, which the tests
+run as a stand-in device on the CPU (CUDA's placement rules enforced).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from quadnn import bench
 
@@ -34,6 +40,7 @@ __all__ = [
     "engine_step_count",
     "engine_step_launches",
     "plain_step_launches",
+    "device_launches",
     "batch_draw_launches",
     "step_launches",
     "CASES",
@@ -85,17 +92,47 @@ def batch_draw_launches(cfg: RunConfig) -> int:
     return bench.aten_launches(lambda: next(batches))
 
 
-def plain_step_launches(cfg: RunConfig) -> int:
-    """Launches of :func:`quadnn.bench.make_step` on ``cfg``'s model and a batch of its size and
-    image shape, past the first step."""
+def plain_step_launches(cfg: RunConfig, count: Callable = bench.aten_launches, device="cpu") -> int:
+    """Launches (``count``) of :func:`quadnn.bench.make_step` on ``cfg``'s model and a batch of its
+    size and image shape on ``device``, past the first step."""
     task = make_task(cfg)
-    model = loop._initial_model(cfg, task).train()
+    model = loop._initial_model(cfg, task).train().to(device)
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(cfg.batch_size, *task.train_input(), generator=gen)
-    y = torch.randint(0, task.num_classes, (cfg.batch_size,), generator=gen)
+    x = torch.randn(cfg.batch_size, *task.train_input(), generator=gen).to(device)
+    y = torch.randint(0, task.num_classes, (cfg.batch_size,), generator=gen).to(device)
     step = bench.make_step(model, x, y)
     step()
-    return bench.aten_launches(step)
+    return count(step)
+
+
+class _DeviceLaunchCount(TorchDispatchMode):
+    """Counts the ATen operations, views left out, that read or write a tensor on ``device_type``:
+    on a GPU, the kernel launches and copies; work on host tensors (index building) launches none."""
+
+    def __init__(self, device_type: str):
+        super().__init__()
+        self.device_type, self.n = device_type, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.namespace == "aten" and not func.is_view:
+            tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+            if any(t.device.type == self.device_type for t in tensors):
+                self.n += 1
+        return out
+
+
+def device_launches(device_type: str) -> Callable[[Callable], int]:
+    """A ``count`` for :func:`engine_step_count` and :func:`plain_step_launches`: the operations of
+    one call that touch a tensor on ``device_type`` (what a GPU launches, on a stand-in device too)."""
+
+    def count(fn) -> int:
+        with _DeviceLaunchCount(device_type) as c:
+            fn()
+        return c.n
+
+    return count
 
 
 def step_launches(width: float = 0.25, batch_size: int = 16, cases: dict = CASES) -> list[dict]:
