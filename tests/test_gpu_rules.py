@@ -68,6 +68,29 @@ def test_cuda_device_always_has_an_index(monkeypatch, name, gpus, nranks, local_
     assert torch.backends.cudnn.benchmark and not torch.backends.cuda.matmul.allow_tf32
 
 
+@pytest.mark.parametrize("name", ["auto", "cuda", "cuda:0", "cuda:1", "cpu"])
+@pytest.mark.parametrize("local_rank", ["0", "1", "3"])
+def test_the_process_group_and_the_loop_resolve_one_device(monkeypatch, name, local_rank):
+    """Under torchrun (WORLD_SIZE 2), the GPU the process group makes current before NCCL starts
+    is the GPU the training loop computes on, whatever the device name and LOCAL_RANK."""
+    import torch.distributed as dist
+
+    from quadnn_paper.engine import distributed
+
+    fake = StrictCuda(2).install(monkeypatch)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    backends = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: backends.append(backend))
+    fake.current = None
+    assert distributed.init_distributed(name)
+    joined = fake.current
+    device = loop._device(RunConfig(device=name))
+    assert backends == ["gloo" if device.type == "cpu" else "nccl"]
+    assert (joined is None and device.type == "cpu") or device == torch.device("cuda", joined)
+
+
 # -- 2. every tensor on the compute device, collectives included --------------------------------
 class _NoDDP(nn.Module):
     """DDP's place in the loop, recording how it was asked to treat buffers."""

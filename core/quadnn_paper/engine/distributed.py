@@ -12,6 +12,7 @@ from torch import nn
 __all__ = [
     "on_cuda",
     "init_distributed",
+    "compute_device",
     "world",
     "local_cuda_index",
     "agree",
@@ -37,11 +38,23 @@ def init_distributed(device: str = "auto") -> bool:
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
     if not dist.is_initialized():
-        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-        if cuda:
-            torch.cuda.set_device(local_cuda_index())
-        dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
+        compute = compute_device(device)
+        if compute.type == "cuda":
+            torch.cuda.set_device(compute)
+        dist.init_process_group("nccl" if compute.type == "cuda" else "gloo", init_method="env://")
     return True
+
+
+def compute_device(name: str = "auto") -> torch.device:
+    """The one resolver of a run's device name (``RunConfig.device``): "auto" is CUDA where
+    available, else the CPU; CUDA always with its index (``set_device`` refuses a bare "cuda"):
+    ``cuda:N`` as given, else this process's GPU among those it can see (:func:`local_cuda_index`;
+    0 for a single process). The process group and the training loop both ask it, so they agree."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.split(":")[0] == "cuda":
+        return torch.device("cuda", int(name.split(":")[1]) if ":" in name else local_cuda_index())
+    return torch.device(name)
 
 
 def local_cuda_index() -> int:

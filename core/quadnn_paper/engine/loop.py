@@ -33,7 +33,7 @@ from quadnn.layers import QuadraticLayer
 
 from . import departure
 from .config import RunConfig
-from .distributed import agree, all_reduce, broadcast_buffers, local_cuda_index, on_cuda, sync_batchnorm, world
+from .distributed import agree, all_reduce, broadcast_buffers, compute_device, on_cuda, sync_batchnorm, world
 from .optim import build_optimizer
 from .store import CorruptFile, RunStore, WorldSizeMismatch, atomic_write_text, quarantine
 from .tasks import _autocast, data_fingerprint, generated_data, make_task, task_cpus
@@ -208,21 +208,15 @@ RANKS_POLL_S = 5.0  # how often the ranks of a run another process holds look ag
 
 
 def _device(cfg: RunConfig) -> torch.device:
-    """The rank's compute device; on CUDA always with its index (``set_device`` refuses a bare "cuda"):
-    ``cuda:N`` as given, else the launcher's LOCAL_RANK among the GPUs this process can see
-    (:func:`.distributed.local_cuda_index`; 0 for a single process)."""
-    name = cfg.device
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.split(":")[0] == "cuda":
-        index = int(name.split(":")[1]) if ":" in name else local_cuda_index()
-        device = torch.device("cuda", index)
+    """The rank's compute device (:func:`.distributed.compute_device`), made current, with the
+    run's CUDA settings."""
+    device = compute_device(cfg.device)
+    if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
         torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
         torch.backends.cudnn.allow_tf32 = cfg.tf32
-        return device
-    return torch.device(name)
+    return device
 
 
 BUDGETS = (2.0, 1.0, 0.0)  # what a CUDA run tries, most kept first: speed, fast-or-lean per layer, lean
