@@ -86,7 +86,7 @@ $(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build bu
 endif
 endif
 
-.PHONY: help setup test test-fast test-e2e test-faults lint paper tex clean status slurm-up slurm-down gpu-check
+.PHONY: help setup test test-fast test-e2e test-faults test-fullsize lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
 	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (cpu: local, else inline)"
@@ -95,6 +95,7 @@ help:
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
 	@echo "make test-e2e                        make paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 in a fresh clone, empty cache"
 	@echo "make test-faults                     kill a small training at every write/fsync/rename of the store (part of test-e2e)"
+	@echo "make test-fullsize                   one engine epoch over a full-size CIFAR-10 on the CPU (part of test-e2e)"
 	@echo "make gpu-check [PYTHON=python3]      on one GPU node: a few minutes of checks, build/gpu-check/report.md"
 	@echo "make setup                           create .venv and install quadnn with its extras"
 	@echo "make clean                           remove build products (keeps .venv and data/)"
@@ -204,7 +205,11 @@ test-fast: $(INSTALLED)
 test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
 	@# nbval first: the smoke PDF test then builds from the outputs nbval wrote in this session.
-	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) -n $(TEST_WORKERS) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults"
+	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) -n $(TEST_WORKERS) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults and not fullsize"
+
+# One engine epoch over a CIFAR-10 of the real size on the CPU (minutes).
+test-fullsize: $(INSTALLED)
+	$(PYTEST) tests/test_fullsize.py -m fullsize -q -s
 
 # The fault-injection tier at every store operation (make test samples a few of them).
 test-faults: $(INSTALLED)
@@ -225,6 +230,7 @@ test-e2e: $(INSTALLED)
 	  echo "test-e2e: the full profile at TINY=1 through SLURM in $$(( $$(date +%s) - start )) s"
 	QUADNN_E2E_DIR="$(CURDIR)/$(E2E_DIR)" $(PYTEST) tests/test_e2e.py -q
 	@$(MAKE) --no-print-directory test-faults
+	@$(MAKE) --no-print-directory test-fullsize
 
 clean:
 	rm -rf build paper/figures paper/tables paper/variables paper/main.pdf paper/.profile paper/.stamps paper/.staging

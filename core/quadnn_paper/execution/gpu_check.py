@@ -533,6 +533,8 @@ def _epoch_run(
     res = run(cfg, out / "epoch" / "runs")
     timed_floor, floor = floor, None
     if not compiled and timed_floor:
+        # the floor compiles into a cache of its own: a later compiled run's "cold" means the engine's
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str((out / "epoch" / "inductor-floor").resolve())
         steps = -(-EPOCH_DATA[0] // cfg.batch_size)  # the engine's steps per epoch (the last one partial)
         floor = steps * cuda_graph_step_seconds(model, device, cfg.batch_size)
     print(json.dumps(epoch_row(model, compiled, res, device, floor, cold)))
