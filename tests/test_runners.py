@@ -616,3 +616,28 @@ def test_local_runner_refuses_jobs_from_a_folder_of_another_user(tmp_path):
     assert runner.wait(["theirs"], timeout=60) == {"theirs": "failed"}
     assert "belongs to uid 65534, not to us" in runner.state("theirs")[1]
     assert not (out / "theirs.json").exists()
+
+
+@pytest.mark.parametrize("name", [None, "USR1", "USR2"])
+def test_slurm_job_holds_the_signal_submitit_handles(name):
+    """slurm_job.py holds submitit's preemption signal as submitit reads it (SUBMITIT_PREEMPT_SIGNAL,
+    default USR2), and TERM; read in a child process (importing the file installs its handlers)."""
+    import signal
+    import subprocess
+    import sys
+
+    from quadnn_paper.execution.runners import slurm as slurm_runner
+
+    env = {k: v for k, v in os.environ.items() if k != "SUBMITIT_PREEMPT_SIGNAL"}
+    if name:
+        env["SUBMITIT_PREEMPT_SIGNAL"] = name
+    code = (
+        "import importlib.util, sys; s = importlib.util.spec_from_file_location('j', sys.argv[1]); "
+        "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(*(int(h) for h in m.HELD))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(slurm_runner.JOB_MAIN)], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    want = getattr(signal, "SIG" + (name or "USR2"))
+    assert [int(v) for v in out.stdout.split()] == [int(want), int(signal.SIGTERM)]

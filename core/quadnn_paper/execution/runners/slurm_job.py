@@ -21,7 +21,10 @@ import subprocess
 import sys
 import time
 
-HELD = (signal.SIGUSR2, signal.SIGTERM)  # submitit's SlurmJobEnvironment.USR_SIG, and preemption's first signal
+# submitit's preemption signal, read as submitit reads it (JobEnvironment.USR_SIG: the environment
+# variable SUBMITIT_PREEMPT_SIGNAL, USR2 by default), and TERM, preemption's first signal
+PREEMPT_SIGNAL = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), signal.SIGUSR2)
+HELD = (PREEMPT_SIGNAL, signal.SIGTERM)
 REQUEUE_RETRIES_S = (2, 5, 10, 20)  # waits between tries of `scontrol requeue` (each try may take 60 s)
 _arrived: list[int] = []
 
