@@ -7,39 +7,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from notebook_run import NOTEBOOKS, ROOT, run_notebook
 
 from quadnn_paper.common import published
 
-ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE = ROOT / "Makefile"
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def run_notebooks(paper, work):
     """Every notebook at the smoke profile: outputs into ``paper``, executed copies and cache into ``work``."""
-    papermill = Path(sys.executable).with_name("papermill")
     for nb in NOTEBOOKS:
-        ran = subprocess.run(
-            [
-                str(papermill),
-                str(nb),
-                str(work / nb.name),
-                "--cwd",
-                str(ROOT / "notebooks"),
-                "-p",
-                "profile",
-                "smoke",
-                "-p",
-                "paper_dir",
-                str(paper),
-                "-p",
-                "cache_dir",
-                str(work / "cache"),
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "QUADNN_NOTEBOOK": nb.stem},
-        )
+        ran = run_notebook(nb, work, paper, work / "cache")
         assert ran.returncode == 0, f"{nb.name} failed at the smoke profile:\n{ran.stderr[-3000:]}"
 
 

@@ -8,15 +8,12 @@ notebook must still finish at the smoke profile and report what it is waiting fo
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from notebook_run import NOTEBOOKS, run_notebook
 from slurm_fixture import slurm_cluster  # noqa: F401
-
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def trains_through_runners(nb: Path) -> bool:
@@ -35,33 +32,17 @@ def held_jobs() -> set[str]:
 
 @pytest.mark.slow
 def test_every_notebook_renders_with_every_run_pending(slurm_cluster, tmp_path):
-    papermill = Path(sys.executable).with_name("papermill")
     before = held_jobs()
     failed, waiting = {}, {}
     try:
         for nb in filter(trains_through_runners, NOTEBOOKS):
             started = time.monotonic()
             pending = tmp_path / f"{nb.stem}.pending"
-            ran = subprocess.run(
-                [
-                    str(papermill),
-                    str(nb),
-                    str(tmp_path / nb.name),
-                    "--cwd",
-                    str(ROOT / "notebooks"),
-                    *("-p", "profile", "smoke", "-p", "runner", "slurm"),
-                    *("-p", "paper_dir", str(tmp_path / "paper"), "-p", "cache_dir", str(tmp_path / "cache")),
-                ],
-                capture_output=True,
-                text=True,
-                env={
-                    **{k: v for k, v in os.environ.items() if k != "QUADNN_WAIT"},
-                    "QUADNN_NOTEBOOK": nb.stem,
-                    "QUADNN_PENDING": str(pending),
-                    "QUADNN_SLURM_SBATCH": "--hold",
-                    "QUADNN_GENERATED": str(tmp_path / "data"),
-                },
+            env = {k: v for k, v in os.environ.items() if k != "QUADNN_WAIT"}
+            env.update(
+                QUADNN_PENDING=str(pending), QUADNN_SLURM_SBATCH="--hold", QUADNN_GENERATED=str(tmp_path / "data")
             )
+            ran = run_notebook(nb, tmp_path, tmp_path / "paper", tmp_path / "cache", dict(runner="slurm"), env)
             if ran.returncode != 0:
                 failed[nb.name] = ran.stderr[-2500:]
             waiting[nb.stem] = pending.exists() and pending.read_text().strip()
