@@ -1,4 +1,4 @@
-"""python -m quadnn.bench: rows, ratios and their spreads, the limit, the equality check, the CUDA
+"""python -m quadnn_paper.bench: rows, ratios and their spreads, the limit, the equality check, the CUDA
 path (against a strict fake of the torch.cuda calls it makes), and the JSON output (tiny sizes)."""
 
 import json
@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from quadnn import bench
+from quadnn_paper import bench
 
 
 @pytest.mark.slow  # a subprocess or two: seconds each
@@ -19,7 +19,7 @@ def test_bench_json_rows_and_equality_check():
         [
             sys.executable,
             "-m",
-            "quadnn.bench",
+            "quadnn_paper.bench",
             "--models",
             "cifar_qresnet20",
             "--implementations",
@@ -104,17 +104,17 @@ def test_the_limit_counts_each_layers_unavoidable_convolutions_and_traffic():
     torch.manual_seed(0)
     x = torch.randn(4, 3, 16, 16)
     base = bench.create("cifar_resnet20")
-    full = bench._Limit(bench.create("cifar_qresnet20"), base, x, batch_size=4)
+    full = bench.limit._Limit(bench.create("cifar_qresnet20"), base, x, batch_size=4)
     # 18 block convolutions, each adding one Cin->2C convolution and nothing subtracted
     assert sum(full.convs.values()) == 18 and all(n > 0 for n in full.convs.values())
     assert {s[2] for s in full.convs} == {32, 64, 128}  # 2 x (16, 32, 64) output channels
-    compact = bench._Limit(bench.create("cifar_qresnet20_compact"), base, x, batch_size=4)
+    compact = bench.limit._Limit(bench.create("cifar_qresnet20_compact"), base, x, batch_size=4)
     assert sum(n for s, n in compact.convs.items() if n > 0) == 18  # 2Cin->C, replacing Cin->C
     assert sum(n for s, n in compact.convs.items() if n < 0) == -18
     # elementwise bytes: the formula per layer, summed, plus SGD over the extra parameters
     from quadnn import QuadraticLayer
 
-    records = bench._layer_records(bench.create("cifar_qresnet20"), x)
+    records = bench.limit._layer_records(bench.create("cifar_qresnet20"), x)
     assert len(records) == 18 and all(isinstance(r["layer"], QuadraticLayer) for r in records)
     elems = sum(4 * (6 * math.prod(r["in_shape"]) + 9 * math.prod(r["out_shape"])) for r in records)
     extra = sum(p.numel() for p in bench.create("cifar_qresnet20").parameters()) - sum(
@@ -129,7 +129,7 @@ def test_the_limit_of_a_single_layer_is_its_measured_wider_convolution():
     from quadnn import QuadraticConv2d
 
     layer = QuadraticConv2d(8, 16, 3, padding=1)
-    lim = bench._Limit(
+    lim = bench.limit._Limit(
         torch.nn.Sequential(layer),
         torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1)),
         torch.randn(2, 8, 10, 10, requires_grad=True),
@@ -137,7 +137,7 @@ def test_the_limit_of_a_single_layer_is_its_measured_wider_convolution():
     )
     ((spec, n),) = lim.convs.items()
     assert n == 1 and spec[1] == (8, 10, 10) and spec[2] == 32 and spec[-1] is True  # Cin->2C, input gradient
-    bench._conv_call(spec, 2, "cpu")()  # forward and backward run at that spec
+    bench.limit._conv_call(spec, 2, "cpu")()  # forward and backward run at that spec
 
 
 def test_conv_share_counts_convolutions_only():
@@ -321,7 +321,7 @@ class FakeCuda:
             monkeypatch.setattr(torch.cuda, name, getattr(self, name))
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
-        monkeypatch.setattr(bench, "to_device", lambda obj, device: obj)  # tensors stay on the CPU
+        monkeypatch.setattr(bench.timing, "to_device", lambda obj, device: obj)  # tensors stay on the CPU
 
 
 def test_cuda_clock_synchronises_before_reading_events(monkeypatch):
@@ -365,8 +365,8 @@ def test_cuda_rows_are_the_cpu_rows(monkeypatch):
     # torch's profiler cannot be faked: with CUDA activity on a machine without a driver it logs a
     # stack trace per operator (about a minute). The CUDA rows need only the call with the device.
     shares = []
-    monkeypatch.setattr(bench, "conv_share", lambda step, device="cpu": shares.append(str(device)) or 0.5)
-    monkeypatch.setattr(bench, "cuda_launches", lambda step: 100)
+    monkeypatch.setattr(bench.harness, "conv_share", lambda step, device="cpu": shares.append(str(device)) or 0.5)
+    monkeypatch.setattr(bench.harness, "cuda_launches", lambda step: 100)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: fake.log.append(f"set {device}"))
     cuda = bench.run(["cifar_qresnet20"], device="cuda", **kw)
@@ -428,7 +428,7 @@ def test_bench_on_cuda_n_makes_it_the_current_device(monkeypatch):
     def stop(*a, **kw):
         raise Stop
 
-    monkeypatch.setattr(bench, "batch", stop)  # the first thing after the device is chosen
+    monkeypatch.setattr(bench.harness, "batch", stop)  # the first thing after the device is chosen
     for given, want in (("cuda:1", 1), ("cuda", 1), (torch.device("cuda", 0), 0)):
         with pytest.raises(Stop):
             bench.run(["cifar_qresnet20"], device=given)
@@ -527,7 +527,7 @@ def test_compiled_rows_compare_with_tf32_off(monkeypatch):
         torch.nn.Conv2d, "forward", lambda self, x: seen.append(torch.backends.cudnn.allow_tf32) or forward(self, x)
     )
     x, y = bench.batch(2, (3, 8, 8))
-    bench._compiled_row("cifar_resnet20", (3, 8, 8), x, y, 0, False, "cpu")
+    bench.harness._compiled_row("cifar_resnet20", (3, 8, 8), x, y, 0, False, "cpu")
     assert seen and not any(seen) and torch.backends.cudnn.allow_tf32
 
 

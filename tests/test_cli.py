@@ -31,8 +31,8 @@ def entries() -> list[tuple[str, list[str]]]:
             if path.name == "slurm_job.py":  # run by SLURM as a file (nothing imported before its signal handlers)
                 found.append((str(path.relative_to(ROOT)), [str(path)]))
                 continue
-            module = ".".join(path.relative_to(CORE).with_suffix("").parts)
-            found.append((module, ["-m", module]))
+            module = ".".join(path.relative_to(CORE).with_suffix("").parts).removesuffix(".__main__")
+            found.append((module, ["-m", module]))  # a package's __main__.py runs as the package
     for path in sorted((ROOT / "tools").glob("*.py")):
         if has_main_block(path):
             found.append((str(path.relative_to(ROOT)), [str(path)]))
@@ -41,7 +41,7 @@ def entries() -> list[tuple[str, list[str]]]:
 
 def test_the_entries_are_found():
     names = {name for name, _ in entries()}
-    assert {"quadnn.bench", "quadnn_paper.execution.train", "tools/paper_check.py"} <= names, names
+    assert {"quadnn_paper.bench", "quadnn_paper.execution.train", "tools/paper_check.py"} <= names, names
 
 
 def test_every_entry_answers_help_and_writes_nothing(tmp_path):

@@ -451,7 +451,7 @@ def _paper(tmp_path, stray=False):
 
 
 def _bench(*argv):
-    from quadnn import bench
+    from quadnn_paper import bench
 
     return bench.main(list(argv))
 

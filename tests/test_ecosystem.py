@@ -19,8 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import quadnn  # noqa: F401  (registers the models)
-from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, bench
+from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, counting
 from quadnn.relinear import quadratic_terms
+from quadnn_paper import bench
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -68,7 +69,7 @@ def fvcore_flops(model, x, conv_and_matmul_only=True):
 
     logging.getLogger("fvcore").setLevel(logging.ERROR)
     count = FlopCountAnalysis(model, x).unsupported_ops_warnings(False).uncalled_modules_warnings(False)
-    if conv_and_matmul_only:  # what torch.utils.flop_counter (and so quadnn.bench) counts
+    if conv_and_matmul_only:  # what torch.utils.flop_counter (and so quadnn.counting.forward_gflops) counts
         return sum(v for k, v in count.by_operator().items() if k in ("conv", "linear", "addmm", "matmul", "mm"))
     return count.total()
 
@@ -115,7 +116,11 @@ def test_flop_counters_agree_with_bench_on_cifar_qresnet20():
     for name in ("cifar_qresnet20", "cifar_resnet20"):
         model = bench.create(name).train()
         with torch.enable_grad():
-            counts[name] = (fvcore_flops(model, x), flop_counter_flops(model, x), bench.forward_gflops(model, x) * 1e9)
+            counts[name] = (
+                fvcore_flops(model, x),
+                flop_counter_flops(model, x),
+                counting.forward_gflops(model, x) * 1e9,
+            )
     for fv, fc, b in counts.values():
         assert 2 * fv == fc == pytest.approx(b, rel=1e-9)
     q, c = counts["cifar_qresnet20"][0], counts["cifar_resnet20"][0]
@@ -507,7 +512,7 @@ def measure():
     print(f"  fvcore total (timm benchmark.py)  {fvcore_flops(q, x, False) / fvcore_flops(c, x, False):.3f}")
     print(f"  fvcore convs and matmuls          {fvcore_flops(q, x) / fvcore_flops(c, x):.3f}")
     print(f"  torch.utils.flop_counter          {flop_counter_flops(q, x) / flop_counter_flops(c, x):.3f}")
-    print(f"  quadnn.bench.forward_gflops       {bench.forward_gflops(q, x) / bench.forward_gflops(c, x):.3f}")
+    print(f"  quadnn.counting.forward_gflops    {counting.forward_gflops(q, x) / counting.forward_gflops(c, x):.3f}")
     print(
         "quantized / float output, relative error (QuadraticLinear(64, 64) via quadnn.convert.quantize_;"
         " nn.Linear(64, 64) via torchao):"

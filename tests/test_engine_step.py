@@ -1,6 +1,6 @@
 """The engine's training step against the plain one (issue 38, items 1 and 2).
 
-Launches are counted as quadnn.bench counts them (ATen operations that launch a kernel, with torch's
+Launches are counted as quadnn_paper.bench counts them (ATen operations that launch a kernel, with torch's
 multi-tensor optimiser path as on CUDA); the engine step is a two-step epoch less a one-step epoch
 (:mod:`quadnn_paper.engine.step_cost`). Host synchronisations are counted the same way, per step.
 """

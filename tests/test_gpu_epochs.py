@@ -100,7 +100,7 @@ def test_the_committed_epoch_rows_load_and_name_their_gpu():
 
 # -- what make gpu-check writes is committable as it is --------------------------------------------------
 def test_gpu_check_writes_committable_rows_and_keeps_the_finished_ones_when_cut_off(monkeypatch, tmp_path):
-    monkeypatch.setattr("quadnn.bench.machine", lambda device="cpu": MACHINE)
+    monkeypatch.setattr("quadnn_paper.common.machine.machine", lambda device="cpu": MACHINE)
     res = dict(status="finished", compile_seconds=None, history=[dict(epoch_time=4.0), dict(epoch_time=3.5)])
     rows = {
         (m, c): gpu_check.epoch_row(

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from quadnn import QuadraticConv2d, bench, quadratize
+from quadnn import QuadraticConv2d, quadratize
+from quadnn_paper import bench
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

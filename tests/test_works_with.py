@@ -16,7 +16,8 @@ from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vmap
 from torch.nn.utils import parametrize, prune
 from torch.utils.checkpoint import checkpoint
 
-from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, bench, counting
+from quadnn import NEURONS, QuadraticConv2d, QuadraticLayer, QuadraticLinear, counting
+from quadnn_paper import bench
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,7 +12,8 @@ when it is imported (:mod:`quadnn.integrations`), so their defaults count the la
 
 The rules can also be passed explicitly (``custom_ops=quadnn.counting.thop_ops()``,
 ``custom_modules_hooks=quadnn.counting.ptflops_hooks()``). fvcore and ``torch.utils.flop_counter``
-count the operations the layers run and need none; :func:`macs` is the latter's count.
+count the operations the layers run and need none; :func:`macs` and :func:`forward_gflops` are the
+latter's count.
 
 A quadratic layer's multiply-accumulates are those of its linear maps, each the conventional
 layer's: three for "full" (r, g, W_b on x*x), two for the others (compact: W_r x and W_b x*x;
@@ -29,7 +30,7 @@ from torch import nn
 
 from .layers import QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear
 
-__all__ = ["layer_macs", "macs", "thop_ops", "ptflops_hooks", "torchinfo_macs", "LINEAR_MAPS"]
+__all__ = ["layer_macs", "macs", "forward_gflops", "thop_ops", "ptflops_hooks", "torchinfo_macs", "LINEAR_MAPS"]
 
 # Linear maps of the size of the conventional layer's, per neuron kind.
 LINEAR_MAPS = {"full": 3, "compact": 2, "parabolic": 2, "poly": 2}
@@ -45,15 +46,24 @@ def layer_macs(layer: QuadraticLayer, output: torch.Tensor) -> int:
     return LINEAR_MAPS[layer.neuron] * output.numel() * per_output
 
 
-def macs(model: nn.Module, *inputs) -> int:
-    """Multiply-accumulates of ``model(*inputs)`` as ``torch.utils.flop_counter`` counts them (its
-    FLOPs / 2: convolutions and matrix products, quadratic layers included)."""
+def _flops(model: nn.Module, *inputs) -> int:
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         model(*inputs)
-    return counter.get_total_flops() // 2
+    return counter.get_total_flops()
+
+
+def macs(model: nn.Module, *inputs) -> int:
+    """Multiply-accumulates of ``model(*inputs)`` as ``torch.utils.flop_counter`` counts them (its
+    FLOPs / 2: convolutions and matrix products, quadratic layers included)."""
+    return _flops(model, *inputs) // 2
+
+
+def forward_gflops(model: nn.Module, *inputs) -> float:
+    """Forward FLOPs of ``model(*inputs)`` in billions, as ``torch.utils.flop_counter`` counts them."""
+    return _flops(model, *inputs) / 1e9
 
 
 def _thop_rule(module, inputs, output):

@@ -242,7 +242,7 @@ class QuadraticLayer(WeightGuards):
     #           of a conv-BN-ReLU network;
     #   "speed" (default) keeps r and g: no recomputation, about 2x the activation memory. It
     #           dominates "naive": the same tensors less x*x, and one Cin->2C convolution where
-    #           naive runs two Cin->C ones (quadnn.bench measures both);
+    #           naive runs two Cin->C ones (quadnn_paper.bench measures both);
     #   "lean"  keeps nothing and recomputes [r, g]: the conventional layer's memory, one more
     #           r/g convolution per step;
     #   "fused" the single r/g convolution differentiated by autograd (keeps x*x too);

@@ -17,7 +17,7 @@ recomputing is cheapest, so the same memory costs fewer recomputed convolutions.
 ``budget=2.0`` is ``"speed"`` (a lone layer's default) everywhere, ``0`` is ``"lean"`` everywhere.
 
 :data:`DEFAULT_BUDGET` is the budget the registered models are built with. It is chosen from the
-measured frontier (``quadnn.bench`` rows ``budget=B``; the efficiency notebook re-derives it on
+measured frontier (``quadnn_paper.bench`` rows ``budget=B``; the efficiency notebook re-derives it on
 every run and reports whether it still agrees): the least memory among the budgets that beat
 the naive formulation in memory and, resolved over rounds, in time; the fastest when none does.
 On a CPU (batch 128, 32x32, ResNet20, budgets 1 to 2) budget 2 had the lowest median time, and

@@ -2,7 +2,7 @@
 
 The format: a folder ``docs/gpu/<YYYY-MM-DD>-<device>-<what>/`` (its name starts with the date
 the rows were measured) holding one or more ``bench*.json`` files, each with one
-:mod:`quadnn.bench` row per line, exactly as ``python -m quadnn.bench --device cuda --json``
+:mod:`quadnn_paper.bench` row per line, exactly as ``python -m quadnn_paper.bench --device cuda --json``
 prints them (``make gpu-check`` writes one as ``build/gpu-check/bench.json``). Every row must have
 run on CUDA (``device`` ``cuda`` or ``cuda:N``) and name its GPU (``machine``): the efficiency
 section shows these rows apart from the CPU rows it measures itself and never mixes the two.
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 GPU_DOCS = REPO / "docs" / "gpu"
-# What a row must carry to be shown (the rest of quadnn.bench's fields are optional here: a
+# What a row must carry to be shown (the rest of quadnn_paper.bench's fields are optional here: a
 # file written by an older bench lacks the launch counts, and the table says "--" for them).
 REQUIRED = (
     "model",
@@ -70,7 +70,7 @@ REQUIRED = (
 class GpuBench:
     folder: str  # relative to the repository when it lies inside it
     date: str  # YYYY-MM-DD, from the folder's name
-    machine: str  # the GPU, torch and CUDA versions, as quadnn.bench names them
+    machine: str  # the GPU, torch and CUDA versions, as quadnn_paper.bench names them
     rows: list[dict]
 
 
@@ -81,7 +81,7 @@ def read(folder: str | Path) -> GpuBench:
     rows = []
     files = sorted(folder.glob("bench*.json"))
     if not files:
-        raise ValueError(f"{folder}: no bench*.json (one quadnn.bench --json row per line)")
+        raise ValueError(f"{folder}: no bench*.json (one quadnn_paper.bench --json row per line)")
     for path in files:
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
@@ -92,7 +92,7 @@ def read(folder: str | Path) -> GpuBench:
                 raise ValueError(f"{path}:{i}: not a JSON row ({e.msg})") from None
             missing = [k for k in REQUIRED if k not in row]
             if missing:
-                raise ValueError(f"{path}:{i}: a quadnn.bench row needs {', '.join(missing)}")
+                raise ValueError(f"{path}:{i}: a quadnn_paper.bench row needs {', '.join(missing)}")
             if not str(row["device"]).startswith("cuda"):
                 raise ValueError(f"{path}:{i}: measured on {row['device']!r}, not a GPU (cuda or cuda:N)")
             rows.append(row)

@@ -1,14 +1,14 @@
-"""What one engine training step launches, beside the plain step :mod:`quadnn.bench` counts.
+"""What one engine training step launches, beside the plain step :mod:`quadnn_paper.bench` counts.
 
     python -m quadnn_paper.engine.step_cost [--width 0.25] [--batch-size 16]
 
-The plain step is :func:`quadnn.bench.make_step` (forward, cross-entropy, backward, multi-tensor
+The plain step is :func:`quadnn_paper.bench.make_step` (forward, cross-entropy, backward, multi-tensor
 SGD). The engine step is one iteration of :func:`.loop._train_one_epoch` as a run trains it: the
 batch drawn and augmented, the learning rates set, forward, the summed loss and the correct count,
 backward, the optimiser over ReLinear's groups, the reference decay and the sw shrink, the epoch's
 totals. It is measured as the launches of a two-step epoch less those of a one-step epoch (the
 first step builds the momentum buffers; the epoch's start and end cancel), so it counts whatever
-the loop does per step. Both are counted by :func:`quadnn.bench.aten_launches`, with torch's
+the loop does per step. Both are counted by :func:`quadnn_paper.bench.aten_launches`, with torch's
 multi-tensor optimiser path as on CUDA. Counts depend on the layers, not on width, batch or image
 size: the defaults keep it to seconds on a CPU.
 
@@ -29,7 +29,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from quadnn import bench
+from quadnn_paper import bench
 
 from . import loop
 from .config import RunConfig
@@ -72,7 +72,7 @@ def _epoch_count(cfg: RunConfig, root: Path, count: Callable, device: torch.devi
 def engine_step_count(cfg: RunConfig, root: Path, count: Callable = bench.aten_launches, device="cpu") -> int:
     """``count(epoch)`` of a two-step epoch of ``cfg`` (its data under ``cfg.data_dir``) less that
     of a one-step epoch, on ``device``: what one engine step past the first adds. ``count`` runs
-    the callable it is given and returns a number (default: :func:`quadnn.bench.aten_launches`)."""
+    the callable it is given and returns a number (default: :func:`quadnn_paper.bench.aten_launches`)."""
     device = torch.device(device)
     one = _epoch_count(cfg.replace(train_limit=cfg.batch_size), root / "one", count, device)
     two = _epoch_count(cfg.replace(train_limit=2 * cfg.batch_size), root / "two", count, device)
@@ -93,7 +93,7 @@ def batch_draw_launches(cfg: RunConfig) -> int:
 
 
 def plain_step_launches(cfg: RunConfig, count: Callable = bench.aten_launches, device="cpu") -> int:
-    """Launches (``count``) of :func:`quadnn.bench.make_step` on ``cfg``'s model and a batch of its
+    """Launches (``count``) of :func:`quadnn_paper.bench.make_step` on ``cfg``'s model and a batch of its
     size and image shape on ``device``, past the first step."""
     task = make_task(cfg)
     model = loop._initial_model(cfg, task).train().to(device)

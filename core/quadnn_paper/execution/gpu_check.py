@@ -6,7 +6,7 @@
 Runs with our venv or with a PyTorch the machine already has (``PYTHONPATH=core python3 -m ...``;
 nothing is installed). Each check passes, fails or is skipped, with its message and, for a failure,
 what to do; ``report.json`` and ``report.md`` go to ``--out``, with each subprocess's log under
-``logs/`` and the benchmark's rows in ``bench.json`` (``python -m quadnn.bench --json`` lines).
+``logs/`` and the benchmark's rows in ``bench.json`` (``python -m quadnn_paper.bench --json`` lines).
 The checks, in order:
 
 - ``environment``: the GPUs, driver, torch, CUDA, cuDNN and library versions;
@@ -18,7 +18,7 @@ The checks, in order:
   :data:`NETWORK_TOLERANCE`;
 - ``ddp``: ``torchrun`` over the GPUs present with NCCL (skipped, saying so, with one GPU);
 - ``tiny_section``: one section's full-profile runs on TINY data through the local runner;
-- ``bench``: ``python -m quadnn.bench --device cuda`` rows (conventional, default, naive, lean,
+- ``bench``: ``python -m quadnn_paper.bench --device cuda`` rows (conventional, default, naive, lean,
   compiled): time ratio, peak memory, launches per step;
 - ``epoch``: the engine's CIFAR-10 epoch over full-size generated data (50,000 + 10,000 images in
   the real on-disk format) for ResNet20 and QResNet20 (ReLinear-sg), eager and compiled, in
@@ -74,7 +74,7 @@ FAILURES = "docs/gpu.md#what-each-failure-looks-like"  # the table of failures a
 # rounding (2^-24) over sums of tens of products is far below 1e-4; TF32 rounds the convolution's
 # inputs to 10 mantissa bits (2^-11 = 4.9e-4, doubled by the product r*g); bf16 to 7 (2^-8 = 3.9e-3).
 LAYER_TOLERANCE = {"fp32": 1e-4, "channels_last": 1e-4, "tf32": 1e-2, "bf16": 5e-2}
-# A whole QResNet20 (20 quadratic layers, batch norm over 8 images): float32 as in quadnn.bench's
+# A whole QResNet20 (20 quadratic layers, batch norm over 8 images): float32 as in quadnn_paper.bench's
 # EQUAL_RTOL. TF32 and bf16 errors compound through the layers and their random quadratic terms:
 # bf16 autocast on the CPU measured 0.22 (gpu_check.network_step_errors(["bf16"], "cpu")), so the
 # bound for bf16 only catches a broken step, not a loss of accuracy.
@@ -188,7 +188,7 @@ def layer_step_errors(neuron: str, implementation: str, modes, device, seed: int
     import torch
 
     from quadnn import QuadraticConv2d
-    from quadnn.bench import randomise_terms_
+    from quadnn_paper.bench import randomise_terms_
 
     torch.manual_seed(seed)
     ref = randomise_terms_(QuadraticConv2d(6, 8, 3, padding=1, neuron=neuron), seed=seed).double()
@@ -204,7 +204,7 @@ def network_step_errors(modes, device, model_name: str = "cifar_qresnet20", batc
     relative error of one training step of a whole network on ``device`` against float64 on the CPU."""
     import torch
 
-    from quadnn.bench import create, randomise_terms_
+    from quadnn_paper.bench import create, randomise_terms_
 
     torch.manual_seed(seed)
     ref = randomise_terms_(create(model_name), seed=seed).double().train()
@@ -437,7 +437,8 @@ def _tiny_section(section: str, out: Path) -> int:
 
 def check_bench(ctx: Context) -> Check:
     # depth 20 (the paper's timed pair) and 56 (where the default and naive were closest on an H100)
-    cmd = [ctx.python, "-m", "quadnn.bench", "--device", ctx.device, "--models", "cifar_qresnet20", "cifar_qresnet56"]
+    cmd = [ctx.python, "-m", "quadnn_paper.bench", "--device", ctx.device]
+    cmd += ["--models", "cifar_qresnet20", "cifar_qresnet56"]
     cmd += ["--implementations", "default", "naive", "lean", "--steps", "10", "--json"]
     cmd += ["--compile"] if ctx.compile else []
     code, _ = _subprocess(ctx, "bench", cmd, ctx.timeout)
@@ -544,7 +545,7 @@ def _epoch_run(
 def epoch_row(model: str, compiled: bool, res: dict, device: str, floor: float | None, cold: bool) -> dict:
     """The row :func:`_epoch_run` prints for one run's result ``res``: the format of a committed
     ``epoch*.json`` (:mod:`quadnn_paper.data.gpu_bench`), with the GPU named (``machine``)."""
-    from quadnn.bench import machine
+    from quadnn_paper.common.machine import machine
 
     row = dict(model=model, compiled=compiled, status=res["status"], compile_seconds=res.get("compile_seconds"))
     if res.get("implementation"):
@@ -559,7 +560,7 @@ def epoch_row(model: str, compiled: bool, res: dict, device: str, floor: float |
 
 
 def cuda_graph_step_seconds(model_name: str, device: str, batch: int = 128, steps: int = 30) -> float:
-    """Median seconds of the plain training step of ``model_name`` (:func:`quadnn.bench.make_step`:
+    """Median seconds of the plain training step of ``model_name`` (:func:`quadnn_paper.bench.make_step`:
     forward, cross-entropy, backward, multi-tensor SGD; fp32) under CUDA graphs (``torch.compile``,
     mode ``reduce-overhead``), after three warm-up steps."""
     import statistics
@@ -567,7 +568,7 @@ def cuda_graph_step_seconds(model_name: str, device: str, batch: int = 128, step
     import timm
     import torch
 
-    from quadnn import bench
+    from quadnn_paper import bench
 
     model = timm.create_model(model_name, num_classes=10).to(device).train()
     x = torch.randn(batch, 3, 32, 32, device=device)

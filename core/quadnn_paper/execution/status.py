@@ -85,7 +85,7 @@ def model_gflops(cfg: RunConfig, cache: str | Path | None = None) -> float:
 
         import torch
 
-        from quadnn.bench import forward_gflops
+        from quadnn.counting import forward_gflops
 
         from ..engine.tasks import TASK_CLASSES
 

@@ -14,6 +14,7 @@ import platform
 import subprocess
 
 from quadnn_paper.analysis import stats
+from quadnn_paper.common.machine import cpu_name
 
 __all__ = [
     "environment",
@@ -38,12 +39,7 @@ def environment(repo: str | os.PathLike = "..") -> str:
 
     commit = git("rev-parse", "--short", "HEAD").strip() or "unknown"
     dirty = " (+ local changes)" if git("status", "--porcelain", "--untracked-files=no").strip() else ""
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    cpu = cpu_name()
     gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (

@@ -17,6 +17,7 @@ from quadnn.models.cifar_resnet import STAGE_CHANNELS
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
+from quadnn_paper.common.machine import cpu_name
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import RunConfig
 from quadnn_paper.sections import _cifar as cs
@@ -405,19 +406,11 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
 
 
 def _device(threads: int | None) -> str:
-    import platform
-
     import torch
 
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    name = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    except OSError:
-        pass
-    return f"{name}, {threads or torch.get_num_threads()} thread(s)"
+    return f"{cpu_name()}, {threads or torch.get_num_threads()} thread(s)"
 
 
 def variables(S: dict, params: dict) -> dict:

@@ -1,5 +1,5 @@
-"""The efficiency section: what :mod:`quadnn.bench` measures at each profile, and the paper's
-time per epoch beside it. The measurement itself is the library's (``python -m quadnn.bench``)."""
+"""The efficiency section: what :mod:`quadnn_paper.bench` measures at each profile, and the paper's
+time per epoch beside it. The measurement itself is the harness's (``python -m quadnn_paper.bench``)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ _PAIR = ("default", "naive")
 # The efficiency notebook's protocol per profile. "full" is the paper's training setting
 # (CIFAR batch 128, 3x32x32, float32) with more timed rounds; the paper itself reports time per
 # epoch on its GPU, which a CPU cannot reproduce. implementations: per model. steps: timed rounds,
-# each timing every row once (quartiles over rounds rank implementations, see quadnn.bench).
+# each timing every row once (quartiles over rounds rank implementations, see quadnn_paper.bench).
 # compile_models: the models also timed under torch.compile (none at smoke: compiling a ResNet's
 # forward and backward takes about a minute on a CPU).
 PROTOCOLS = {
@@ -116,7 +116,7 @@ def tiny_protocol(P: dict) -> dict:
 
 
 def runs(profile: str, tiny: bool = False) -> list:
-    """No engine runs: the section measures steps with :mod:`quadnn.bench` in the notebook's process."""
+    """No engine runs: the section measures steps with :mod:`quadnn_paper.bench` in the notebook's process."""
     return []
 
 
@@ -144,7 +144,7 @@ def _label(r: dict) -> str:
 
 
 def summary(results: dict, profile: str, tiny: bool = False) -> dict:
-    """The efficiency tables from ``results = dict(rows=..., compile_rows=..., gpu=...)`` (quadnn.bench's
+    """The efficiency tables from ``results = dict(rows=..., compile_rows=..., gpu=...)`` (quadnn_paper.bench's
     rows; compiled rows are ratios to the compiled baseline; ``gpu``: a :class:`~..data.gpu_bench.GpuBench`
     or None):
 
@@ -310,7 +310,7 @@ def inference_times(P: dict, model: str = "cifar_qresnet20", implementations=("d
 
     import torch
 
-    from quadnn import bench
+    from quadnn_paper import bench
 
     torch.manual_seed(0)
     shape = tuple(P["input"])
@@ -348,7 +348,7 @@ def choose_budget(points: list[tuple[float, dict]], naive: dict) -> tuple[float,
     """The budget a model should be built with, from its measured frontier: the one with the least
     memory among those that beat ``naive`` in memory and, resolved, in time; when none does, the
     fastest. Returns ``(budget, dominates)``, ``dominates`` saying whether it beats naive in both."""
-    from quadnn.bench import compare
+    from quadnn_paper.bench import compare
 
     beating = [(b, r) for b, r in points if r["mem_ratio"] < naive["mem_ratio"] and compare(r, naive) == "lower"]
     if beating:
@@ -376,8 +376,8 @@ def spread(row: dict | None, key: str) -> str:
 
 
 def verdict(a: dict | None, b: dict | None, key: str = "time_ratio") -> str:
-    """Words for :func:`quadnn.bench.compare` of two rows: "faster", "slower" or "unresolved"."""
-    from quadnn.bench import compare
+    """Words for :func:`quadnn_paper.bench.compare` of two rows: "faster", "slower" or "unresolved"."""
+    from quadnn_paper.bench import compare
 
     if a is None or b is None:
         return "--"

@@ -1,0 +1,27 @@
+"""The machine a number was measured on, named one way for the whole companion: the CPU's model
+name (:func:`cpu_name`) and, for the benchmark's rows, the device with torch's versions (:func:`machine`)."""
+
+from __future__ import annotations
+
+import platform
+
+__all__ = ["cpu_name", "machine"]
+
+
+def cpu_name(unknown: str = "unknown CPU") -> str:
+    """The CPU's model name from ``/proc/cpuinfo``, else what :mod:`platform` reports, else ``unknown``."""
+    name = platform.processor() or unknown
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    except OSError:
+        return name
+
+
+def machine(device="cpu") -> str:
+    """The GPU with torch's and CUDA's versions, or the CPU with torch's threads and version."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda}"
+    return f"{cpu_name(platform.machine())}, {torch.get_num_threads()} threads, torch {torch.__version__}"
