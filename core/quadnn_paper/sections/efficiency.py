@@ -372,7 +372,13 @@ def spread(row: dict | None, key: str) -> str:
     """``median [q1, q3]`` of a measured ratio with two decimals ("--" when not measured)."""
     if row is None or key not in row:
         return "--"
-    return f"{row[key]:.2f} [{row[key + '_q1']:.2f}, {row[key + '_q3']:.2f}]"
+    return median_quartiles(row[key], row[key + "_q1"], row[key + "_q3"])
+
+
+def median_quartiles(median: float, q1: float | None, q3: float | None) -> str:
+    """The report's one form of a measured value: ``median [q1, q3]`` with two decimals (the median
+    alone for a single measurement)."""
+    return f"{median:.2f}" + (f" [{q1:.2f}, {q3:.2f}]" if q1 is not None else "")
 
 
 def verdict(a: dict | None, b: dict | None, key: str = "time_ratio") -> str:
@@ -470,8 +476,7 @@ def paper_ratio_table(found: list[dict]) -> list[list]:
     """Rows of :data:`PAPER_RATIO_HEADER`."""
     if not found:
         return [["not measured"] + ["--"] * (len(PAPER_RATIO_HEADER) - 1)]
-    shown = lambda r: f"{r['value']:.2f}" + (f" [{r['q1']:.2f}, {r['q3']:.2f}]" if r["q1"] is not None else "")  # noqa: E731
-    return [[r["where"], r["what"], shown(r), r["against"]] for r in found]
+    return [[r["where"], r["what"], median_quartiles(r["value"], r["q1"], r["q3"]), r["against"]] for r in found]
 
 
 def paper_ratio_verdict(found: list[dict]) -> str:
@@ -486,5 +491,5 @@ def paper_ratio_verdict(found: list[dict]) -> str:
     best = min(timed, key=lambda r: r["value"])
     return (
         f"not reproduced: our lowest, the {best['what']} on {best['where']}, is "
-        f"{best['value']:.2f} [{best['q1']:.2f}, {best['q3']:.2f}]"
+        f"{median_quartiles(best['value'], best['q1'], best['q3'])}"
     )
