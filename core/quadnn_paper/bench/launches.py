@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from quadnn.layers import QuadraticLayer, check_neuron
 
@@ -31,24 +32,34 @@ def _no_kernel() -> set:
 
 
 class _LaunchCount(TorchDispatchMode):
-    """Counts the kernel-launching ATen operations that pass the dispatcher while it is active."""
+    """Counts the kernel-launching ATen operations that pass the dispatcher while it is active; with
+    ``device_type``, only those that read or write a tensor there (work on host tensors launches
+    nothing on a GPU)."""
 
-    def __init__(self):
+    def __init__(self, device_type: str | None = None):
         super().__init__()
-        self.n, self.skip = 0, _no_kernel()
+        self.n, self.skip, self.device_type = 0, _no_kernel(), device_type
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.namespace == "aten" and not func.is_view and func not in self.skip:  # not profiler marks
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        launches = func.namespace == "aten" and not func.is_view and func not in self.skip  # not profiler marks
+        if launches and (self.device_type is None or self._on_device(args, kwargs, out)):
             self.n += 1
-        return func(*args, **(kwargs or {}))
+        return out
+
+    def _on_device(self, *values) -> bool:
+        return any(isinstance(t, torch.Tensor) and t.device.type == self.device_type for t in tree_flatten(values)[0])
 
 
-def aten_launches(step: Callable[[], None]) -> int:
+def aten_launches(step: Callable[[], None], device_type: str | None = None) -> int:
     """ATen operations one call of ``step`` runs that launch a kernel (forward, backward and the
     optimiser, as the dispatcher sees them): views (``func.is_view``) and allocations left out.
     The count is a property of the model and the step, the same on the CPU and on CUDA; on a GPU
-    at CIFAR size each is one or a few kernel launches, and launches bound the step."""
-    with _LaunchCount() as count:
+    at CIFAR size each is one or a few kernel launches, and launches bound the step.
+    ``device_type``: count only the operations touching a tensor on that device (a GPU's launches
+    and copies, leaving out index building on the host)."""
+    with _LaunchCount(device_type) as count:
         step()
     return count.n
 

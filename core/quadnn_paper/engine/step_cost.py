@@ -20,14 +20,13 @@ run as a stand-in device on the CPU (CUDA's placement rules enforced).
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 import unittest.mock
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from quadnn_paper import bench
 
@@ -105,34 +104,11 @@ def plain_step_launches(cfg: RunConfig, count: Callable = bench.aten_launches, d
     return count(step)
 
 
-class _DeviceLaunchCount(TorchDispatchMode):
-    """Counts the ATen operations, views left out, that read or write a tensor on ``device_type``:
-    on a GPU, the kernel launches and copies; work on host tensors (index building) launches none."""
-
-    def __init__(self, device_type: str):
-        super().__init__()
-        self.device_type, self.n = device_type, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if func.namespace == "aten" and not func.is_view:
-            tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
-            if any(t.device.type == self.device_type for t in tensors):
-                self.n += 1
-        return out
-
-
 def device_launches(device_type: str) -> Callable[[Callable], int]:
-    """A ``count`` for :func:`engine_step_count` and :func:`plain_step_launches`: the operations of
-    one call that touch a tensor on ``device_type`` (what a GPU launches, on a stand-in device too)."""
-
-    def count(fn) -> int:
-        with _DeviceLaunchCount(device_type) as c:
-            fn()
-        return c.n
-
-    return count
+    """A ``count`` for :func:`engine_step_count` and :func:`plain_step_launches`: the kernel-launching
+    operations of one call that touch a tensor on ``device_type`` (:func:`quadnn_paper.bench.aten_launches`;
+    what a GPU launches, on a stand-in device too)."""
+    return functools.partial(bench.aten_launches, device_type=device_type)
 
 
 def step_launches(width: float = 0.25, batch_size: int = 16, cases: dict = CASES) -> list[dict]:
