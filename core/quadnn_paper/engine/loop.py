@@ -267,6 +267,12 @@ def _pick_implementation(model: nn.Module, cfg: RunConfig, device: torch.device,
     return impl
 
 
+def auto_implementation(device_type: str, compiled: bool = False) -> str:
+    """What "auto" runs quadratic layers as on ``device_type`` when nothing is recomputed: the
+    :data:`FASTEST` measured there, else the layers' own default (for the report)."""
+    return FASTEST.get((device_type, compiled), QuadraticLayer.implementation)
+
+
 def _budget_for_memory(model, cfg, device, shape, per_rank: int) -> float:
     total = torch.cuda.get_device_properties(device).total_memory
     need = {}

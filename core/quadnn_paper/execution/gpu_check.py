@@ -514,10 +514,10 @@ def _epoch_line(r: dict) -> str:
 
 
 def _epoch_run(
-    model: str, compiled: bool, device: str, out: Path, implementation: str = "auto", floor: bool = True
+    model: str, compiled: bool, device: str, out: Path, implementation: str = "auto", time_floor: bool = True
 ) -> int:
     """Child process of :func:`check_epoch`: one timed run; prints its row as one JSON line.
-    ``implementation``: the quadratic layers' (RunConfig.implementation); ``floor``: also time the
+    ``implementation``: the quadratic layers' (RunConfig.implementation); ``time_floor``: also time the
     plain step under CUDA graphs (eager runs)."""
     from ..data import tiny
     from ..engine import RunConfig, run
@@ -532,8 +532,8 @@ def _epoch_run(
     cfg = RunConfig(model=model, dataset="cifar10", data_dir=str(data), epochs=EPOCH_RUNS, relinear=relinear)
     cfg = cfg.replace(device=device, compile=compiled, progress=False, implementation=implementation)
     res = run(cfg, out / "epoch" / "runs")
-    timed_floor, floor = floor, None
-    if not compiled and timed_floor:
+    floor = None
+    if not compiled and time_floor:
         # the floor compiles into a cache of its own: a later compiled run's "cold" means the engine's
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str((out / "epoch" / "inductor-floor").resolve())
         steps = -(-EPOCH_DATA[0] // cfg.batch_size)  # the engine's steps per epoch (the last one partial)

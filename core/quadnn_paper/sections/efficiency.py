@@ -392,11 +392,10 @@ def verdict(a: dict | None, b: dict | None, key: str = "time_ratio") -> str:
 
 def engine_gpu_pick() -> str:
     """The implementation the training engine gives quadratic layers on a GPU, eager, when nothing
-    is recomputed (``RunConfig.implementation`` "auto": :data:`quadnn_paper.engine.loop.FASTEST`)."""
-    from quadnn.layers import QuadraticLayer
-    from quadnn_paper.engine.loop import FASTEST
+    is recomputed (``RunConfig.implementation`` "auto": :func:`quadnn_paper.engine.loop.auto_implementation`)."""
+    from quadnn_paper.engine.loop import auto_implementation
 
-    return FASTEST.get(("cuda", False), QuadraticLayer.implementation)
+    return auto_implementation("cuda", compiled=False)
 
 
 def pick_agrees(pick: str, verdicts: list[str]) -> str:
