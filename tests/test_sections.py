@@ -1,84 +1,158 @@
-"""Every paper section has one interface and one name (docs/layout.md): the module
-``quadnn_paper.sections.<name>``, ``notebooks/<name>.ipynb``, ``paper/sections/<name>.tex``, the report
-section its notebook writes, and its ``make status`` line."""
+"""Every paper section is a declaration with one interface and one name (docs/layout.md): the
+module ``quadnn_paper.sections.<name>`` declares its work and its outputs; ``notebooks/<name>.ipynb``
+is a thin view that runs the work and publishes the outputs; ``paper/sections/<name>.tex`` loads
+its variables; ``make status`` has a line for it."""
 
 import ast
 import importlib
 import inspect
 import json
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
 
 import quadnn_paper.sections as sections_pkg
+from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
+from quadnn_paper.engine import Computation, RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = sorted(m.name for m in pkgutil.iter_modules(sections_pkg.__path__) if not m.name.startswith("_"))
+NOTEBOOK_CODE_LINES = 40
 
 
 def test_the_sections_are_the_papers_eight():
-    assert NAMES == sorted(
-        [
-            "expressivity",
-            "runge",
-            "cifar_tuning",
-            "vgg_stability",
-            "cifar_comparison",
-            "imagenet",
-            "kitti_lapdepth",
-            "efficiency",
-        ]
+    from quadnn_paper.execution.sections import SECTIONS
+
+    assert (
+        NAMES
+        == sorted(SECTIONS)
+        == sorted(
+            [
+                "expressivity",
+                "runge",
+                "cifar_tuning",
+                "vgg_stability",
+                "cifar_comparison",
+                "imagenet",
+                "kitti_lapdepth",
+                "efficiency",
+            ]
+        )
     )
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_section_module_has_the_interface(name):
+def test_section_declares_its_work_and_outputs(name):
     module = importlib.import_module(f"quadnn_paper.sections.{name}")
     assert module.NAME == name
     assert set(module.PROTOCOLS) == {"smoke", "cpu", "full"}
-    for fn in ("protocol", "runs", "summary"):
+    for fn, first in (
+        ("protocol", ["profile", "tiny"]),
+        ("data", ["profile", "tiny"]),
+        ("work", ["profile", "tiny"]),
+        ("outputs", ["results", "profile", "tiny"]),
+    ):
         params = list(inspect.signature(getattr(module, fn)).parameters)
-        assert params[:2] == (["profile", "tiny"] if fn != "summary" else ["results", "profile"]) or (
-            fn == "summary" and params[:3] == ["results", "profile", "tiny"]
-        ), f"{name}.{fn}{params}"
+        assert params[: len(first)] == first, f"{name}.{fn}{params}"
     p = module.protocol("cpu")
     p["__probe__"] = 1
     assert "__probe__" not in module.PROTOCOLS["cpu"], "protocol() must return a copy"
     with pytest.raises(ValueError, match="full"):
         module.protocol("cpu", tiny=True)
-    assert isinstance(module.runs("smoke"), list)
+    for profile, tiny in (("smoke", False), ("cpu", False), ("full", False), ("full", True)):
+        work = module.work(profile, tiny)
+        assert work, f"{name} declares no work at {profile}"
+        assert all(isinstance(w, (RunConfig, Computation)) for w in work), f"{name}.work: {work!r}"
+        assert isinstance(module.data(profile, tiny), str) and module.data(profile, tiny)
+        for c in (w for w in work if isinstance(w, Computation)):
+            module_name, _, attribute = c.function.partition(":")
+            fn = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                fn = getattr(fn, part)
+            assert callable(fn), c.function
+            inspect.signature(fn).bind(**c.config)  # the config is its keyword arguments
+            assert c.seconds > 0
+
+
+def _code_lines(nb: dict) -> list[str]:
+    return [
+        line
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for line in "".join(c["source"]).splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_one_name_across_notebook_tex_and_report(name):
+def test_notebook_is_a_thin_view(name):
+    """Parameters, one call that runs the work, one that shows and publishes the outputs: nothing
+    computed, plotted or formatted in the notebook."""
     nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
-    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    assert f"quadnn_paper.sections import {name}" in code, f"notebooks/{name}.ipynb does not import its section"
-    assert ".NAME" in code and "Report(paper_dir, " in code, (
-        f"notebooks/{name}.ipynb: Report(paper_dir, <section>.NAME, ...)"
-    )
+    lines = _code_lines(nb)
+    assert len(lines) <= NOTEBOOK_CODE_LINES, f"notebooks/{name}.ipynb has {len(lines)} lines of code"
+    code = "\n".join(lines)
+    assert f'run_section("{name}"' in code and "publish(section, paper_dir)" in code
+    tree = ast.parse(code)
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.For, ast.ClassDef))]
     tex = (ROOT / "paper" / "sections" / f"{name}.tex").read_text()
     assert f"\\loadvariables{{{name}}}" in tex, f"paper/sections/{name}.tex must load the variables of {name}"
 
 
-def test_status_lines_are_section_names():
-    from quadnn_paper.execution.status import SECTIONS
+def _strings(path: Path):
+    """The string constants of a module, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body and isinstance(n.body[0], ast.Expr)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.lineno, node.value
 
-    assert set(SECTIONS) <= set(NAMES)
-    trains = {n for n in NAMES if importlib.import_module(f"quadnn_paper.sections.{n}").runs("full")}
-    assert trains == set(SECTIONS), "make status lists exactly the sections that train through the engine"
+
+@pytest.mark.parametrize("path", sorted((ROOT / "core/quadnn_paper/sections").glob("*.py")), ids=lambda p: p.name)
+def test_sections_hold_no_latex(path):
+    """LaTeX lives in the writer and its heads (quadnn_paper.latex); a figure's math text ($...$) is
+    matplotlib's, not the report's."""
+    found = []
+    for line, text in _strings(path):
+        outside_math = re.sub(r"\$[^$]*\$", "", text)
+        if re.search(r"\\[A-Za-z]+", outside_math):
+            found.append(f"{path.name}:{line}: {text[:60]!r}")
+    assert not found, found
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_notebooks_define_no_functions_but_plots(name):
-    """Aggregation, cell formatting and timing live in modules; a notebook may define a plot helper only."""
-    nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        source = "".join(cell["source"])
-        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                assert node.name.startswith(("plot", "draw")), f"notebooks/{name}.ipynb defines {node.name}()"
+def test_status_lists_every_section():
+    from quadnn_paper.execution import status
+
+    assert set(status.SECTIONS) == set(NAMES)
+    text, failed = status.plan_table("smoke", ROOT / "build" / "no-such-cache" / "runs")
+    assert not failed
+    listed = [line.split()[0] for line in text.splitlines()[1:] if line.split() and line.split()[0] in NAMES]
+    assert sorted(listed) == NAMES
+
+
+def test_the_writer_renders_every_output_kind(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from quadnn_paper.execution.sections import SectionOutputs
+    from quadnn_paper.report import publish
+
+    def draw():
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1])
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        return fig
+
+    outputs = [Table("t", ["a", "b"], [["x", 1.5]]), Figure("f", draw), Variables({"Answer": 42}), Lines(["hi"])]
+    publish(SectionOutputs("vgg_stability", "smoke", "made up", outputs), tmp_path)
+    assert (tmp_path / "tables" / "t.csv").read_text() == "a,b\nx,1.5\n"
+    assert (tmp_path / "figures" / "f.pdf").exists()
+    assert r"\newcommand{\vggstabilityAnswer}{42}" in (tmp_path / "variables" / "vgg_stability.tex").read_text()
+    with pytest.raises(TypeError, match="not an output"):
+        publish(SectionOutputs("vgg_stability", "smoke", "made up", ["text"]), tmp_path)

@@ -21,6 +21,7 @@ checks before LaTeX runs (every section stamped with the requested profile, file
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -32,13 +33,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from quadnn_paper import latex
 from quadnn_paper.common import figure_lint
 from quadnn_paper.common.cells import Cell, fmt, latex_escape
 from quadnn_paper.common.files import atomic_write_text
 from quadnn_paper.common.files import sha256_file as _sha256
+from quadnn_paper.common.outputs import Figure, Lines, Output, Table, Variables
 from quadnn_paper.common.profiles import check_profile
 
-__all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems"]
+__all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems", "publish", "show"]
 
 _MACRO = re.compile(r"^[A-Za-z]+$")
 _SECTION = re.compile(r"^[a-z]+(_[a-z]+)*$")
@@ -298,6 +301,56 @@ class Report:
         if self._stage is not None and not self.committed:
             shutil.rmtree(self._stage, ignore_errors=True)
         self.committed = True
+
+    # -- a section's outputs, as data ----------------------------------------------------
+    def write(self, output: Output) -> None:
+        """Render one of a section's outputs (:mod:`quadnn_paper.common.outputs`); a table's LaTeX
+        head and column alignment come from :mod:`quadnn_paper.latex`."""
+        if isinstance(output, Table):
+            head = latex.head(self.section, output.name)
+            labels = head.pop("labels", {})  # plain cell text -> its LaTeX (a label with math)
+            rows = [[_labelled(c, labels) for c in row] for row in output.rows]
+            self.table(output.name, output.header, rows, digits=output.digits, rows_only=output.rows_only, **head)
+        elif isinstance(output, Figure):
+            import matplotlib.pyplot as plt
+
+            fig = output.draw()
+            try:
+                self.figure(fig, output.name)
+            finally:
+                plt.close(fig)
+        elif isinstance(output, Variables):
+            self.variables(output.values)
+        elif not isinstance(output, Lines):
+            raise TypeError(f"section {self.section}: not an output: {output!r} (expected one of {Output})")
+
+
+def _labelled(cell: Any, labels: dict[str, str]) -> Any:
+    """``cell`` with the LaTeX of its text where :mod:`quadnn_paper.latex` gives one."""
+    if isinstance(cell, Cell) and isinstance(cell.value, str) and cell.tex is None and cell.value in labels:
+        return dataclasses.replace(cell, tex=labels[cell.value])
+    if isinstance(cell, str) and cell in labels:
+        return Cell(cell, tex=labels[cell])
+    return cell
+
+
+def show(outputs: Iterable[Output], check: bool = False) -> None:
+    """Print the outputs' :class:`Lines` (``check``: only those nbval compares, else the others)."""
+    for output in outputs:
+        if isinstance(output, Lines) and output.check == check:
+            print("\n".join(output.text))
+
+
+def publish(section, paper_dir: str | Path) -> Path:
+    """Write a section's outputs (:class:`quadnn_paper.execution.SectionOutputs`) into ``paper_dir``
+    and commit them together; returns the stamp's path."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: in a notebook the inline backend would also show each figure
+    with Report(paper_dir, section.section, section.profile, section.data) as report:
+        for output in section.outputs:
+            report.write(output)
+    return report.dir / STAMPS / f"{section.section}.json"
 
 
 def _finish(paper_dir: Path, section: str) -> None:

@@ -13,6 +13,7 @@ cannot express.
 from .config import OPERATIONAL, RunConfig, run_id
 from .loop import DependencyNotReady, lr_factor, result, run, stage_ends, state
 from .store import CorruptFile, RunStore, cached
+from .work import Computation
 
 __all__ = [
     "RunConfig",
@@ -24,6 +25,7 @@ __all__ = [
     "CorruptFile",
     "DependencyNotReady",
     "cached",
+    "Computation",
     "OPERATIONAL",
     "stage_ends",
     "lr_factor",

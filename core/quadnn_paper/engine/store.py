@@ -453,7 +453,8 @@ class RunStore:
 
 
 def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute) -> Any:
-    """The JSON result of ``compute()`` for ``config``, computed only on a cache miss.
+    """The JSON result of ``compute()`` for ``config``, computed only on a cache miss
+    (``compute=None``: only look, None on a miss).
 
     For the computations that are not training runs (the Runge sweeps, the benchmarks): the same
     scheme as runs, ``cache_dir/<name>/<hash of config>.json`` written atomically, an unreadable
@@ -483,7 +484,7 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
         return None if entry is None else entry["result"]
 
     hit = read()
-    if hit is not None:
+    if hit is not None or compute is None:
         return hit
     with store.lock(key):
         hit = read()

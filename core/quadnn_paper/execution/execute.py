@@ -12,6 +12,12 @@ run one, ``device="cpu"`` runs none; ``CPUS_PER_GPU`` CPUs per GPU (more when th
 has more workers) and ``MEM_GB_PER_GPU`` memory. ``QUADNN_GPUS_PER_RUN`` overrides the GPU count
 (0: CPU jobs). Where the runner's machines have fewer GPUs (``runner.max_gpus``: this machine's
 for ``local``, a node of the partition for ``slurm``), a run gets what there is.
+
+A section's other work, its :class:`~quadnn_paper.engine.Computation` items, goes the same way
+(:func:`execute_work`): computed in this process by ``inline``, submitted as jobs keyed
+``<name>.<hash>`` by ``local`` and ``slurm`` (except a CPU computation estimated at most
+:data:`INLINE_SECONDS`, which is not worth a job and runs in this process), and cached under
+``<cache>/<name>/``.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ from typing import TYPE_CHECKING
 from .runners import ACTIVE, RUNNERS, Job, make_runner
 
 if TYPE_CHECKING:  # the engine (torch) is imported where it is used: job processes start without it
-    from ..engine import RunConfig
+    from ..engine import Computation, RunConfig
 
 __all__ = [
     "RUNNERS",
     "with_dependencies",
     "execute",
+    "execute_work",
     "pending_note",
     "resources",
     "jobs",
@@ -42,6 +49,7 @@ PROTOCOL_GPUS = {("imagefolder", "imagenet"): 8}  # (task, dataset) -> GPUs; oth
 CPUS_PER_GPU = 8
 MEM_GB_PER_GPU = 32
 MEM_GB_CPU = 4
+INLINE_SECONDS = 60  # a CPU computation estimated at most this long runs in the submitting process
 
 
 def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
@@ -58,15 +66,32 @@ def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
     return list(order.values())
 
 
+def execute_work(
+    work: list[RunConfig | Computation],
+    cache_dir: str | os.PathLike,
+    runner: str = "inline",
+    **options,
+) -> dict[str, object]:
+    """Results of a section's work by key (a run's id, a computation's ``key``; None: not done
+    yet): runs under ``<cache_dir>/runs``, computations under ``<cache_dir>/<name>``."""
+    from ..engine import Computation
+
+    computations = [w for w in work if isinstance(w, Computation)]
+    runs = [w for w in work if not isinstance(w, Computation)]
+    return execute(runs, Path(cache_dir) / "runs", runner, computations=computations, **options)
+
+
 def execute(
     runs: list[RunConfig],
     out: str | os.PathLike,
     runner: str = "inline",
     wait: bool | None = None,
     progress: bool = True,
+    computations: list[Computation] = (),
     **runner_options,
 ) -> dict[str, dict | None]:
-    """Results of ``runs`` by run id (None: not done yet); see the module doc.
+    """Results of ``runs`` by run id (None: not done yet); see the module doc. ``computations``
+    are cached beside ``out`` (in its parent folder) and their results returned by their keys.
 
     ``wait``: block until every submitted run has ended (default ``QUADNN_WAIT``, else yes for
     ``inline`` and ``local``, whose queue lives in this process, and no for ``slurm``).
@@ -77,17 +102,23 @@ def execute(
     if wait is None:
         env = os.environ.get("QUADNN_WAIT", "")
         wait = env not in ("", "0") if env else runner != "slurm"
-    from ..engine import RunStore, run
+    from ..engine import Computation, RunStore, run
 
     todo = with_dependencies(runs)
+    cache = Path(out).parent
     if runner == "inline":
         from tqdm.auto import tqdm
 
-        for cfg in tqdm(todo, desc="runs", unit="run", disable=not progress):
-            run(cfg, out)
+        for item in tqdm([*computations, *todo], desc="work", unit="item", disable=not progress):
+            item.compute(cache) if isinstance(item, Computation) else run(item, out)
     else:
+        # A small CPU computation is not worth a job: it runs here, so its result is always there.
+        quick = [c for c in computations if c.device == "cpu" and c.seconds <= INLINE_SECONDS]
+        for c in quick:
+            c.compute(cache)
         r = make(runner, out, **runner_options)
-        states = r.submit(jobs(todo, out, r.max_gpus), is_done=is_done(out))
+        work = jobs(todo, out, r.max_gpus) + [computation_job(c, cache) for c in computations if c not in quick]
+        states = r.submit(work, is_done=is_done(out))
         if progress:
             counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
             print(
@@ -98,12 +129,13 @@ def execute(
         if wait:
             from tqdm.auto import tqdm
 
-            with tqdm(total=len(todo), desc=f"runs ({runner})", unit="run", disable=not progress) as bar:
+            keys = [job.key for job in work]
+            with tqdm(total=len(keys), desc=f"work ({runner})", unit="item", disable=not progress) as bar:
 
                 def show(states):
                     bar.update(sum(s not in ACTIVE for s in states.values()) - bar.n)
 
-                states = r.wait([cfg.run_id for cfg in todo], is_done=is_done(out), on_states=show)
+                states = r.wait(keys, is_done=is_done(out), on_states=show)
             r.close()
             for key in (k for k, s in states.items() if s == "failed"):
                 print(f"run {key} failed; last lines of its log:\n{r.log_tail(key)}", flush=True)
@@ -121,7 +153,8 @@ def execute(
 
     store = RunStore(out)
     results = {cfg.run_id: store.result(cfg, data(cfg)) for cfg in todo}
-    note = pending_note(results, runs)
+    results.update({c.key: c.result(cache) for c in computations})
+    note = pending_note(results, [*runs, *computations])
     if note:
         print(f"{note}: see `make status` (python -m quadnn_paper.execution.status)", flush=True)
         if os.environ.get("QUADNN_PENDING"):  # tells `make paper` this notebook is not complete yet
@@ -144,12 +177,16 @@ def make(runner: str, out: str | os.PathLike, **options):
 
 
 class _ResultStored:
-    """``is_done(key)``: the run's result is stored (a class, so a job pickles without cloudpickle)."""
+    """``is_done(key)``: the run's result is stored, or the computation's entry (keys
+    ``<name>.<hash>``, beside the runs' folder); a class, so a job pickles without cloudpickle."""
 
     def __init__(self, root: Path):
         self.root = root
 
     def __call__(self, key: str) -> bool:
+        name, dot, digest = key.rpartition(".")
+        if dot:
+            return (self.root.parent / name / f"{digest}.json").exists()
         return (self.root / key / "result.json").exists()
 
 
@@ -187,6 +224,33 @@ class TrainRun:
         return f"TrainRun({self.cfg.describe()} {self.cfg.run_id})"
 
 
+class ComputeJob:
+    """A picklable job: compute one :class:`~quadnn_paper.engine.Computation` into the cache."""
+
+    def __init__(self, computation: Computation, cache: str | os.PathLike):
+        self.computation, self.cache = computation, str(Path(cache).resolve())
+
+    def __call__(self) -> str:
+        self.computation.compute(self.cache)
+        return "done"
+
+    def __repr__(self) -> str:
+        return f"ComputeJob({self.computation.key})"
+
+
+def computation_job(c: Computation, cache: str | os.PathLike) -> Job:
+    """The runners' job for a computation: one GPU where it runs on ``cuda``, else one CPU."""
+    gpus = 1 if c.device == "cuda" else 0
+    return Job(
+        key=c.key,
+        fn=ComputeJob(c, cache),
+        gpus=gpus,
+        name=c.name,
+        cpus_per_task=CPUS_PER_GPU if gpus else 1,
+        mem_gb=MEM_GB_PER_GPU if gpus else MEM_GB_CPU,
+    )
+
+
 def resources(cfg: RunConfig, max_gpus: int | None = None) -> dict:
     """GPUs, tasks, CPUs per task and memory (GB) a run asks for; see the module doc."""
     env = os.environ.get("QUADNN_GPUS_PER_RUN", "")
@@ -221,7 +285,9 @@ def jobs(runs: list[RunConfig], out: str | os.PathLike, max_gpus: int | None = N
     ]
 
 
-def pending_note(results: dict[str, dict | None], runs: list[RunConfig]) -> str | None:
-    """ "pending (k of n runs)" when some of ``runs`` have no result yet, else None."""
-    missing = sum(results.get(c.run_id) is None for c in runs)
+def pending_note(results: dict[str, dict | None], runs: list) -> str | None:
+    """ "pending (k of n runs)" when some of ``runs`` (runs or computations) have no result yet, else None."""
+    from ..engine import Computation
+
+    missing = sum(results.get(c.key if isinstance(c, Computation) else c.run_id) is None for c in runs)
     return f"pending ({missing} of {len(runs)} runs)" if missing else None

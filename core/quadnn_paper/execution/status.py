@@ -1,4 +1,5 @@
-"""The plan before spending GPU-days: every section's runs, their states, and GPU-hours.
+"""The plan before spending GPU-days: every section's work (engine runs and other computations),
+their states, and GPU-hours.
 
     python -m quadnn_paper.execution.status --profile full          # or: make status PROFILE=full
     python -m quadnn_paper.execution.status --profile full --tiny   # the TINY=1 variant
@@ -27,7 +28,8 @@ from ..common import published
 from ..common.profiles import PROFILES
 from ..data import gpu_bench
 from ..engine import RunConfig, RunStore, cached
-from .execute import RUNNERS, is_done, make, resources, with_dependencies
+from .execute import RUNNERS, is_done, make, resources
+from .sections import SECTIONS, section_runs, section_work
 
 __all__ = [
     "SECTIONS",
@@ -45,15 +47,6 @@ __all__ = [
 ]
 
 
-def section_module(name: str):
-    """The section module ``quadnn_paper.sections.<name>`` (its runs: ``section_module(name).runs(profile, tiny)``)."""
-    import importlib
-
-    return importlib.import_module(f"quadnn_paper.sections.{name}")
-
-
-SECTIONS = ("cifar_tuning", "vgg_stability", "cifar_comparison", "imagenet", "kitti_lapdepth")
-
 # Stated defaults: wall seconds per epoch of each task's reference model (:data:`REFERENCE`) on the
 # GPUs its run requests, used until a section has a finished run to measure. CIFAR: ResNet20 at
 # batch 128 on one GPU, the paper's time (a GPU's measured epoch replaces it where committed, see
@@ -69,11 +62,6 @@ REFERENCE = {
     "depth": dict(model="lapdepth", model_kwargs=dict(encoder="resnext101_32x8d")),
 }
 _INPUT = {"classification": (3, 32, 32), "imagefolder": (3, 64, 64), "depth": (3, 64, 64)}
-
-
-def section_runs(name: str, profile: str, tiny: bool = False) -> list[RunConfig]:
-    """Every run of ``section`` at ``profile`` (dependencies included), TINY-capped when asked."""
-    return with_dependencies(section_module(name).runs(profile, tiny))
 
 
 def model_gflops(cfg: RunConfig, cache: str | Path | None = None) -> float:
@@ -187,11 +175,14 @@ def plan_table(
     flops_cache = Path(cache).parent
     lines = [
         f"{'section':<18} {'runs':>5} {'done':>5} {'running':>8} {'pending':>8} {'failed':>7} "
-        f"{'not sub.':>8} {'GPU-h left':>11}  estimate from"
+        f"{'not sub.':>8} {'computed':>9} {'GPU-h left':>11}  estimate from"
     ]
     failed, total = [], 0.0
     for section in SECTIONS:
-        runs = section_runs(section, profile, tiny)
+        work = section_work(section, profile, tiny)
+        runs = [w for w in work if isinstance(w, RunConfig)]
+        computations = [w for w in work if not isinstance(w, RunConfig)]
+        missing = [c for c in computations if c.result(Path(cache).parent) is None]
         counts = dict(done=0, running=0, pending=0, failed=0, missing=0)
         finished = []  # seconds per epoch per unit of model size, from finished runs
         states = {}
@@ -216,13 +207,18 @@ def plan_table(
                 unit, src = (per_unit, "") if per_unit is not None else epoch_seconds(cfg, measured, flops_cache)
                 sources[src] = None
                 left += gpu_hours(cfg, unit, flops_cache)
+        # A computation on a GPU adds its own estimate (Computation.seconds); one on the CPU none.
+        left += sum(c.seconds for c in missing if c.device == "cuda") / 3600
         total += left
         source = f"{len(finished)} finished run(s)" if finished else "; ".join(s for s in sources if s) or "--"
+        if missing:
+            source += f"; {len(missing)} computation(s) to do, ~{sum(c.seconds for c in missing) / 3600:.2g} h"
+        computed = f"{len(computations) - len(missing)}/{len(computations)}"
         lines.append(
             f"{section:<18} {len(runs):>5} {counts['done']:>5} {counts['running']:>8} {counts['pending']:>8} "
-            f"{counts['failed']:>7} {counts['missing']:>8} {left:>11.1f}  {source}"
+            f"{counts['failed']:>7} {counts['missing']:>8} {computed:>9} {left:>11.1f}  {source}"
         )
-    lines.append(f"{'total':<18} {'':>5} {'':>5} {'':>8} {'':>8} {'':>7} {'':>8} {total:>11.1f}")
+    lines.append(f"{'total':<18} {'':>5} {'':>5} {'':>8} {'':>8} {'':>7} {'':>8} {'':>9} {total:>11.1f}")
     lines.append(f"Seconds per epoch before a section has finished runs: {seconds_note(measured)}.")
     return "\n".join(lines), failed
 

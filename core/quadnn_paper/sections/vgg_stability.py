@@ -14,12 +14,12 @@ import math
 
 from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
 from quadnn_paper.analysis import stats
-from quadnn_paper.common.cells import power_of_ten
+from quadnn_paper.common.cells import Cell, power_of_ten
+from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
-from quadnn_paper.engine import RunConfig
+from quadnn_paper.engine import Computation, RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import (
-    CLAIMS_ALIGN,
     CLAIMS_HEADER,
     claim_rows,
     error_cell,
@@ -37,13 +37,15 @@ __all__ = [
     "NAME",
     "PROTOCOLS",
     "protocol",
+    "data",
+    "work",
+    "outputs",
     "runs",
     "summary",
     "rows",
     "variables",
     "MARGIN",
     "CLAIMS_HEADER",
-    "CLAIMS_ALIGN",
     "CLAIMS_SUMMARY_HEADER",
     "claims_summary_rows",
     "claim_rows",
@@ -92,6 +94,90 @@ def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:
 def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
     """The engine runs of the section at ``profile``."""
     return list(_plan(profile, tiny).values())
+
+
+def data(profile: str, tiny: bool = False) -> str:
+    """The data the section's numbers come from, in words."""
+    dataset = protocol(profile, tiny)["recipe"]["dataset"]
+    words = {"digits": "scikit-learn 8x8 digits (stand-in for CIFAR-100)", "cifar100": "CIFAR-100"}[dataset]
+    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+
+
+def param_counts(models: list[str]) -> dict[str, int]:
+    """Parameters of each model at the paper's width, with CIFAR-100's hundred classes."""
+    return {m: param_count(m, num_classes=100) for m in models}
+
+
+def _params() -> Computation:
+    models = sorted({row.model for row in rows()})
+    return Computation("vgg_params", f"{__name__}:param_counts", {"models": models}, seconds=5)
+
+
+def work(profile: str, tiny: bool = False) -> list:
+    """The section's work: its engine runs and the parameter counts its table quotes."""
+    return [_params(), *runs(profile, tiny)]
+
+
+def _loss_figure(S: dict):
+    """Mean training loss per epoch of each row's first seed, with the divergence limit."""
+    import matplotlib.pyplot as plt
+
+    P = S["protocol"]
+    R = P["recipe"]
+    fig, ax = plt.subplots(figsize=(3.5, 2.4))  # printed size: one column
+    for row in [r for r in S["rows"] if S["history"][r]]:
+        h = S["history"][row][0]["history"]
+        ep = [x["epoch"] for x in h]
+        loss = [x["train_loss"] if x["train_loss"] is not None else float("nan") for x in h]
+        ax.plot(
+            ep,
+            loss,
+            marker="o" if len(ep) < 3 else None,
+            ms=3,
+            label=row.label.replace("VGG16 (square activation), ", "square, "),
+        )
+        if S["history"][row][0]["status"] != "finished":
+            ax.plot(ep[-1], loss[-1] if math.isfinite(loss[-1]) else R["epochs"], "kx")
+    ax.axhline(S["loss_limit"], color="0.5", ls="--", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean training loss")
+    # Beside the panel (every corner holds a curve or the divergence limit at some profile); the
+    # title says what was trained (width, data).
+    W = "" if P["width"] == 1 else f" x{P['width']:g}"
+    ax.set_title(f"VGG16{W} on {'CIFAR-100' if R['dataset'] == 'cifar100' else 'digits'} (first seed)", fontsize=7)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    return fig
+
+
+def outputs(results: dict, profile: str, tiny: bool = False) -> list:
+    """The section's tables, figure, variables and printed lines from its work's ``results``."""
+    counts = results[_params().key]
+    params = {row: counts[row.model] for row in rows()}
+    S = summary(results, profile, tiny)
+    P = S["protocol"]
+    intro = f"profile {profile} | data {data(profile, tiny)} | width {P['width']} | epochs {P['recipe']['epochs']} | seeds {P['seeds']}"
+    runs_text = [f"{t['row'].label:40s} {error_cell(S['summaries'][t['row']]):>24s}  {t['engine']}" for t in S["table"]]
+    runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"] + [S["vs_vgg"]]]
+    cell = lambda c: Cell(**c) if isinstance(c, dict) else c  # noqa: E731
+    table = [
+        [t["row"].label, f"{params[t['row']] / 1e6:.2f}M", t["engine"], cell(t["ours"]), t["paper"]] for t in S["table"]
+    ]
+    return [
+        Lines([intro]),
+        Lines([f"{row.label:40s} {n:>12,d}" for row, n in params.items()], check=True),
+        Lines(runs_text),
+        Table("vgg_stability", ["Network", "Params", "Engine", "Error ours (%)", "Paper (%)"], table),
+        Table("vgg_claims", CLAIMS_HEADER, [[cell(c) for c in row] for row in claim_rows(S["claims"])]),
+        Table(
+            "claims_vgg_stability",
+            CLAIMS_SUMMARY_HEADER,
+            claims_summary_rows("VGG", S["claims"] + [S["vs_vgg"]]),
+            rows_only=True,
+        ),
+        Figure("vgg_stability_loss", lambda: _loss_figure(S)),
+        Variables(variables(S, params)),
+    ]
 
 
 def _gather(

@@ -1,0 +1,54 @@
+"""What a section hands the writer: its outputs as data, never as LaTeX or files.
+
+A section's ``outputs(results, profile, tiny)`` returns a list of these; the writer
+(:func:`quadnn_paper.report.publish`) renders each into ``paper/`` (tables as CSV and a booktabs
+tabular whose LaTeX head comes from :mod:`quadnn_paper.latex`, figures as PDF and PNG after the
+figure lint, variables as macros) and the notebook shows the :class:`Lines`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["Table", "Figure", "Variables", "Lines", "Output"]
+
+
+@dataclasses.dataclass
+class Table:
+    """``header`` and ``rows`` of plain values or :class:`~quadnn_paper.common.cells.Cell`;
+    ``digits``: significant digits of its numbers; ``rows_only``: its ``.tex`` holds the body alone
+    (a table the report assembles from several sections)."""
+
+    name: str
+    header: Sequence[str]
+    rows: Sequence[Sequence[Any]]
+    digits: int = 4
+    rows_only: bool = False
+
+
+@dataclasses.dataclass
+class Figure:
+    """``draw()`` returns the matplotlib figure; the writer calls it, lints, saves and closes it."""
+
+    name: str
+    draw: Callable[[], Any]
+
+
+@dataclasses.dataclass
+class Variables:
+    """Numbers and words the text quotes: ``{Name: value}`` (a value may be ``(value, digits)``)."""
+
+    values: dict[str, Any]
+
+
+@dataclasses.dataclass
+class Lines:
+    """Text the notebook prints (``check=True``: a line nbval compares with the stored output)."""
+
+    text: list[str]
+    check: bool = False
+
+
+Output = Table | Figure | Variables | Lines

@@ -1,0 +1,74 @@
+"""A section's work that is not a training run: a named, cached :class:`Computation`.
+
+A section declares its work as a list of :class:`~quadnn_paper.engine.RunConfig` (trained by the
+engine) and :class:`Computation` (everything else: the Runge sweeps, the expressivity draws, the
+benchmarks). The executor (:func:`quadnn_paper.execution.execute`) runs both kinds on any runner
+and caches both by configuration; ``make status`` lists both.
+
+A computation is ``function(**config)`` with ``function`` named as ``"module:attribute"``, so a
+job process (local worker, SLURM) imports it by name instead of unpickling code. Its result is the
+function's JSON-able return value, stored under ``<cache>/<name>/<hash of config>.json``
+(:func:`~quadnn_paper.engine.store.cached`): the same configuration is never computed twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .config import run_id
+from .store import cached
+
+__all__ = ["Computation"]
+
+DEVICES = ("cpu", "cuda")
+
+
+@dataclasses.dataclass(frozen=True)
+class Computation:
+    """``function(**config)``, cached under ``name``; ``seconds``: its estimated cost on ``device``
+    (what ``make status`` adds up; a ``cuda`` computation asks its runner for a GPU)."""
+
+    name: str
+    function: str
+    config: Mapping[str, Any]
+    seconds: float = 1.0
+    device: str = "cpu"
+
+    def __post_init__(self):
+        module, _, attribute = self.function.partition(":")
+        if not module or not attribute:
+            raise ValueError(f"computation {self.name}: function must be 'module:attribute', got {self.function!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"computation {self.name}: device must be one of {DEVICES}, got {self.device!r}")
+        try:
+            json.dumps(self.config, default=str)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"computation {self.name}: its config must be JSON ({e})") from None
+
+    @property
+    def key(self) -> str:
+        """``<name>.<hash of config>``: its job key on a runner, and its file under the cache."""
+        return f"{self.name}.{run_id(json.loads(json.dumps(self.config, sort_keys=True, default=str)))}"
+
+    def __call__(self) -> Any:
+        module, _, attribute = self.function.partition(":")
+        fn = importlib.import_module(module)
+        for part in attribute.split("."):
+            fn = getattr(fn, part)
+        return fn(**self.config)
+
+    def compute(self, cache_dir: str | os.PathLike | None) -> Any:
+        """Its result: from the cache, else computed here and stored."""
+        return cached(cache_dir, self.name, dict(self.config), self)
+
+    def result(self, cache_dir: str | os.PathLike) -> Any | None:
+        """Its stored result, or None where it was not computed yet."""
+        return cached(cache_dir, self.name, dict(self.config), None)
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.function.partition(':')[2]})"

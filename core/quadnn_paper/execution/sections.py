@@ -1,0 +1,97 @@
+"""The eight sections as declarations, and the one way to run one.
+
+A section module (:mod:`quadnn_paper.sections`) declares
+
+- ``NAME`` and ``data(profile, tiny)``: the data its numbers come from, in words;
+- ``work(profile, tiny)``: what must be computed, engine runs (:class:`~quadnn_paper.engine.RunConfig`)
+  and other cached computations (:class:`~quadnn_paper.engine.Computation`);
+- ``outputs(results, profile, tiny)``: its tables, figures, variables and printed lines, as data
+  (:mod:`quadnn_paper.common.outputs`), from ``results`` (by run id or computation key).
+
+:func:`run_section` executes the work on a runner (:func:`~.execute.execute_work`: cached, so a
+re-run computes nothing) and returns the outputs; :func:`quadnn_paper.report.publish` writes them.
+A notebook is those two calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import time
+
+from ..common.outputs import Output, Variables
+from ..common.profiles import check_profile
+from .execute import execute_work, with_dependencies
+
+__all__ = ["SECTIONS", "section_module", "section_work", "section_runs", "SectionOutputs", "run_section"]
+
+# In the paper's order.
+SECTIONS = (
+    "expressivity",
+    "runge",
+    "cifar_tuning",
+    "vgg_stability",
+    "cifar_comparison",
+    "imagenet",
+    "kitti_lapdepth",
+    "efficiency",
+)
+
+
+def section_module(name: str):
+    """The section module ``quadnn_paper.sections.<name>``."""
+    if name not in SECTIONS:
+        raise ValueError(f"section must be one of {SECTIONS}, got {name!r}")
+    return importlib.import_module(f"quadnn_paper.sections.{name}")
+
+
+def section_work(name: str, profile: str, tiny: bool = False) -> list:
+    """Every item of ``name``'s work at ``profile``: runs (dependencies included) and computations."""
+    from ..engine import Computation
+
+    module = section_module(name)
+    work = getattr(module, "work", module.runs)(
+        check_profile(profile), tiny
+    )  # TRANSITION: until every section declares work
+    runs = with_dependencies([w for w in work if not isinstance(w, Computation)])
+    return [w for w in work if isinstance(w, Computation)] + runs
+
+
+def section_runs(name: str, profile: str, tiny: bool = False) -> list:
+    """The engine runs of ``name``'s work (dependencies included), TINY-capped when asked."""
+    from ..engine import Computation
+
+    return [w for w in section_work(name, profile, tiny) if not isinstance(w, Computation)]
+
+
+@dataclasses.dataclass
+class SectionOutputs:
+    """What :func:`run_section` returns and :func:`quadnn_paper.report.publish` writes."""
+
+    section: str
+    profile: str
+    data: str
+    outputs: list[Output]
+
+
+def run_section(
+    name: str,
+    profile: str = "smoke",
+    tiny: bool = False,
+    cache_dir: str | os.PathLike = "build/cache",
+    runner: str = "inline",
+    **runner_options,
+) -> SectionOutputs:
+    """Execute ``name``'s work at ``profile`` on ``runner`` (what is cached is not computed again) and
+    return its outputs; work still pending on a runner shows as pending in them."""
+    start = time.time()
+    module = section_module(name)
+    results = execute_work(module.work(check_profile(profile), tiny), cache_dir, runner, **runner_options)
+    outputs = list(module.outputs(results, profile, tiny))
+    if name == "cifar_comparison":  # the report's overview is printed in the comparison's section
+        from . import overview
+
+        outputs += overview.outputs(profile, cache_dir)
+    outputs.append(Variables({"Seconds": round(time.time() - start)}))
+    return SectionOutputs(name, profile, module.data(profile, tiny), outputs)
