@@ -2,6 +2,7 @@
 weight-transfer run waits for its source. (Every notebook at the full profile through SLURM:
 `make test-e2e` and tests/test_e2e.py.)"""
 
+import dataclasses
 import json
 import os
 
@@ -173,3 +174,30 @@ def test_status_costs_runs_by_their_models_flops_and_the_gpus_they_request(tmp_p
     eight = gpu_hours(cfg, 300.0, tmp_path)
     monkeypatch.setenv("QUADNN_GPUS_PER_RUN", "1")
     assert eight == pytest.approx(8 * gpu_hours(cfg, 300.0, tmp_path))
+
+
+def probe(seconds: float):
+    """A computation a job process can import by name (json.dumps), taking longer than the
+    in-process limit by declaration when ``seconds`` says so."""
+    from quadnn_paper.engine import Computation
+
+    return Computation("probe", "json:dumps", {"obj": [1, 2, 3], "sort_keys": True}, seconds=seconds)
+
+
+@pytest.mark.parametrize("runner", ["inline", "local", "slurm"])
+def test_a_computation_goes_through_every_runner_and_is_cached(request, tmp_path, runner):
+    """A section's non-training work takes the runs' way: a job on local and SLURM (its record
+    names it), in process inline or when it is cheap; the result is the function's, cached."""
+    from quadnn_paper.execution.execute import INLINE_SECONDS, execute_work
+
+    if runner == "slurm":
+        request.getfixturevalue("slurm_cluster")
+    heavy, cheap = probe(INLINE_SECONDS + 1), dataclasses.replace(probe(INLINE_SECONDS), name="cheap")
+    results = execute_work([heavy, cheap], tmp_path, runner, wait=True, progress=False)
+    assert results == {heavy.key: "[1, 2, 3]", cheap.key: "[1, 2, 3]"}
+    assert heavy.result(tmp_path) == "[1, 2, 3]" and (tmp_path / "probe").is_dir()
+    record = job_dir(tmp_path / "runs") / f"{heavy.key}.json"
+    assert record.exists() == (runner != "inline"), "the heavy computation ran as a job of the runner"
+    assert not (job_dir(tmp_path / "runs") / f"{cheap.key}.json").exists(), "a cheap one is not worth a job"
+    again = execute_work([heavy, cheap], tmp_path, runner, wait=True, progress=False)
+    assert again == results
