@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import platform
 
-__all__ = ["cpu_name", "machine"]
+__all__ = ["cpu_name", "machine", "compute_device"]
 
 
 def cpu_name(unknown: str = "unknown CPU") -> str:
@@ -25,3 +25,13 @@ def machine(device="cpu") -> str:
     if torch.device(device).type == "cuda":
         return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda}"
     return f"{cpu_name(platform.machine())}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+
+
+def compute_device(threads: int | None = None) -> str:
+    """What a training run computes on, as the report's text names it: the GPU where CUDA is
+    available, else the CPU with ``threads`` torch threads (default: torch's)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"{cpu_name()}, {threads or torch.get_num_threads()} thread(s)"
