@@ -9,6 +9,8 @@ commit and at the new one (each with its own tree first on PYTHONPATH), then com
 
 ``compare`` prints, per section and profile, how many run ids the two share and which fields of
 the runs' keys take other values (an empty list: the same runs, so the same cached results).
+``in-cache CACHE --profile P`` says how much of this checkout's work (runs and computations) a
+cache written by an older checkout holds: what it holds has the same configuration.
 """
 
 from __future__ import annotations
@@ -19,17 +21,58 @@ import json
 PROFILES = (("smoke", False), ("cpu", False), ("full", False), ("full", True))
 
 
-def manifest() -> dict:
+def _work(section: str, profile: str, tiny: bool) -> tuple[list, list]:
+    """(runs, computations) of a section, from whichever layout this checkout has."""
     try:
-        from quadnn_paper.execution.status import SECTIONS, section_runs
-    except ImportError:  # before the companion was cut into layers (commit dc074d1 and earlier)
-        from quadnn_paper.status import SECTIONS, section_runs
+        from quadnn_paper.execution.sections import section_work
+    except ImportError:  # before sections declared their work (commit b5c97e3 and earlier): runs only
+        try:
+            from quadnn_paper.execution.status import section_runs
+        except ImportError:  # before the companion was cut into layers (commit dc074d1 and earlier)
+            from quadnn_paper.status import section_runs
+        return section_runs(section, profile, tiny), []
+    work = section_work(section, profile, tiny)
+    return [w for w in work if hasattr(w, "run_id")], [w for w in work if not hasattr(w, "run_id")]
+
+
+def _sections() -> tuple[str, ...]:
+    try:
+        from quadnn_paper.execution.sections import SECTIONS
+    except ImportError:
+        try:
+            from quadnn_paper.execution.status import SECTIONS
+        except ImportError:
+            from quadnn_paper.status import SECTIONS
+    return SECTIONS
+
+
+def manifest() -> dict:
+    """``{"<section> <profile>": {run id: key}}``, and ``"... computations"``: {key: function and config}."""
     out = {}
-    for section in SECTIONS:
+    for section in _sections():
         for profile, tiny in PROFILES:
-            runs = section_runs(section, profile, tiny)
-            out[f"{section} {profile}{' TINY=1' if tiny else ''}"] = {c.run_id: c.key() for c in runs}
+            runs, computations = _work(section, profile, tiny)
+            name = f"{section} {profile}{' TINY=1' if tiny else ''}"
+            if runs:
+                out[name] = {c.run_id: c.key() for c in runs}
+            if computations:
+                out[f"{name} computations"] = {c.key: dict(function=c.function, config=c.config) for c in computations}
     return out
+
+
+def in_cache(cache: str, profile: str, tiny: bool = False) -> list[str]:
+    """Per section, how much of this checkout's work at ``profile`` a cache already holds: written by an
+    older checkout, every item found means the same configuration, so the same result."""
+    from pathlib import Path
+
+    root = Path(cache)
+    lines = ["| section | runs in cache | computations in cache |", "|---|---|---|"]
+    for section in _sections():
+        runs, computations = _work(section, profile, tiny)
+        have_runs = sum((root / "runs" / c.run_id / "result.json").exists() for c in runs)
+        have = sum((root / c.name / f"{c.key.rpartition('.')[2]}.json").exists() for c in computations)
+        lines.append(f"| {section} | {have_runs} of {len(runs)} | {have} of {len(computations)} |")
+    return lines
 
 
 def compare(before: dict, after: dict) -> list[str]:
@@ -52,8 +95,14 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="compare two manifests")
     c.add_argument("before")
     c.add_argument("after")
+    k = sub.add_parser("in-cache", help="how much of this checkout's work a cache (e.g. an older checkout's) holds")
+    k.add_argument("cache")
+    k.add_argument("--profile", default="smoke")
+    k.add_argument("--tiny", action="store_true")
     args = p.parse_args(argv)
-    if args.command == "write":
+    if args.command == "in-cache":
+        print("\n".join(in_cache(args.cache, args.profile, args.tiny)))
+    elif args.command == "write":
         with open(args.path, "w") as f:
             json.dump(manifest(), f, indent=0, sort_keys=True, default=str)
     else:
