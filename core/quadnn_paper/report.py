@@ -307,7 +307,7 @@ class Report:
         """Render one of a section's outputs (:mod:`quadnn_paper.common.outputs`); a table's LaTeX
         head and column alignment come from :mod:`quadnn_paper.latex`."""
         if isinstance(output, Table):
-            head = latex.head(self.section, output.name)
+            head = latex.head(self.section, output.name, output.header)
             labels = head.pop("labels", {})  # plain cell text -> its LaTeX (a label with math)
             rows = [[_labelled(c, labels) for c in row] for row in output.rows]
             self.table(output.name, output.header, rows, digits=output.digits, rows_only=output.rows_only, **head)
