@@ -92,6 +92,6 @@ def run_section(
     if name == "cifar_comparison":  # the report's overview is printed in the comparison's section
         from . import overview
 
-        outputs += overview.outputs(profile, cache_dir)
+        outputs = overview.outputs(profile, cache_dir) + outputs  # its variables first, as the notebook wrote them
     outputs.append(Variables({"Seconds": round(time.time() - start)}))
     return SectionOutputs(name, profile, module.data(profile, tiny), outputs)
