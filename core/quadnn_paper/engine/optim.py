@@ -21,7 +21,7 @@ from quadnn import relinear
 
 from .config import RunConfig
 
-__all__ = ["learning_rates", "param_groups", "build_optimizer", "fused_on", "OnePassSGD"]
+__all__ = ["learning_rates", "param_groups", "make_optimizer", "build_optimizer", "fused_on", "OnePassSGD"]
 
 
 def learning_rates(cfg: RunConfig) -> tuple[float, float, float]:
@@ -44,15 +44,28 @@ def param_groups(cfg: RunConfig, model: nn.Module, task) -> list[dict]:
     return groups
 
 
+def make_optimizer(name: str, groups, **hyper) -> torch.optim.Optimizer:
+    """The optimiser ``name`` (``"sgd"``, ``"adam"`` or ``"adamw"``, any case) over ``groups`` (a
+    list of parameter groups, or parameters), with ``hyper`` as torch's keyword arguments (``lr``,
+    ``momentum``, ``betas``, ``eps``, ``fused``, ``foreach``, ...).
+
+    The one place an optimiser is made: the engine's :func:`build_optimizer` and the Runge
+    section's plain reference loop both build theirs here. SGD is :class:`OnePassSGD` (torch's
+    arithmetic, its groups stepped in one pass)."""
+    classes = {"sgd": OnePassSGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    if name.lower() not in classes:
+        raise ValueError(f"optimizer must be one of {tuple(classes)}, got {name!r}")
+    return classes[name.lower()](groups, **hyper)
+
+
 def build_optimizer(cfg: RunConfig, model: nn.Module, task):
     """``(optimizer, reference weight decay, ReLinear-sw shrink or None)`` of a run."""
     groups = param_groups(cfg, model, task)
     lr, betas = learning_rates(cfg)[0], (cfg.momentum, cfg.beta2)
     if cfg.optimizer == "sgd":
-        opt = OnePassSGD(groups, lr=lr, momentum=cfg.momentum)
+        opt = make_optimizer("sgd", groups, lr=lr, momentum=cfg.momentum)
     else:
-        adam = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.AdamW
-        opt = adam(groups, lr=lr, betas=betas, fused=fused_on(groups))
+        opt = make_optimizer(cfg.optimizer, groups, lr=lr, betas=betas, fused=fused_on(groups))
     shrink = None
     if cfg.relinear.startswith("sw-"):
         alpha_b = cfg.alpha_b if cfg.alpha_b is not None else cfg.alpha_g
