@@ -28,6 +28,7 @@ from .config import RunConfig
 from .distributed import all_reduce, on_cuda
 
 __all__ = [
+    "model_for",
     "Task",
     "InMemoryClassification",
     "ImageFolderClassification",
@@ -37,6 +38,31 @@ __all__ = [
     "generated_data",
     "task_settings",
 ]
+
+
+def model_for(cfg: RunConfig, num_classes: int = 10, in_chans: int = 3) -> nn.Module:
+    """The model a run of ``cfg`` trains, for data of ``num_classes`` classes and ``in_chans``
+    channels (a depth run: its LapDepth); what a task builds, without loading any data."""
+    import timm
+
+    import quadnn.models  # noqa: F401  (registers quadnn's models in timm)
+
+    if cfg.task == "depth":
+        from . import lapdepth
+
+        return lapdepth.build_model(cfg.model, **cfg.model_kwargs)
+    if not timm.is_model(cfg.model):
+        ours = sorted(n for n in timm.list_models() if timm.models.model_entrypoint(n).__module__.startswith("quadnn."))
+        raise ValueError(f"unknown model {cfg.model!r}; quadnn's models: {', '.join(ours)} (or any timm model name)")
+    kwargs = dict(cfg.model_kwargs)
+    if cfg.width != 1.0:
+        kwargs["width"] = cfg.width
+    if cfg.rezero:
+        kwargs["rezero"] = True
+    try:
+        return timm.create_model(cfg.model, num_classes=num_classes, in_chans=in_chans, **kwargs)
+    except TypeError as e:
+        raise ValueError(f"model {cfg.model!r} rejected model_kwargs {sorted(kwargs)}: {e}") from None
 
 
 class Task:
@@ -52,27 +78,7 @@ class Task:
 
     def build_model(self, cfg: RunConfig | None = None) -> nn.Module:
         """The model of ``cfg`` (default: this task's run) for this task's data."""
-        import timm
-
-        import quadnn.models  # noqa: F401  (registers quadnn's models in timm)
-
-        cfg = cfg or self.cfg
-        if not timm.is_model(cfg.model):
-            ours = sorted(
-                n for n in timm.list_models() if timm.models.model_entrypoint(n).__module__.startswith("quadnn.")
-            )
-            raise ValueError(
-                f"unknown model {cfg.model!r}; quadnn's models: {', '.join(ours)} (or any timm model name)"
-            )
-        kwargs = dict(cfg.model_kwargs)
-        if cfg.width != 1.0:
-            kwargs["width"] = cfg.width
-        if cfg.rezero:
-            kwargs["rezero"] = True
-        try:
-            return timm.create_model(cfg.model, num_classes=self.num_classes, in_chans=self.in_chans, **kwargs)
-        except TypeError as e:
-            raise ValueError(f"model {cfg.model!r} rejected model_kwargs {sorted(kwargs)}: {e}") from None
+        return model_for(cfg or self.cfg, self.num_classes, self.in_chans)
 
     def relinear_part(self, model: nn.Module) -> nn.Module:
         """The module whose parameters take ReLinear's groups (:mod:`.optim`): the whole model."""

@@ -69,22 +69,16 @@ def model_gflops(cfg: RunConfig, cache: str | Path | None = None) -> float:
     key = dict(task=cfg.task, model=cfg.model, width=cfg.width, rezero=cfg.rezero, model_kwargs=cfg.model_kwargs)
 
     def count():
-        import types
 
         import torch
 
         from quadnn.counting import forward_gflops
 
-        from ..engine.tasks import TASK_CLASSES
+        from ..engine.tasks import model_for
 
-        # The task's own builder, without loading its data (only the output size matters, barely).
-        stand_in = types.SimpleNamespace(cfg=cfg, num_classes=10, in_chans=3)
-        if cfg.task == "depth":
-            from ..engine import lapdepth
-
-            stand_in.depth = lapdepth
+        # What the task builds, without loading its data (only the output size matters, barely).
         with torch.device("meta"), torch.no_grad():  # shapes only: no memory, no initialisation cost
-            model = TASK_CLASSES[cfg.task].build_model(stand_in, cfg).eval()
+            model = model_for(cfg).eval()
             return forward_gflops(model, torch.zeros(1, *_INPUT[cfg.task]))
 
     return cached(cache, "model_gflops", key, count)
@@ -211,8 +205,6 @@ def plan_table(
         left += sum(c.seconds for c in missing if c.device == "cuda") / 3600
         total += left
         source = f"{len(finished)} finished run(s)" if finished else "; ".join(s for s in sources if s) or "--"
-        if missing:
-            source += f"; {len(missing)} computation(s) to do, ~{sum(c.seconds for c in missing) / 3600:.2g} h"
         computed = f"{len(computations) - len(missing)}/{len(computations)}"
         lines.append(
             f"{section:<18} {len(runs):>5} {counts['done']:>5} {counts['running']:>8} {counts['pending']:>8} "
