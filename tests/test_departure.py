@@ -13,9 +13,9 @@ from scipy import stats as sst
 
 import quadnn.models  # noqa: F401
 from quadnn import NEURONS, QuadraticConv2d, QuadraticLinear, relinear
-from quadnn.departure import linear_twin, term_norms
 from quadnn_paper.analysis import stats
 from quadnn_paper.engine import RunConfig, loop
+from quadnn_paper.engine.departure import linear_twin, term_norms
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
 

@@ -1,19 +1,13 @@
 """Counting rules for the FLOP/parameter counters papers quote, so they count quadratic layers.
 
-thop and ptflops find a layer's rule by its exact type, so without a rule they skip a quadratic
-layer (thop then counts neither its operations nor its parameters); torchinfo counts ``weight`` of
-a convolution per output pixel but ``weight_g``/``weight_b`` as if they were a recurrent layer's
-weights, once per output channel. ``import quadnn`` registers the rules below with each of them
-when it is imported (:mod:`quadnn.integrations`), so their defaults count the layers:
-
-    thop.profile(model, (x,))
-    ptflops.get_model_complexity_info(model, (3, 32, 32))
-    torchinfo.summary(model, input_data=x)
-
-The rules can also be passed explicitly (``custom_ops=quadnn.counting.thop_ops()``,
-``custom_modules_hooks=quadnn.counting.ptflops_hooks()``). fvcore and ``torch.utils.flop_counter``
-count the operations the layers run and need none; :func:`macs` and :func:`forward_gflops` are the
-latter's count.
+thop and ptflops find a layer's rule by its exact type, so without one they skip a quadratic layer
+(thop then counts neither its operations nor its parameters); torchinfo counts ``weight_g`` and
+``weight_b`` as a recurrent layer's weights, once per output channel. ``import quadnn`` registers
+the rules below with each of them (:mod:`quadnn.integrations`), so ``thop.profile(model, (x,))``,
+``ptflops.get_model_complexity_info`` and ``torchinfo.summary`` count the layers with their
+defaults; ``custom_ops=quadnn.counting.thop_ops()`` and ``custom_modules_hooks=ptflops_hooks()``
+still work. fvcore and ``torch.utils.flop_counter`` count the operations the layers run and need
+none; :func:`macs` and :func:`forward_gflops` are the latter's count.
 
 A quadratic layer's multiply-accumulates are those of its linear maps, each the conventional
 layer's: three for "full" (r, g, W_b on x*x), two for the others (compact: W_r x and W_b x*x;

@@ -37,17 +37,10 @@ Second derivatives (``create_graph=True``: gradient penalties, Hessian-vector pr
 for every kind and implementation: the Function's backward then runs in differentiable
 operations; the first-order backward is unchanged.
 
-Tools that act on ``weight``. The legacy ``torch.nn.utils.weight_norm(layer)`` would register
-the weight's magnitude as ``weight_g``, the gate: it raises, naming the clash, and leaves the
-layer as it was (``torch.nn.utils.parametrizations.weight_norm`` and both spectral norms work; a
-parametrization is evaluated once per forward, as on torch's layers). torch's conv-BN fusion
-(``torch.nn.utils.fusion``) would fold batch norm into ``weight``/``bias`` alone: it raises,
-naming :mod:`quadnn.fusion`, which folds it into every term. Quantizers that
-select layers by ``isinstance(m, nn.Linear)`` and quantize ``weight`` (torchao's ``quantize_``)
-would quantize the linear branch alone: the layer keeps it in float and warns;
-``quadnn.convert.quantize_`` quantizes all three weights. ``torch.ao.quantization`` has no
-quantized quadratic layer: one given a ``qconfig`` stays in float, with a warning
-(:mod:`quadnn.weight_guards`). How the layers compute, the custom autograd Function and its
+Tools that act on ``weight`` (the legacy ``weight_norm``, torch's conv-BN fusion, quantizers)
+would reach the linear branch alone; what the layers do about each is :mod:`quadnn.weight_guards`
+(``torch.nn.utils.parametrizations.weight_norm`` and both spectral norms work, evaluated once per
+forward as on torch's layers). How the layers compute, the custom autograd Function and its
 implementations, is :mod:`quadnn.quadratic_function`.
 """
 
@@ -250,15 +243,10 @@ class QuadraticLayer(WeightGuards):
     # Without autograd (inference, torch.no_grad) the first three run the same forward and
     # keep nothing. All give the same outputs and gradients up to float rounding (tests check it).
     #
-    # Kernel launches per eager step (what a GPU pays per operation at small batches;
-    # tests/test_launches.py counts them). A conventional conv launches 2 (convolution and its
-    # backward). A "full" quadratic layer needs at least 8: forward [r, g] convolution, x*x, W_b
-    # convolution, r*g + W_b(x*x); backward dy*g and dy*r (one product, were [g, r] at hand),
-    # the two convolutions' backwards, dx += 2x*dx2, with x*x kept rather than recomputed (its
-    # memory). "speed" launches 10: x*x recomputed (1) and the halves of dy*[r, g] swapped by a
-    # roll (1); W_g is stored right after W_r (and b_g after b_r, see _pack_), so [W_r; W_g] is a
-    # view, not a per-forward concatenation. cifar_qresnet20 at batch 8: 333 launches a forward +
-    # backward against 189 for cifar_resnet20 (1.76x) and 441 for "naive".
+    # Kernel launches per eager step (docs/speed-and-memory.md; tests/test_launches.py counts them):
+    # a conventional conv launches 2, a "full" layer at least 8, "speed" 10 (x*x recomputed, and
+    # the halves of dy*[r, g] swapped by a roll); [W_r; W_g] is a view, not a per-forward
+    # concatenation (_pack_). cifar_qresnet20 at batch 8: 333 against 189 for cifar_resnet20.
     IMPLEMENTATIONS = ("fast", "speed", "lean", "fused", "naive")
     implementation = "speed"
 

@@ -94,39 +94,20 @@ def param_groups(
     if quadratic_decay not in QUADRATIC_DECAY:
         raise ValueError(f"quadratic_decay must be one of {QUADRATIC_DECAY}, got {quadratic_decay!r}")
     g, b, refs = [], [], {}
-    for _, p, group, ref in quadratic_terms(model):
+    for _, p, which, ref in quadratic_terms(model):
         if p not in refs:  # a layer shared between two places is listed once
-            (g if group == "g" else b).append(p)
+            (g if which == "g" else b).append(p)
             refs[p] = ref
     quadratic = {id(p) for p in g + b}
     linear = [p for p in model.parameters() if id(p) not in quadratic]
-    if quadratic_decay == "zero":
-        decay = dict(weight_decay=weight_decay)
-        groups = [
-            dict(name="linear", params=linear, lr=lr, **decay),
-            dict(name="g", params=g, lr=lr_g, **decay),
-            dict(name="b", params=b, lr=lr_b, **decay),
-        ]
-    else:
-        groups = [
-            dict(name="linear", params=linear, lr=lr, weight_decay=weight_decay),
-            dict(
-                name="g",
-                params=g,
-                lr=lr_g,
-                weight_decay=0.0,
-                reference_weight_decay=weight_decay,
-                references=[refs[p] for p in g],
-            ),
-            dict(
-                name="b",
-                params=b,
-                lr=lr_b,
-                weight_decay=0.0,
-                reference_weight_decay=weight_decay,
-                references=[refs[p] for p in b],
-            ),
-        ]
+
+    def group(name, params, rate):
+        if name == "linear" or quadratic_decay == "zero":
+            return dict(name=name, params=params, lr=rate, weight_decay=weight_decay)
+        toward = dict(reference_weight_decay=weight_decay, references=[refs[p] for p in params])
+        return dict(name=name, params=params, lr=rate, weight_decay=0.0, **toward)
+
+    groups = [group("linear", linear, lr), group("g", g, lr_g), group("b", b, lr_b)]
     if verbose:
         print(describe_groups(groups))
     return groups

@@ -36,26 +36,15 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import build_model_with_cfg, register_model
 from torch import nn
 
-from ..layers import NEURONS, QuadraticConv2d
 from ..recompute import DEFAULT_BUDGET
-from .common import ConvClassifier, quadratic_conv_bias
+from .common import KINDS, ConvClassifier, conv3x3, untrained_cfgs
 
 __all__ = ["CifarResNet", "BasicBlock", "KINDS", "conv3x3"]
 
-KINDS = ("conventional",) + NEURONS
 STAGE_CHANNELS = (16, 32, 64)  # He et al.'s CIFAR ResNet: the channels of its three stages at width 1
-
-
-def conv3x3(cin: int, cout: int, stride: int = 1, neuron: str = "conventional", **dd) -> nn.Module:
-    """A 3x3 convolution followed by batch norm: conventional without bias, or quadratic with
-    ``b_r`` and ``c`` (:func:`~quadnn.models.common.quadratic_conv_bias`)."""
-    bias = quadratic_conv_bias(neuron)
-    if neuron == "conventional":
-        return nn.Conv2d(cin, cout, 3, stride, 1, bias=bias, **dd)
-    return QuadraticConv2d(cin, cout, 3, stride, 1, bias=bias, neuron=neuron, **dd)
 
 
 class ShortcutA(nn.Module):
@@ -133,10 +122,7 @@ class CifarResNet(ConvClassifier):
         super().__init__()
         if (depth - 2) % 6 or depth < 8:
             raise ValueError(f"depth must be 6n+2 with n >= 1 (20, 32, 44, 56, 110, 1202, ...), got {depth}")
-        if neuron not in KINDS:
-            raise ValueError(f"neuron must be one of {KINDS}, got {neuron!r}")
-        if not width > 0:
-            raise ValueError(f"width must be positive, got {width!r}")
+        self._check_kind(neuron, width)
         dd = dict(device=device, dtype=dtype)
         n = (depth - 2) // 6
         widths = [max(1, round(c * width)) for c in STAGE_CHANNELS]
@@ -165,27 +151,6 @@ class CifarResNet(ConvClassifier):
     def _feature_stages(self):
         return [self._stage1, self.layer2, self.layer3]
 
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.bn1(self.conv1(x)))
-        return self.layer3(self.layer2(self.layer1(x)))
-
-
-def _cfg(**kwargs) -> dict:
-    return dict(
-        url="",
-        num_classes=10,
-        input_size=(3, 32, 32),
-        pool_size=(8, 8),
-        crop_pct=1.0,
-        interpolation="bilinear",
-        mean=(0.4914, 0.4822, 0.4465),
-        std=(0.2470, 0.2435, 0.2616),
-        first_conv="conv1",
-        classifier="fc",
-        license="mit",
-        **kwargs,
-    )
-
 
 # Variant name -> (depth, neuron). The registered functions below are generated from this table
 # by hand-written three-liners so timm's registry sees ordinary module-level functions.
@@ -197,7 +162,14 @@ VARIANTS = {
     **{f"cifar_poly_resnet{d}": (d, "poly") for d in (20, 32, 56)},
 }
 
-default_cfgs = generate_default_cfgs({f"{name}.untrained": _cfg() for name in VARIANTS})
+default_cfgs = untrained_cfgs(
+    VARIANTS,
+    num_classes=10,
+    input_size=(3, 32, 32),
+    pool_size=(8, 8),
+    mean=(0.4914, 0.4822, 0.4465),
+    std=(0.2470, 0.2435, 0.2616),
+)
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs) -> CifarResNet:

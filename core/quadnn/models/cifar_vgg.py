@@ -25,28 +25,18 @@ Registered in timm: ``cifar_vgg16``, ``cifar_vgg16_square``, ``cifar_qvgg16``; e
 from __future__ import annotations
 
 import torch
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import build_model_with_cfg, register_model
 from torch import nn
 
-from ..layers import NEURONS, QuadraticConv2d, Square
+from ..layers import Square
 from ..recompute import DEFAULT_BUDGET
-from .common import ConvClassifier, quadratic_conv_bias
+from .common import KINDS, ConvClassifier, conv3x3, untrained_cfgs
 
 __all__ = ["CifarVGG", "VGG16", "ACTIVATIONS", "KINDS"]
 
 # Output channels of the convolutions, "M" = 2x2 max-pool (configuration D of the VGG paper).
 VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 ACTIVATIONS = {"relu": nn.ReLU, "square": Square}
-KINDS = ("conventional",) + NEURONS
-
-
-def conv3x3(cin: int, cout: int, neuron: str = "conventional", **dd) -> nn.Module:
-    """A 3x3 convolution followed by batch norm: conventional without bias, or quadratic with
-    ``b_r`` and ``c`` (:func:`~quadnn.models.common.quadratic_conv_bias`)."""
-    bias = quadratic_conv_bias(neuron)
-    if neuron == "conventional":
-        return nn.Conv2d(cin, cout, 3, 1, 1, bias=bias, **dd)
-    return QuadraticConv2d(cin, cout, 3, 1, 1, bias=bias, neuron=neuron, **dd)
 
 
 class CifarVGG(ConvClassifier):
@@ -69,10 +59,7 @@ class CifarVGG(ConvClassifier):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
-        if neuron not in KINDS:
-            raise ValueError(f"neuron must be one of {KINDS}, got {neuron!r}")
-        if not width > 0:
-            raise ValueError(f"width must be positive, got {width!r}")
+        self._check_kind(neuron, width)
         dd = dict(device=device, dtype=dtype)
         self.activation, self.neuron, self.width = activation, neuron, width
 
@@ -84,7 +71,7 @@ class CifarVGG(ConvClassifier):
                 self.feature_info.append(dict(num_chs=cin, reduction=reduction, module=f"features.{len(feats) - 1}"))
                 continue
             cout = max(1, round(v * width))
-            feats += [conv3x3(cin, cout, neuron, **dd), nn.BatchNorm2d(cout, **dd), ACTIVATIONS[activation]()]
+            feats += [conv3x3(cin, cout, 1, neuron, **dd), nn.BatchNorm2d(cout, **dd), ACTIVATIONS[activation]()]
             cin = cout
         self.features = nn.Sequential(*feats)
         self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
@@ -101,23 +88,6 @@ class CifarVGG(ConvClassifier):
         return [self.features[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
-def _cfg(**kwargs) -> dict:
-    return dict(
-        url="",
-        num_classes=100,
-        input_size=(3, 32, 32),
-        pool_size=(1, 1),
-        crop_pct=1.0,
-        interpolation="bilinear",
-        mean=(0.5071, 0.4865, 0.4409),
-        std=(0.2673, 0.2564, 0.2762),
-        first_conv="features.0",
-        classifier="fc",
-        license="mit",
-        **kwargs,
-    )
-
-
 # Variant name -> (activation, neuron).
 VARIANTS = {
     "cifar_vgg16": ("relu", "conventional"),
@@ -125,7 +95,15 @@ VARIANTS = {
     "cifar_qvgg16": ("relu", "full"),
 }
 
-default_cfgs = generate_default_cfgs({f"{name}.untrained": _cfg() for name in VARIANTS})
+default_cfgs = untrained_cfgs(
+    VARIANTS,
+    num_classes=100,
+    input_size=(3, 32, 32),
+    pool_size=(1, 1),
+    mean=(0.5071, 0.4865, 0.4409),
+    std=(0.2673, 0.2564, 0.2762),
+    first_conv="features.0",
+)
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs) -> CifarVGG:

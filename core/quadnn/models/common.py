@@ -1,5 +1,6 @@
-"""What the model families share: the official code's initialisation, the backward-memory plan of
-their quadratic layers, and timm's classifier and feature interface."""
+"""What the model families share: their block convolution, the official code's initialisation, the
+backward-memory plan of their quadratic layers, and timm's configurations, classifier and feature
+interface."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from timm.layers import create_classifier
-from timm.models import register_notrace_module
+from timm.models import generate_default_cfgs, register_notrace_module
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from ..layers import QuadraticLayer
+from ..layers import NEURONS, QuadraticConv2d, QuadraticLayer
 from ..recompute import plan_recompute
 
 # timm's fx feature extraction (and its generic fx tests) keep the quadratic layers as leaf modules,
@@ -20,16 +21,24 @@ from ..recompute import plan_recompute
 register_notrace_module(QuadraticLayer)
 
 POOLS = ("avg", "max", "avgmax", "catavgmax", "")
+KINDS = ("conventional",) + NEURONS
 
 
-def quadratic_conv_bias(neuron: str) -> bool:
-    """``bias`` for a convolution of kind ``neuron`` followed by batch norm.
+def conv3x3(cin: int, cout: int, stride: int = 1, neuron: str = "conventional", **dd) -> nn.Module:
+    """A 3x3 convolution followed by batch norm. A conventional one drops its bias (the batch norm's
+    shift replaces it). A quadratic one keeps ``b_r`` and ``c``, as the paper's neuron and the
+    official QResNets do: ``c`` is absorbed by the batch norm too, but ``b_r`` is not (it
+    contributes ``b_r * W_g x``)."""
+    if neuron == "conventional":
+        return nn.Conv2d(cin, cout, 3, stride, 1, bias=False, **dd)
+    return QuadraticConv2d(cin, cout, 3, stride, 1, bias=True, neuron=neuron, **dd)
 
-    Conventional convolutions drop their bias (the batch norm's shift replaces it). Quadratic ones
-    keep ``b_r`` and ``c``, as the paper's neuron and the official QResNets do: ``c`` is absorbed by
-    the batch norm too, but ``b_r`` is not (it contributes ``b_r * W_g x``).
-    """
-    return neuron != "conventional"
+
+def untrained_cfgs(variants, **cfg):
+    """timm's ``default_cfgs``: one ``<variant>.untrained`` (no weights to download) per variant,
+    the fields the families share updated with ``cfg``."""
+    shared = dict(url="", crop_pct=1.0, interpolation="bilinear", first_conv="conv1", classifier="fc", license="mit")
+    return generate_default_cfgs({f"{name}.untrained": {**shared, **cfg} for name in variants})
 
 
 class ConvClassifier(nn.Module):
@@ -45,6 +54,13 @@ class ConvClassifier(nn.Module):
     num_features: int
     drop_rate: float
     zero_init_last: bool = False
+
+    @staticmethod
+    def _check_kind(neuron: str, width: float) -> None:
+        if neuron not in KINDS:
+            raise ValueError(f"neuron must be one of {KINDS}, got {neuron!r}")
+        if not width > 0:
+            raise ValueError(f"width must be positive, got {width!r}")
 
     def _init_head(
         self, num_features: int, num_classes: int, global_pool: str, drop_rate: float, device=None, dtype=None

@@ -37,22 +37,21 @@ name                       paper's label                    neuron
 =========================  ===============================  ====================
 
 Every variant takes ``width=``, ``shortcut=``, ``zero_init_last=``, ``global_pool=``, ``num_classes=``,
-``in_chans=``, ``drop_rate=``,
-``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default
-``quadnn.recompute.DEFAULT_BUDGET``), and works with
-``timm.create_model(name, features_only=True)`` (stem, then the four stages).
+``in_chans=``, ``drop_rate=``, ``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default
+``quadnn.recompute.DEFAULT_BUDGET``), and works with ``timm.create_model(name, features_only=True)``
+(stem, then the four stages).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import build_model_with_cfg, register_model
 from torch import nn
 
 from ..recompute import DEFAULT_BUDGET
-from .cifar_resnet import KINDS, ShortcutA, conv3x3
-from .common import ConvClassifier
+from .cifar_resnet import ShortcutA
+from .common import ConvClassifier, conv3x3, untrained_cfgs
 
 __all__ = ["ImageNetResNet", "ImageNetBasicBlock", "SHORTCUTS", "DEPTHS", "VARIANTS"]
 
@@ -124,12 +123,9 @@ class ImageNetResNet(ConvClassifier):
         layers = tuple(int(n) for n in layers)
         if len(layers) != 4 or min(layers) < 1:
             raise ValueError(f"layers must be four positive block counts, e.g. (2, 2, 2, 2), got {layers}")
-        if neuron not in KINDS:
-            raise ValueError(f"neuron must be one of {KINDS}, got {neuron!r}")
+        self._check_kind(neuron, width)
         if shortcut not in SHORTCUTS:
             raise ValueError(f"shortcut must be one of {SHORTCUTS}, got {shortcut!r}")
-        if not width > 0:
-            raise ValueError(f"width must be positive, got {width!r}")
         dd = dict(device=device, dtype=dtype)
         widths = [max(1, round(c * width)) for c in (64, 128, 256, 512)]
         self.layers, self.width, self.neuron, self.shortcut = layers, width, neuron, shortcut
@@ -162,27 +158,6 @@ class ImageNetResNet(ConvClassifier):
     def _feature_stages(self):
         return [self._stem, self._stage1, self.layer2, self.layer3, self.layer4]
 
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.maxpool(self.act1(self.bn1(self.conv1(x))))
-        return self.layer4(self.layer3(self.layer2(self.layer1(x))))
-
-
-def _cfg(**kwargs) -> dict:
-    return dict(
-        url="",
-        num_classes=1000,
-        input_size=(3, 224, 224),
-        pool_size=(7, 7),
-        crop_pct=0.875,
-        interpolation="bilinear",
-        mean=(0.485, 0.456, 0.406),
-        std=(0.229, 0.224, 0.225),
-        first_conv="conv1",
-        classifier="fc",
-        license="mit",
-        **kwargs,
-    )
-
 
 # Variant name -> (depth, neuron, shortcut); the paper's "20"/"32" labels are these 18/34-layer models.
 VARIANTS = {}
@@ -192,7 +167,15 @@ for _d in DEPTHS:
         VARIANTS[f"imagenet_{_prefix}plain{_d}"] = (_d, _neuron, "none")
 del _d, _prefix, _neuron
 
-default_cfgs = generate_default_cfgs({f"{name}.untrained": _cfg() for name in VARIANTS})
+default_cfgs = untrained_cfgs(
+    VARIANTS,
+    num_classes=1000,
+    input_size=(3, 224, 224),
+    pool_size=(7, 7),
+    crop_pct=0.875,
+    mean=(0.485, 0.456, 0.406),
+    std=(0.229, 0.224, 0.225),
+)
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs) -> ImageNetResNet:
