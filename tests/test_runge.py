@@ -99,3 +99,48 @@ def test_experiment_is_cached(tmp_path, monkeypatch):
 
     monkeypatch.setattr(R, "train_batched", boom)
     assert R.run_experiment(protocol, cache_dir=tmp_path, strategies=["sg", "sw-l2"]) == first
+
+
+def test_the_sections_training_keeps_its_cache_key():
+    """The section's training is the computation the notebook cached as ``runge``: the same name
+    and configuration, so a built cache is read, not retrained (the smoke key as it was cached)."""
+    checks, training = R.work("smoke")
+    assert training.name == "runge" and dict(training.config) == R.experiment_config(R.protocol("smoke"))
+    assert training.key == "runge.2c40057f06271cc2"
+    assert checks.name == "runge_checks" and training.seconds >= R.MIN_SECONDS
+
+
+def test_experiment_refuses_a_configuration_it_does_not_train():
+    config = R.experiment_config(dict(R.PAPER, iterations=1, seeds=[0]), strategies=["sg"])
+    with pytest.raises(ValueError, match="not what this code trains"):
+        R.experiment(**dict(config, version=R.VERSION + 1))
+    with pytest.raises(ValueError, match="not what this code trains"):
+        R.experiment(**dict(config, optimizer=dict(R.OPTIMIZER, eps=1e-6)))
+
+
+def test_network_checks():
+    P = R.protocol("smoke")
+    checks = R.work("smoke")[0]()
+    assert (checks["train_points"], checks["test_points"], checks["shared_points"]) == (33, 100, 2)
+    assert checks["layers"] == [[1, 8], [8, 8], [8, 8], [8, 8], [8, 1]]
+    assert checks["parameters"] == sum(p.numel() for p in R.build_model(P["width"], P["depth"]).parameters())
+    assert checks["probe_coefficients"] == 2 ** P["depth"] + 1
+    assert checks["probe_max_rel_error"] < R.PIECE_TOLERANCE and checks["probe_max_rel_jump"] < R.PIECE_TOLERANCE
+
+
+def test_pending_training_renders_with_the_finished_variables(tmp_path, one_thread):
+    """While the training is pending on a runner the section still publishes its tables, figures
+    and every variable the text quotes (named and ordered as the finished ones)."""
+    from quadnn_paper.common.outputs import Variables
+    from quadnn_paper.execution.sections import SectionOutputs
+    from quadnn_paper.report import publish
+
+    checks, training = R.work("smoke")
+    pending = R.outputs({checks.key: checks(), training.key: None}, "smoke")
+    publish(SectionOutputs("runge", "smoke", R.data("smoke"), pending), tmp_path)
+    assert (tmp_path / "figures" / "runge_fits.pdf").exists() and (tmp_path / "tables" / "runge_pieces.tex").exists()
+    pending_vars = next(o.values for o in pending if isinstance(o, Variables))
+    result = R.experiment(**R.experiment_config(dict(R.protocol("smoke"), iterations=20)))
+    finished = R.summary(result, "smoke")["variables"]
+    assert list(pending_vars) == list(finished)
+    assert {k for k, v in pending_vars.items() if v != "pending"} == {"Seeds", "Iterations", "BlownRmse", "PaperPieces"}

@@ -23,17 +23,24 @@ A seed fixes the linear branch (``weight``, ``bias``) of every layer, so all str
 seed start from the same linear network; ``regular`` then also draws its quadratic terms.
 
 Speed: the reference way to train one run is :func:`train_reference` (a plain loop over a
-torch model, ``torch.optim.Adam`` with :func:`quadnn.relinear.param_groups` and
+torch model, its Adam made by :func:`quadnn_paper.engine.optim.make_optimizer` like every
+optimiser of the engine, over :func:`quadnn.relinear.param_groups`, and
 :class:`quadnn.relinear.Shrink`). :func:`train_batched` trains all runs of all strategies at
 once: their parameters live in one ``(runs, n_params)`` float64 tensor, the forward pass is a
 handful of batched matrix products, and Adam and the shrink rules act on that one tensor with
 per-element learning rates and shrink factors. Adam and the shrink rules are elementwise and
 the runs' losses are summed, so this computes exactly what the independent runs compute (a
 test checks it against :func:`train_reference`).
+
+The section declares its work (:func:`work`): the batched training of every strategy and seed
+(:func:`experiment`, cached as ``runge``) and the checks of the data set, the network and the
+piecewise decomposition (:func:`network_checks`); :func:`outputs` turns their results into the
+tables, figures and quoted numbers.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import warnings
@@ -49,7 +56,10 @@ from quadnn_paper.analysis import stats
 from quadnn_paper.analysis.piecewise import check_against_model, count_distinct, piecewise_polynomials
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
+from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.engine import Computation
+from quadnn_paper.engine.optim import make_optimizer
 from quadnn_paper.engine.store import cached
 
 __all__ = [
@@ -67,10 +77,16 @@ __all__ = [
     "batched_forward",
     "train_batched",
     "train_reference",
+    "experiment_config",
+    "experiment",
     "run_experiment",
+    "network_checks",
     "rmse",
     "NAME",
     "protocol",
+    "data",
+    "work",
+    "outputs",
     "runs",
     "summary",
     "progress_printer",
@@ -273,6 +289,13 @@ def train_batched(
 ) -> dict:
     """Train every ``(strategy, seed)`` of ``runs`` together; see the module docstring.
 
+    The one training loop of the companion besides the engine's (:mod:`quadnn_paper.engine`): it
+    trains hundreds of 1-d networks as one batched tensor program, which the per-run engine cannot
+    express. Its optimiser is therefore not a torch optimiser object but torch's Adam arithmetic
+    (single-tensor form, :data:`OPTIMIZER`'s hyper-parameters) on the one flat tensor, with
+    per-element learning rates; it computes what :func:`train_reference`'s optimiser from
+    :func:`~quadnn_paper.engine.optim.make_optimizer` computes run by run (tested).
+
     Returns numpy arrays: ``params`` (R, n) final flat parameters, ``loss`` (R, T) training
     MSE every ``log_every`` steps (and at the end), ``steps``, and ``seconds``.
     """
@@ -347,13 +370,13 @@ def train_batched(
 
 
 def train_reference(strategy: str, seed: int, protocol: dict) -> nn.Sequential:
-    """One run the plain way: a torch model, ``torch.optim.Adam``, quadnn's ReLinear tools."""
+    """One run the plain way: a torch model, the engine's optimiser builder (``torch.optim.Adam``),
+    quadnn's ReLinear tools."""
     s = STRATEGIES[strategy]
     model = init_model(strategy, seed, protocol["width"], protocol["depth"])
     x, y, _, _ = dataset(protocol)
-    opt = torch.optim.Adam(
-        param_groups(model, s.lr, s.lr_g, s.lr_b), betas=OPTIMIZER["betas"], eps=OPTIMIZER["eps"], foreach=False
-    )
+    groups = param_groups(model, s.lr, s.lr_g, s.lr_b)
+    opt = make_optimizer(OPTIMIZER["name"], groups, betas=OPTIMIZER["betas"], eps=OPTIMIZER["eps"], foreach=False)
     shrink = Shrink(model, s.shrink, s.alpha, s.alpha) if s.shrink else None
     for _ in range(protocol["iterations"]):
         opt.zero_grad()
@@ -390,44 +413,86 @@ def progress_printer(every: int = 5000):
     return progress
 
 
-def run_experiment(protocol: dict, cache_dir=None, strategies=None, progress=None) -> dict:
-    """All strategies x seeds of ``protocol``, cached by configuration; JSON-friendly result.
-
-    ``result["runs"]``: one dict per run with strategy, seed, test and train RMSE, the final
-    flat parameters and the loss curve; ``result["seconds"]``: the training wall time.
-    """
+def experiment_config(protocol: dict, strategies=None) -> dict:
+    """The configuration :func:`experiment` takes and the cache keys ``runge`` on."""
     strategies = list(strategies or STRATEGIES)
-    runs = [(s, seed) for s in strategies for seed in protocol["seeds"]]
-    config = dict(
+    return dict(
         protocol=protocol,
         strategies={s: STRATEGIES[s].__dict__ for s in strategies},
         optimizer=OPTIMIZER,
         version=VERSION,
     )
 
-    def compute():
-        out = train_batched(runs, protocol, progress=progress)
-        rows = []
-        for k, (s, seed) in enumerate(runs):
-            p = out["params"][k]
-            rows.append(
-                dict(
-                    strategy=s,
-                    seed=seed,
-                    rmse=rmse(p, protocol, "test"),
-                    train_rmse=rmse(p, protocol, "train"),
-                    params=p.tolist(),
-                    loss=out["loss"][k].tolist(),
-                )
-            )
-        return dict(runs=rows, steps=out["steps"].tolist(), seconds=out["seconds"], threads=1, torch=torch.__version__)
 
-    return cached(cache_dir, "runge", config, compute)
+def _as_json(value):
+    return json.loads(json.dumps(value))
+
+
+def experiment(protocol: dict, strategies: dict, optimizer: dict, version: int, progress=None) -> dict:
+    """All strategies (by name) x seeds of ``protocol`` trained together (:func:`train_batched`);
+    JSON-friendly result. The configuration must be what this code computes
+    (:func:`experiment_config`): a cached result is keyed by it.
+
+    ``result["runs"]``: one dict per run with strategy, seed, test and train RMSE, the final
+    flat parameters and the loss curve; ``result["seconds"]``: the training wall time.
+    """
+    asked = _as_json(dict(strategies=strategies, optimizer=optimizer, version=version))
+    code = _as_json({k: v for k, v in experiment_config(protocol, list(strategies)).items() if k != "protocol"})
+    if asked != code:
+        raise ValueError(f"runge.experiment: the configuration {asked} is not what this code trains ({code})")
+    runs = [(s, seed) for s in strategies for seed in protocol["seeds"]]
+    out = train_batched(runs, protocol, progress=progress or progress_printer(every=5000))
+    rows = []
+    for k, (s, seed) in enumerate(runs):
+        p = out["params"][k]
+        rows.append(
+            dict(
+                strategy=s,
+                seed=seed,
+                rmse=rmse(p, protocol, "test"),
+                train_rmse=rmse(p, protocol, "train"),
+                params=p.tolist(),
+                loss=out["loss"][k].tolist(),
+            )
+        )
+    return dict(runs=rows, steps=out["steps"].tolist(), seconds=out["seconds"], threads=1, torch=torch.__version__)
+
+
+def run_experiment(protocol: dict, cache_dir=None, strategies=None, progress=None) -> dict:
+    """:func:`experiment` for ``protocol``, cached by configuration (the section's ``runge`` computation)."""
+    config = experiment_config(protocol, strategies)
+    return cached(cache_dir, "runge", config, lambda: experiment(**config, progress=progress))
+
+
+def network_checks(
+    interval, n_train: int, n_test: int, width: int, depth: int, probe_strategy: str, probe_seed: int
+) -> dict:
+    """The data set and the network (deterministic), and the self-check of
+    :func:`~quadnn_paper.analysis.piecewise.piecewise_polynomials` on the starting network of
+    ``probe_strategy`` at ``probe_seed``: its pieces against the network at 2,000 points and near
+    every breakpoint."""
+    P = dict(interval=interval, n_train=n_train, n_test=n_test)
+    x_train, _, x_test, _ = dataset(P)
+    net = build_model(width, depth)
+    probe = init_model(probe_strategy, probe_seed, width, depth)
+    pieces = piecewise_polynomials(probe, *interval)
+    check = check_against_model(probe, pieces)
+    return dict(
+        train_points=len(x_train),
+        test_points=len(x_test),
+        shared_points=int(np.isin(x_test.numpy(), x_train.numpy()).sum()),
+        layers=[[m.in_features, m.out_features] for m in _layers(net)],
+        parameters=sum(p.numel() for p in net.parameters()),
+        probe_pieces=len(pieces),
+        probe_coefficients=len(pieces[0][2]),
+        probe_max_rel_error=float(check["max_rel_error"]),
+        probe_max_rel_jump=float(check["max_rel_jump"]),
+    )
 
 
 # -- the section interface ----------------------------------------------------------------------
 NAME = "runge"
-# What the report calls each strategy, in text, in LaTeX and in macro names.
+# What the report calls each strategy, in text and in macro names (its LaTeX: quadnn_paper.latex.runge).
 LABEL = {
     "regular": "regular",
     "relinear-init": "ReLinear init only",
@@ -435,16 +500,24 @@ LABEL = {
     "sw-l2": "ReLinear-sw-l2",
     "sg": "ReLinear-sg",
 }
-TEX = {
-    "regular": "Regular",
-    "relinear-init": "ReLinear init only",
-    "sw-l1": r"ReLinear$^{sw}$-$\ell_1$",
-    "sw-l2": r"ReLinear$^{sw}$-$\ell_2$",
-    "sg": r"ReLinear$^{sg}$",
+COLOR = {
+    "regular": "tab:red",
+    "relinear-init": "tab:gray",
+    "sw-l1": "tab:blue",
+    "sw-l2": "tab:green",
+    "sg": "tab:purple",
 }
 MACRO = {"regular": "Regular", "relinear-init": "Init", "sw-l1": "SwLOne", "sw-l2": "SwLTwo", "sg": "Sg"}
 BLOWN = 1.0  # test RMSE above 1 on a target within [0, 1]: the fit blew up
 PAPER_ORDER = ("sg", "sw-l2", "sw-l1")  # the paper's ranking of the ReLinear strategies, best first
+PROBE = ("regular", 0)  # the network the piecewise self-check takes apart: regular init, seed 0
+PIECE_TOLERANCE = 1e-10  # the self-check passes when the pieces agree with the network to this relative error
+# Training cost: seconds per run and iteration of the batched trainer (cpu: 25 runs x 30,000
+# iterations in 112 s on two shared cores), and at least the smoke profile's few seconds.
+SECONDS_PER_RUN_ITERATION = 1.5e-4
+MIN_SECONDS = 5.0
+RMSE_HEADER = ["strategy", "RMSE mean", "RMSE median", "blew up", "paper"]
+PIECES_HEADER = ["strategy", "pieces mean", "range", "max |c_k|, k>=3 (median)"]
 
 
 def protocol(profile: str, tiny: bool = False) -> dict:
@@ -453,8 +526,34 @@ def protocol(profile: str, tiny: bool = False) -> dict:
 
 
 def runs(profile: str, tiny: bool = False) -> list:
-    """No engine runs: the networks train together in :func:`run_experiment` (one batched program)."""
+    """No engine runs: the networks train together in :func:`experiment` (one batched program)."""
     return []
+
+
+def data(profile: str, tiny: bool = False) -> str:
+    """The data the section's numbers come from, in words."""
+    P = protocol(profile, tiny)
+    return f"Runge function, {P['n_train']} points" + (f", TINY=1: {P['iterations']} iterations" if tiny else "")
+
+
+def _experiment(profile: str, tiny: bool) -> Computation:
+    """The batched training of every strategy and seed (the cache entry ``runge``)."""
+    P = protocol(profile, tiny)
+    seconds = round(max(MIN_SECONDS, SECONDS_PER_RUN_ITERATION * len(STRATEGIES) * len(P["seeds"]) * P["iterations"]))
+    return Computation("runge", f"{__name__}:experiment", experiment_config(P), seconds=seconds)
+
+
+def _checks(profile: str, tiny: bool) -> Computation:
+    """The checks of the data set, the network and the piecewise decomposition."""
+    P = protocol(profile, tiny)
+    config = {k: P[k] for k in ("interval", "n_train", "n_test", "width", "depth")}
+    config.update(probe_strategy=PROBE[0], probe_seed=PROBE[1])
+    return Computation("runge_checks", f"{__name__}:network_checks", config, seconds=2)
+
+
+def work(profile: str, tiny: bool = False) -> list:
+    """The section's work: the checks of its data and network, and the training of all its runs."""
+    return [_checks(profile, tiny), _experiment(profile, tiny)]
 
 
 def _high_order(pieces, k0: int = 3) -> float:
@@ -463,8 +562,8 @@ def _high_order(pieces, k0: int = 3) -> float:
 
 
 def _strategy_cell(s: str) -> Cell:
-    """The strategy's label, as the tables' first column shows it."""
-    return Cell(LABEL[s], tex=TEX[s])
+    """The strategy's label, as the tables' first column shows it (its LaTeX from quadnn_paper.latex)."""
+    return Cell(LABEL[s])
 
 
 def _blown(v: np.ndarray) -> int:
@@ -627,3 +726,169 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
         piece_rows=[_piece_row(s, shape["n_pieces"][s], shape["high"][s]) for s in STRATEGIES],
         variables=variables,
     )
+
+
+# -- the outputs ---------------------------------------------------------------------------------
+def _check_lines(checks: dict, P: dict) -> list[Lines]:
+    """What the checks of the data set, the network and the piecewise decomposition print."""
+    lo, hi = P["interval"]
+    layers = [tuple(layer) for layer in checks["layers"]]
+    passed = checks["probe_max_rel_error"] < PIECE_TOLERANCE and checks["probe_max_rel_jump"] < PIECE_TOLERANCE
+    network = [
+        f"train points: {checks['train_points']} on [{lo:g}, {hi:g}], test points: {checks['test_points']}",
+        f"test points that are also training points: {checks['shared_points']}",
+        f"layers: {layers}",
+        f"parameters per network: {checks['parameters']}; degree of each piece <= {2 ** P['depth']}",
+    ]
+    probe = (
+        f"piecewise self-check: {'pass' if passed else 'FAIL'}; {checks['probe_pieces']} pieces, "
+        f"{checks['probe_coefficients']} coefficients each"
+    )
+    return [Lines(network, check=True), Lines([probe], check=True)]
+
+
+def _result_lines(result: dict, S: dict) -> list[str]:
+    """Per strategy the test RMSEs of its seeds, the pieces of its networks and their largest coefficients."""
+    lines = [f"{len(result['runs'])} runs; training took {result['seconds']:.0f} s when computed"]
+    lines += [f"{LABEL[s]:>20}: RMSE " + " ".join(f"{v:.3g}" for v in S["rmse"][s]) for s in STRATEGIES]
+    lines.append(f"worst relative error of the pieces against the networks: {S['worst_piece_error']:.2g}")
+    lines += [
+        f"{LABEL[s]:>20}: pieces {S['n_pieces'][s].tolist()} (after merging equal neighbours "
+        f"{S['n_distinct'][s].tolist()}); max |c_k| (k>=3) median {np.median(S['high'][s]):.3g}"
+        for s in STRATEGIES
+    ]
+    return lines
+
+
+def _fits_figure(S: dict):
+    """Top: every seed's fit per strategy beside R(x); bottom: the coefficients of every piece of
+    the median-RMSE network per strategy."""
+    import matplotlib.pyplot as plt
+
+    P = S["protocol"]
+    lo, hi = P["interval"]
+    seeds = P["seeds"]
+    x_train, y_train, _, _ = dataset(P)
+    xf = np.linspace(lo, hi, 1001)
+    xt = torch.as_tensor(xf)[:, None]
+    fig, axes = plt.subplots(2, len(STRATEGIES), figsize=(7.2, 3.3), sharey="row")  # printed size: full width
+    for j, s in enumerate(STRATEGIES):
+        rmse_ = S["rmse"][s]
+        ax = axes[0, j]
+        ax.plot(xf, runge(xf), color="k", lw=1.0, label="R(x)")
+        for k, m in enumerate(S["models"][s]):
+            with torch.no_grad():
+                ax.plot(xf, m(xt).numpy()[:, 0], color=COLOR[s], lw=0.7, alpha=0.55, label="fits" if k == 0 else None)
+        ax.plot(x_train.numpy(), y_train.numpy(), "o", ms=1.8, color="k", label="train")
+        ax.set_ylim(-0.35, 1.35)
+        ax.set_xlim(lo, hi)
+        ax.set_title(LABEL[s], fontsize=7)
+        ax.set_xticks([-5, 0, 5])
+        ax.set_xlabel("x", fontsize=6.5)
+        note = f"RMSE med {np.median(rmse_):.3g}\n{_blown(rmse_)}/{len(seeds)} blew up"
+        ax.text(0.03, 0.97, note, transform=ax.transAxes, fontsize=6.5, va="top")
+        ax.tick_params(labelsize=6.5)
+        # coefficients: the median-RMSE seed
+        k_med = int(np.argsort(rmse_)[len(seeds) // 2])
+        ax = axes[1, j]
+        ps = S["pieces"][s][k_med]
+        cmap = plt.get_cmap("viridis")
+        for i, (_, _, c) in enumerate(ps):
+            deg = np.arange(len(c))
+            nz = np.abs(c) > 0
+            ax.semilogy(deg[nz], np.abs(c[nz]), "-", lw=0.6, color=cmap(i / max(len(ps) - 1, 1)), marker=".", ms=1.5)
+        ax.set_xlabel("degree k", fontsize=6.5)
+        ax.tick_params(labelsize=6.5)
+        ax.set_title(f"{len(ps)} pieces (seed {seeds[k_med]})", fontsize=6.5)
+    # Beside the last panel: inside, every spot holds a fit or the panel's RMSE note at some profile.
+    axes[0, -1].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.03, 1), borderaxespad=0, frameon=False)
+    axes[0, 0].set_ylabel("R(x), fits", fontsize=6.5)
+    axes[1, 0].set_ylabel("|c_k| (powers of x)", fontsize=6.5)
+    fig.tight_layout(h_pad=0.6, w_pad=0.3)
+    return fig
+
+
+def _loss_figure(S: dict, steps: list[int]):
+    """The median training MSE over seeds per strategy against the iterations."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3.4, 2.6))  # printed size: one column
+    for s in STRATEGIES:
+        L = np.array([r["loss"] for r in S["runs"][s]])
+        ax.loglog(np.maximum(np.array(steps), 1), np.median(L, 0), color=COLOR[s], lw=1, label=LABEL[s])
+    ax.set_xlabel("iteration", fontsize=7)
+    ax.set_ylabel("training MSE (median)", fontsize=7)
+    ax.tick_params(labelsize=6.5)
+    # below the axes: the curves of five strategies leave no corner free at every profile
+    ax.legend(fontsize=6.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def _pending_figure(figsize: tuple[float, float]):
+    """A figure that says the training is pending on its runner."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=figsize)
+    ax.text(0.5, 0.5, "pending", transform=ax.transAxes, ha="center", va="center")
+    ax.axis("off")
+    return fig
+
+
+# The quoted numbers that need the trained networks: per strategy (with its MACRO), and overall.
+_STRATEGY_VARIABLES = ("Rmse", "RmseMedian", "RmseStd", "Blown", "Pieces", "PiecesMin", "PiecesMax", "High")
+_RANKING_VARIABLES = (
+    ("OrderFirst", "OrderSecond", "OrderThird", "OrderMatches", "SgBest")
+    + tuple(f"SgBeats{MACRO[s]}" for s in ("sw-l1", "sw-l2", "relinear-init"))
+    + tuple(f"{k}{MACRO[s]}" for s in PAPER_ORDER for k in ("Ratio", "Reproduced"))
+    + ("GapWithinSpread",)
+)
+
+
+def pending_variables(P: dict) -> dict:
+    """The section's variables, named and ordered as :func:`summary` gives them, while its
+    training is pending: the protocol's numbers, "pending" for the rest."""
+    per_strategy = [f"{k}{MACRO[s]}" for s in STRATEGIES for k in _STRATEGY_VARIABLES]
+    return dict(
+        Seeds=len(P["seeds"]),
+        Iterations=P["iterations"],
+        BlownRmse=BLOWN,
+        TrainSeconds="pending",
+        PaperPieces=PAPER_PIECES,
+        WorstPieceError="pending",
+        **dict.fromkeys([*per_strategy, *_RANKING_VARIABLES], "pending"),
+    )
+
+
+def _pending_outputs(P: dict) -> list:
+    """The tables, figures and variables while the training is pending on a runner."""
+    runs = len(STRATEGIES) * len(P["seeds"])
+    return [
+        Lines([f"training pending: {runs} runs ({len(STRATEGIES)} strategies x {len(P['seeds'])} seeds)"]),
+        Table("runge_rmse", RMSE_HEADER, [[_strategy_cell(s), *["pending"] * 3, PAPER_RMSE[s]] for s in STRATEGIES]),
+        Variables(pending_variables(P)),
+        Figure("runge_fits", lambda: _pending_figure((7.2, 3.3))),
+        Figure("runge_loss", lambda: _pending_figure((3.4, 2.6))),
+        Table("runge_pieces", PIECES_HEADER, [[_strategy_cell(s), *["pending"] * 3] for s in STRATEGIES]),
+    ]
+
+
+def outputs(results: dict, profile: str, tiny: bool = False) -> list:
+    """The section's tables, figures, variables and printed lines from its work's ``results``."""
+    P = protocol(profile, tiny)
+    shown = {k: v for k, v in P.items() if k != "seeds"}
+    head = [Lines([f"{profile} {shown} seeds: {P['seeds']}"]), *_check_lines(results[_checks(profile, tiny).key], P)]
+    result = results[_experiment(profile, tiny).key]
+    if result is None:
+        return head + _pending_outputs(P)
+    S = summary(result, profile, tiny)
+    order = f"our order: {S['order']} | paper: {list(PAPER_ORDER)} | gap {round(S['gap'], 4)} largest std {round(S['spread'], 4)}"
+    return head + [
+        Lines(_result_lines(result, S)),
+        Table("runge_rmse", RMSE_HEADER, S["rmse_rows"], digits=3),
+        Variables(S["variables"]),
+        Lines([order]),
+        Figure("runge_fits", lambda: _fits_figure(S)),
+        Figure("runge_loss", lambda: _loss_figure(S, result["steps"])),
+        Table("runge_pieces", PIECES_HEADER, S["piece_rows"], digits=2),
+    ]
