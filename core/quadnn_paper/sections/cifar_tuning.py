@@ -20,16 +20,19 @@ import statistics
 from collections.abc import Callable
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from quadnn import relinear
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
+from quadnn_paper.common.cells import Cell
+from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
-from quadnn_paper.engine import RunConfig, stage_ends
+from quadnn_paper.engine import Computation, RunConfig, stage_ends
+from quadnn_paper.engine.optim import make_optimizer
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import (
-    CLAIMS_ALIGN,
     CLAIMS_HEADER,
     claim_rows,
     error_cell,
@@ -49,6 +52,9 @@ __all__ = [
     "GRIDS",
     "PAPER",
     "protocol",
+    "data",
+    "work",
+    "outputs",
     "grid",
     "plan",
     "runs",
@@ -57,11 +63,12 @@ __all__ = [
     "Curve",
     "conventional_config",
     "gamma_zero_trajectory",
-    "SUMMARY_HEADER",
-    "summary_rows",
+    "gamma_zero_check",
+    "param_sizes",
+    "SWEEP_SUMMARY_HEADER",
+    "sweep_summary_rows",
     "variables",
     "CLAIMS_HEADER",
-    "CLAIMS_ALIGN",
     "CLAIMS_SUMMARY_HEADER",
     "claims_summary_rows",
     "claim_rows",
@@ -275,6 +282,12 @@ def plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunCo
 def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
     """The runs of ``profile`` (weight-transfer sources included, each once)."""
     return list(plan(profile, tiny).values())
+
+
+def data(profile: str, tiny: bool = False) -> str:
+    """The data the section's numbers come from, in words."""
+    words = {"cifar10": "CIFAR-10", "digits": "scikit-learn digits"}[protocol(profile, tiny)["dataset"]]
+    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
 
 
 def _error(res: dict | None) -> float:
@@ -563,7 +576,7 @@ def gamma_zero_trajectory(
     opts = []
     for m, lr_g in ((conv, lr), (quad, 0.0)):  # the conventional net has no quadratic groups
         groups = [gr for gr in relinear.param_groups(m, lr, lr_g, lr_g, weight_decay) if gr["params"]]
-        opt = torch.optim.SGD(groups, lr=lr, momentum=momentum)
+        opt = make_optimizer("sgd", groups, lr=lr, momentum=momentum)
         opts.append((m, opt, relinear.ReferenceWeightDecay(opt)))
     for i in range(steps):
         for m, opt, decay in opts:
@@ -589,7 +602,35 @@ def gamma_zero_trajectory(
     )
 
 
-SUMMARY_HEADER = [
+def gamma_zero_check(steps: int, version: int) -> dict:
+    """:func:`gamma_zero_trajectory` over ``steps`` steps, as the section's work runs it (``version``
+    only names the check's revision in its cache key)."""
+    return gamma_zero_trajectory(steps=steps)
+
+
+def param_sizes(models: list[str], width: float, in_chans: int) -> dict[str, list[int]]:
+    """Per model ``[parameters at CIFAR-10's size, parameters as trained here]`` (``width``,
+    ``in_chans``)."""
+    return {m: [param_count(m), param_count(m, width=width, in_chans=in_chans)] for m in models}
+
+
+def _sizes(profile: str, tiny: bool) -> Computation:
+    P = protocol(profile, tiny)
+    config = dict(models=[P["conventional"], P["model"]], width=P["width"], in_chans=_in_chans(P))
+    return Computation("cifar_tuning_params", f"{__name__}:param_sizes", config, seconds=5)
+
+
+def _exact() -> Computation:
+    # The cache name and configuration the notebook used (the cached result keeps its key).
+    return Computation("gamma_zero_trajectory", f"{__name__}:gamma_zero_check", {"steps": 20, "version": 1}, seconds=30)
+
+
+def work(profile: str, tiny: bool = False) -> list:
+    """The section's work: the model sizes its text quotes, the float64 check at gamma 0, its runs."""
+    return [_sizes(profile, tiny), _exact(), *runs(profile, tiny)]
+
+
+SWEEP_SUMMARY_HEADER = [
     "method",
     "paper best setting",
     "paper error (%)",
@@ -605,7 +646,7 @@ _DECAY_TEXT = {
 _WORDS = ("One", "Two", "Three")
 
 
-def summary_rows(S: dict) -> list[list]:
+def sweep_summary_rows(S: dict) -> list[list]:
     """The best final error of each sweep beside the paper's (``best`` chosen on the test set, as
     in the paper), at the grid seeds."""
 
@@ -732,3 +773,233 @@ def _scale_variables(S: dict) -> dict:
         TrainedLimit=f"{cs.trained_limit(P['dataset']):g}",
         Resolution="--" if not S["test_images"] else f"{100 / S['test_images']:.2f}",
     )
+
+
+# ----------------------------------------------------------------------------- outputs
+# The figures' fonts: each figure is drawn at its printed size.
+_FONTS = {
+    "font.size": 7,
+    "axes.titlesize": 7,
+    "axes.labelsize": 7,
+    "legend.fontsize": 6.5,
+    "xtick.labelsize": 6.5,
+    "ytick.labelsize": 6.5,
+}
+
+
+def _styled(draw: Callable) -> Callable:
+    """``draw`` under :data:`_FONTS`, laid out under them too (tight layout pads by the font size);
+    tick labels made later, when the writer saves the figure, keep their size."""
+
+    def styled():
+        import matplotlib.pyplot as plt
+
+        with plt.rc_context(_FONTS):
+            fig = draw()
+            fig.tight_layout()
+        for ax in fig.axes:
+            ax.tick_params(which="both", labelsize=_FONTS["xtick.labelsize"])
+        return fig
+
+    return styled
+
+
+def _width_tag(P: dict) -> str:
+    """The width trained, in every name (none at 1: the paper's)."""
+    return "" if P["width"] == 1 else f" x{P['width']:g}"
+
+
+def _in_chans(P: dict) -> int:
+    return 3 if P["dataset"].startswith("cifar") else 1
+
+
+def _plot_curves(ax, S: dict, name: str, label: str) -> None:
+    """Test error per epoch of each value of sweep ``name`` (first grid seed) and of the ResNet20."""
+    P = S["protocol"]
+    for value, res in S["curves"][name]:
+        if res is None:
+            continue
+        errs = [e.get("test_error", math.nan) for e in res["history"]]
+        (line,) = ax.plot(range(1, len(errs) + 1), errs, marker=".", label=f"{label}={value:g}")
+        if res["status"] == "diverged":
+            ax.plot([len(errs)], [100], "x", color=line.get_color(), ms=9)
+    conv = S["conventional"]["history"] if S["conventional"] else []
+    ax.plot(range(1, len(conv) + 1), [e["test_error"] for e in conv], "k--", lw=1, label=f"ResNet20{_width_tag(P)}")
+    for m in P["milestones"]:
+        ax.axvline(round(m * P["epochs"]) + 0.5, color="0.85", lw=0.8, zorder=0)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test error (%)")
+    ax.set_ylim(0, 100)
+    # Beside the panel: the curves run from the top-left corner down, a diverged run along the top.
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+
+
+def _sg_figure(S: dict):
+    import matplotlib.pyplot as plt
+
+    P = S["protocol"]
+    fig, ax = plt.subplots(figsize=(3.5, 2.4))  # one column
+    _plot_curves(ax, S, "sg", r"$\gamma_g$")
+    ax.set_title(f"ReLinear-sg, QResNet20{_width_tag(P)} (seed {P['grid_seeds'][0]:d}; x = diverged)", fontsize=7)
+    return fig
+
+
+def _sw_figure(S: dict):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.4), sharey=True)  # the page width
+    _plot_curves(axes[0], S, "sw-l1", r"$\alpha$")
+    axes[0].set_title("ReLinear-sw, $l_1$", fontsize=7)
+    _plot_curves(axes[1], S, "sw-l2", r"$\beta$")
+    axes[1].set_title("ReLinear-sw, $l_2$", fontsize=7)
+    return fig
+
+
+def _transfer_figure(S: dict):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, max(1, len(S["stages"])), figsize=(7.0, 2.4), sharey=True, squeeze=False)
+    for ax, k in zip(axes[0], S["stages"]):
+        _plot_curves(ax, S, k, r"$\gamma_g$")
+        ax.set_title(f"transfer from stage {k[-1]}", fontsize=7)
+    return fig
+
+
+def _rezero_figure(S: dict):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3.5, 2.4))
+    _plot_curves(ax, S, "rezero", r"$\gamma_g$")
+    ax.set_title(f"ReLinear-sg + ReZero, QResNet20{_width_tag(S['protocol'])}", fontsize=7)
+    return fig
+
+
+_GUARANTEED = [("sg", r"$\gamma_g=\gamma_b$"), ("sw-l1", r"$\alpha_g=\alpha_b$"), ("sw-l2", r"$\beta_g=\beta_b$")]
+
+
+def _bars(S: dict) -> bool:
+    """Whether the final-error figure draws any standard deviation (several seeds at a point)."""
+    return any(r.sd > 0 for name, _ in _GUARANTEED for r in S["sweeps"][name] if not math.isnan(r.sd))
+
+
+def _guaranteed_figure(S: dict):
+    """Final test error against each sweep's value, the conventional ResNet20's as a dashed line."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(7.0, 2.4), sharey=True)
+    for ax, (name, label) in zip(axes, _GUARANTEED):
+        rows = S["sweeps"][name]
+        xs = np.arange(len(rows))
+        ys = np.array([r.mean for r in rows])
+        sd = np.nan_to_num(np.array([r.sd for r in rows], dtype=float))
+        ax.errorbar(xs, ys, yerr=sd, marker="o", capsize=3)
+        for x, r in zip(xs, rows):
+            if r.diverged:
+                top = np.nanmax(np.append(ys, S["conv_error"]))
+                ax.annotate(f"{r.diverged} diverged", (x, top), fontsize=6.5, ha="center")
+        ax.axhline(S["conv_error"], color="k", ls="--", lw=1)  # named in the caption (no legend over the points)
+        ax.set_xticks(xs, [f"{r.value:g}" for r in rows], fontsize=6.5)
+        ax.set_xlabel(label)
+        ax.set_title(f"ReLinear-{name}, QResNet20{_width_tag(S['protocol'])}", fontsize=7)
+    axes[0].set_ylabel("final test error (%)")
+    return fig
+
+
+def _departure_rows(S: dict) -> list[SweepRow]:
+    """The sg sweep's values whose quadratic terms' departure was measured (gamma 0 left out)."""
+    return [r for r in S["sweeps"]["sg"] if r.value and r.moved is not None]
+
+
+def _departure_figure(S: dict):
+    """How far the quadratic terms moved from the linear twin, against gamma (issue 36): the share of
+    test predictions that change when the terms are reset, and the terms' size relative to W_r."""
+    import matplotlib.pyplot as plt
+
+    P, rows = S["protocol"], _departure_rows(S)
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.2))
+    xs = [r.value for r in rows]
+    axes[0].plot(xs, [r.moved for r in rows], "o-")
+    axes[0].axhline(cs.MOVED_THRESHOLD, color="0.5", ls=":", lw=1)
+    axes[0].set_ylabel("test predictions changed (%)")
+    axes[1].plot(xs, [r.terms for r in rows], "o-")
+    axes[1].set_ylabel(r"$\|(W_g, W_b)\| \,/\, \|W_r\|$")
+    if any(r.terms > 0 for r in rows):  # a log axis needs a positive value (none while the runs are pending)
+        axes[1].set_yscale("log")
+    for ax in axes:
+        if rows:
+            ax.set_xscale("log")
+        else:
+            ax.text(0.5, 0.5, "pending", transform=ax.transAxes, ha="center", va="center", color="0.5")
+        ax.set_xlabel(rf"paper's $\gamma_g=\gamma_b$ (trained at {float(cs.gamma_scale(P)):.3g} times it)")
+    # The dotted threshold is named in the caption (a legend here sat on the points at some profile).
+    title = f"ReLinear-sg, QResNet20{_width_tag(P)} (seed {P['grid_seeds'][0]:d}): departure from the linear twin"
+    fig.suptitle(title, fontsize=7)
+    return fig
+
+
+def _checked_lines(sizes: dict, exact: dict, P: dict) -> list[str]:
+    """The model sizes (the paper prints 0.27M for ResNet20, 0.81M for QResNet20) and the float64
+    check's outcome: what nbval compares."""
+    lines = [
+        f"{m:16s} CIFAR-10 size {paper:>9,d}   as run here (width {P['width']}, {_in_chans(P)} channel(s)) {ours:>9,d}"
+        for m, (paper, ours) in sizes.items()
+    ]
+    return lines + [
+        f"after {exact['steps']} steps: max |logit difference| < 1e-12: {exact['logits'] < 1e-12}, "
+        f"max |parameter difference| < 1e-12: {exact['params'] < 1e-12}"
+    ]
+
+
+def _departure_lines(S: dict) -> list[str]:
+    k = float(cs.gamma_scale(S["protocol"]))
+    return [
+        f"gamma {r.value:g} x{k:.3g}: {r.moved:.1f} % of predictions changed, terms {r.terms:.3g} of W_r, "
+        f"error {r.mean:.2f}"
+        for r in _departure_rows(S)
+    ]
+
+
+def _figures(S: dict) -> list[Figure]:
+    draws = {
+        "cifartuning_sg": _sg_figure,
+        "cifartuning_sw": _sw_figure,
+        "cifartuning_transfer": _transfer_figure,
+        "cifartuning_rezero": _rezero_figure,
+        "cifartuning_guaranteed": _guaranteed_figure,
+        "cifartuning_departure": _departure_figure,
+    }
+    return [Figure(name, _styled(functools.partial(draw, S))) for name, draw in draws.items()]
+
+
+def _tables(S: dict) -> list[Table]:
+    cell = lambda c: Cell(**c) if isinstance(c, dict) else c  # noqa: E731
+    return [
+        Table("cifartuning_summary", SWEEP_SUMMARY_HEADER, sweep_summary_rows(S)),
+        Table("cifartuning_seeds", cs.SEED_HEADER, S["seed_rows"]),  # every run, as CSV beside the tables
+        Table("cifartuning_claims", CLAIMS_HEADER, [[cell(c) for c in row] for row in claim_rows(S["claims"])]),
+        Table("claims_cifar_tuning", CLAIMS_SUMMARY_HEADER, claims_summary_rows("Tuning", S["claims"]), rows_only=True),
+    ]
+
+
+def outputs(results: dict, profile: str, tiny: bool = False) -> list:
+    """The section's figures, tables, variables and printed lines from its work's ``results``."""
+    sizes = results[_sizes(profile, tiny).key]
+    exact = results[_exact().key]
+    S = summary(results, profile, tiny)
+    P = S["protocol"]
+    quoted = dict(
+        ParamsResNet=f"{sizes[P['conventional']][0] / 1e6:.2f}M",
+        ParamsQResNet=f"{sizes[P['model']][0] / 1e6:.2f}M",
+        # The caption says what the bars are, or that there are none.
+        GuaranteedBars="bars: one standard deviation over the seeds" if _bars(S) else "one seed per point, so no bars",
+    )
+    return [
+        Lines([f"{profile} {data(profile, tiny)} {P}"]),
+        Lines(_checked_lines(sizes, exact, P), check=True),
+        Lines([f"{S['runs']} runs, {S['pending']} pending; conventional ResNet20 final error {S['conv_error']:.2f}"]),
+        *_figures(S),
+        Lines(_departure_lines(S)),
+        *_tables(S),
+        Lines([f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"]]),
+        Variables({**quoted, **variables(S, exact)}),
+    ]
