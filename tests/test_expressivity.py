@@ -150,3 +150,56 @@ def test_amplification_relinear_equals_conventional():
         assert r["scale"] == pytest.approx(
             math.prod(math.sqrt(a * b) for a, b in zip(r["widths"][:-1], r["widths"][1:]))
         )
+
+
+# -- the section as a declaration ---------------------------------------------------------
+def test_work_keeps_the_notebooks_cache_names_and_configs():
+    """The computations are cached under the names and configurations the notebook passed to
+    ``cached``, so the results it stored are found again."""
+    P = E.protocol("cpu")
+    by_name = {}
+    for c in E.work("cpu"):
+        by_name.setdefault(c.name, []).append(dict(c.config))
+    assert by_name["expressivity_oscillation"] == [P["oscillation"]]
+    assert by_name["expressivity_amplification"] == [P["amplification"]]
+    assert by_name["expressivity_variety"] == [{**P["variety"], "archs": [list(a) for a in P["variety"]["archs"]]}]
+    spl = P["spline"]
+    hs = list(np.geomspace(spl["h_max"], spl["h_max"] / 2 ** ((spl["n_h"] - 1) / 2), spl["n_h"]))
+    assert by_name["expressivity_spline_h"] == [dict(name=n, hs=hs) for n in spl["functions"]]
+
+
+def test_spline_construction_figure_shows_the_tables_error():
+    con = E.spline_construction(["sin", "runge"], n_pieces=6, n_eval=2001, plot_every=20)
+    for c in con.values():
+        assert max(c["gap"]["value"]) == c["error"] and c["error"] / c["scale"] < E.EXACT
+        assert c["gap"]["x"] == sorted(c["gap"]["x"])
+    # The summands and the last layer's bias add up to the network.
+    knots, cs = E.cubic_spline("sin", 6)
+    bias = E.spline_network(knots, [cs.c[::-1, i] for i in range(6)])[-1].bias.item()
+    first = con["sin"]
+    assert np.allclose(np.sum(first["summands"], axis=0) + bias, first["curves"]["network"], rtol=0, atol=1e-12)
+
+
+def test_pending_parts_stand_in_for_the_real_ones(tmp_path):
+    """Work pending on a runner leaves every table, figure and variable of its part in place (the
+    paper builds), each reading "pending"."""
+    from quadnn_paper.common.outputs import Figure, Table, Variables
+    from quadnn_paper.execution import execute_work
+    from quadnn_paper.execution.sections import SectionOutputs
+    from quadnn_paper.report import publish
+
+    results = execute_work(E.work("smoke"), tmp_path / "cache", progress=False)
+
+    def shape(outputs):
+        return (
+            [(o.name, list(o.header)) for o in outputs if isinstance(o, Table)],
+            sorted(o.name for o in outputs if isinstance(o, Figure)),
+            [name for o in outputs if isinstance(o, Variables) for name in o.values],
+        )
+
+    real = E.outputs(results, "smoke")
+    pending = E.outputs(dict.fromkeys(results), "smoke")
+    assert shape(real) == shape(pending)
+    assert {v for o in pending if isinstance(o, Variables) for v in o.values.values()} == {"pending"}
+    publish(SectionOutputs("expressivity", "smoke", "made up", pending), tmp_path / "paper")
+    assert "pending" in (tmp_path / "paper" / "tables" / "expressivity_variety.csv").read_text()

@@ -18,10 +18,16 @@ Four experiments, each a plain function of its protocol entry:
 Protocols live in :data:`PROTOCOLS` (``smoke`` / ``cpu`` / ``full``); ``full`` holds the values
 the paper states (architecture and sigmas of its first figure, unit-variance parameters for
 its amplification estimate, the spline degrees m = 1, 2 of its Lemma).
+
+The section as a declaration: :func:`work` lists these experiments as cached computations
+(:class:`~quadnn_paper.engine.Computation`, under the cache names and configurations the notebook
+used), :func:`outputs` turns their results into the tables, figures, variables and printed lines;
+the notebook runs the one and publishes the other.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -33,7 +39,9 @@ from torch import nn
 
 from quadnn.layers import QuadraticLinear, Square
 from quadnn_paper.common import published
+from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.engine import Computation
 
 __all__ = [
     "PROTOCOLS",
@@ -56,6 +64,11 @@ __all__ = [
     "PAPER",
     "NAME",
     "runs",
+    "data",
+    "work",
+    "outputs",
+    "spline_construction",
+    "hall_meyer_table",
     "summary",
     "OscillationRow",
     "VarietyRow",
@@ -141,8 +154,24 @@ def _tiny_caps(P: dict) -> dict:
 
 
 def runs(profile: str, tiny: bool = False) -> list:
-    """No engine runs: the section's evidence is computed exactly or from random draws (:func:`summary`)."""
+    """No engine runs: the section's evidence is computed exactly or from random draws (:func:`work`)."""
     return []
+
+
+def _one_thread(fn):
+    """``fn`` on one thread, the thread count restored after: the problems are small, and the other
+    cores stay free for concurrent work (as the notebook ran them)."""
+
+    @functools.wraps(fn)
+    def on_one_thread(*args, **kwargs):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return on_one_thread
 
 
 # --------------------------------------------------------------------------------------
@@ -220,6 +249,7 @@ def load_draw_(model: nn.Sequential, layers: list[dict], k: int) -> nn.Sequentia
     return model
 
 
+@_one_thread
 def oscillation(widths, sigmas, x_max, n_points, n_draws, seed, x_max_table=(1.0,), n_curves: int = 1) -> dict:
     """Conventional vs quadratic ReLU nets with every parameter ~ N(0, sigma^2).
 
@@ -424,6 +454,91 @@ def spline_error_vs_h(name: str, hs: Sequence[float], n_eval: int = 20001) -> di
     return dict(function=name, sup_d2=d2, sup_d4=d4, rows=rows)
 
 
+@_one_thread
+def spline_construction(functions: Sequence[str], n_pieces: int, n_eval: int = 20001, plot_every: int = 20) -> dict:
+    """Proposition 1 carried out: per test function, the quadratic network :func:`spline_network`
+    builds from its clamped cubic spline on ``n_pieces`` pieces, and how far it is from the spline.
+
+    The error is measured on ``n_eval`` equidistant points; a figure gets every ``plot_every``-th
+    of them (it needs no more, and the cache stays small). Per function: ``pieces``, ``layers``
+    (linear and quadratic layers), ``parameters``, ``error`` (max |Q - S|), ``scale`` (max |S|),
+    ``paper_formula_error`` (``|s_0(x_0)|``, the term the paper's last formula adds once too
+    often) and ``gap`` (``|Q - S|`` thinned by :func:`_envelope`, so a figure shows the error the
+    table quotes). The first function also has the figure's ``curves`` (``x``, the spline ``S``,
+    the network ``Q``), its ``knots`` with ``S`` there, and the network's ``summands``
+    ``R_i = Q_i(relu(x - x_i) + x_i)``, each piece's share of the last layer.
+    """
+    out = {}
+    for j, name in enumerate(functions):
+        knots, cs = cubic_spline(name, n_pieces)
+        net = spline_network(knots, [cs.c[::-1, i] for i in range(n_pieces)])
+        x = np.linspace(knots[0], knots[-1], n_eval)
+        with torch.no_grad():
+            q = net(torch.as_tensor(x)[:, None])[:, 0].numpy()
+        s = cs(x)
+        out[name] = dict(
+            pieces=n_pieces,
+            layers=len([m for m in net if isinstance(m, nn.Linear)]),
+            parameters=sum(p.numel() for p in net.parameters()),
+            error=float(np.max(np.abs(q - s))),
+            scale=float(np.max(np.abs(s))),
+            paper_formula_error=abs(float(cs(knots[0]))),
+            gap=_envelope(x, np.abs(q - s), plot_every),
+        )
+        if j == 0:
+            every = slice(None, None, plot_every)
+            out[name].update(
+                curves=dict(x=x[every].tolist(), spline=s[every].tolist(), network=q[every].tolist()),
+                knots=knots.tolist(),
+                knots_spline=cs(knots).tolist(),
+                summands=_summands(net, x[every], n_pieces),
+            )
+    return out
+
+
+def _envelope(x: np.ndarray, y: np.ndarray, every: int) -> dict:
+    """``y`` thinned for a figure without losing its extremes: per block of ``every`` points its
+    smallest and largest value, in the order of ``x`` (what a line through all the points shows,
+    drawn at the figure's resolution)."""
+    keep = sorted(
+        {
+            int(start + k)
+            for start in range(0, len(y), every)
+            for k in (y[start : start + every].argmin(), y[start : start + every].argmax())
+        }
+    )
+    return dict(x=x[keep].tolist(), value=y[keep].tolist())
+
+
+def _summands(net: nn.Sequential, x: np.ndarray, n_pieces: int) -> list[list[float]]:
+    """The spline network's summands at ``x``: per piece, its powers ``z_i^k`` (all but the last
+    layer, stored piece-major) weighted by its coefficients in the last layer."""
+    w = net[-1].weight.detach().numpy()[0]
+    with torch.no_grad():
+        powers = net[:-1](torch.as_tensor(x)[:, None]).numpy()
+    per = len(w) // n_pieces
+    return [(powers[:, i * per : (i + 1) * per] @ w[i * per : (i + 1) * per]).tolist() for i in range(n_pieces)]
+
+
+def hall_meyer_table(ms: Sequence[int]) -> dict:
+    """Per ``m`` (keys as str): ``|E_2m|``, the Hall--Meyer constant as a float and as the fraction
+    ``numerator / denominator``, and the asymptotic of ``|E_2m|`` as the paper prints it (factor 1)
+    and with the correct factor 8."""
+    out = {}
+    for m in ms:
+        euler = abs(euler_number(2 * m))
+        exact = Fraction(euler, 2 ** (2 * m) * math.factorial(2 * m))
+        out[str(m)] = dict(
+            euler=euler,
+            constant=hall_meyer_constant(m),
+            numerator=exact.numerator,
+            denominator=exact.denominator,
+            asymptotic_paper=euler_asymptotic(m, 1.0),
+            asymptotic_corrected=euler_asymptotic(m, 8.0),
+        )
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # 3. Dimension of the algebraic variety (Lemma, Proposition 2)
 # --------------------------------------------------------------------------------------
@@ -600,6 +715,7 @@ def _input_gradient_norm(net: nn.Module, in_features: int) -> float:
     return float(g.norm())
 
 
+@_one_thread
 def amplification(depths, width, in_features, sigma, n_draws, seed) -> dict:
     """``||df/dx||_2`` at ``x = 0`` for ReLU networks ``in_features -> width x (H-1) -> 1``.
 
@@ -631,6 +747,7 @@ def amplification(depths, width, in_features, sigma, n_draws, seed) -> dict:
 # --------------------------------------------------------------------------------------
 # The section's numbers
 # --------------------------------------------------------------------------------------
+@_one_thread
 def variety_table(archs, n_trials: int, seed: int) -> list[dict]:
     """Per architecture and network kind: the numeric variety dimension, its singular-value gap, the
     parameter count and the paper's, the corrected and (quadratic) the layerwise bounds."""
@@ -819,3 +936,523 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
     if "amplification" in results:
         out.update(_amplification_summary(results["amplification"]))
     return out
+
+
+# --------------------------------------------------------------------------------------
+# The section as a declaration: its data, its work, its outputs
+# --------------------------------------------------------------------------------------
+#: The Hall--Meyer constants the section quotes: m = 1, 2 (linear, cubic) and those the paper prints.
+HALL_MEYER_MS = sorted({1, 2, *PAPER["hall_meyer_printed"]})
+EXACT = 1e-12  # "the network equals the spline": relative error below this
+SPLINE_EVAL_POINTS = 20001  # where the construction's error is measured
+SPLINE_PLOT_EVERY = 20  # the construction's figure draws every 20th of them
+
+# Seconds per unit of work, measured on one thread of a 2-core CPU (what `make status` adds up).
+_SECONDS_PER = dict(
+    oscillation_point=2.5e-6,  # per draw, sigma, range and point
+    amplification_draw=6e-3,  # per draw and depth
+    variety_trial=0.05,  # per architecture and trial
+    spline_step=0.1,  # per step h
+    spline_function=0.6,  # per test function: its derivatives' suprema (sympy) and the spline
+)
+
+#: Column names of the section's tables (their LaTeX heads: quadnn_paper.latex.expressivity).
+HEADERS = {
+    "expressivity_oscillation": ["network", "sigma", "x range R", "median max|f|", "10% quantile", "90% quantile"],
+    "expressivity_spline_exact": [
+        "function",
+        "pieces",
+        "layers",
+        "parameters",
+        "max |Q-S|",
+        "relative",
+        "paper formula error",
+    ],
+    "expressivity_spline_rates": ["function", "slope linear", "slope cubic", "max ratio linear", "max ratio cubic"],
+    "expressivity_hall_meyer": ["m", "|E_2m|", "constant", "paper printed", "paper asymptotic", "asymptotic x8"],
+    "expressivity_variety": [
+        "widths",
+        "P (p2)",
+        "paper (p2)",
+        "corrected (p2)",
+        "layerwise (p2)",
+        "numeric (p2)",
+        "P (p1)",
+        "paper (p1)",
+        "corrected (p1)",
+        "numeric (p1)",
+        "p2 > p1",
+    ],
+    "expressivity_amplification": [
+        "H",
+        "prod sqrt(d_h d_h-1)",
+        "conventional",
+        "quadratic random",
+        "quadratic ReLinear",
+        "ratio quad/conv",
+        "paper 2^H",
+    ],
+}
+
+
+class Part(NamedTuple):
+    """One part of the section's outputs: its tables, figures and variables (what stands in their
+    place while the computations it needs are pending)."""
+
+    tables: tuple[str, ...]
+    figures: tuple[str, ...]
+    variables: tuple[str, ...]
+
+
+PARTS = {
+    "oscillation": Part(
+        ("expressivity_oscillation",),
+        ("expressivity_oscillation",),
+        ("OscXmax", "OscXmin", "OscQuadRatio", "OscConvRatio", "OscQuadRatioSmall", "OscDraws"),
+    ),
+    "spline_construction": Part(
+        ("expressivity_spline_exact",),
+        ("expressivity_spline_construction",),
+        ("SplineRelErr", "SplinePieces", "SplineEps", "SplineEpsMultiple"),
+    ),
+    "spline_error": Part(
+        ("expressivity_spline_rates",),
+        ("expressivity_spline_error",),
+        (
+            "SlopeLinearMin",
+            "SlopeLinearMax",
+            "SlopeCubicMin",
+            "SlopeCubicMax",
+            "RatioLinearMax",
+            "RatioCubicMax",
+            "HallMeyerOne",
+            "HallMeyerTwo",
+            "HallMeyerTwoFrac",
+        ),
+    ),
+    "hall_meyer": Part(("expressivity_hall_meyer",), (), ()),
+    "variety": Part(
+        ("expressivity_variety",),
+        (),
+        (
+            "VarArchs",
+            "VarLemmaFails",
+            "VarKileelFails",
+            "VarPropTwoHolds",
+            "VarLayerwiseExact",
+            "VarMinGap",
+            "VarCorrectedHold",
+            "VarOneDim",
+            "VarOnePaper",
+        ),
+    ),
+    "amplification": Part(
+        ("expressivity_amplification",),
+        ("expressivity_amplification",),
+        (
+            "AmpDraws",
+            "AmpWidth",
+            "AmpMaxDepth",
+            "AmpRatioMax",
+            "AmpPaperMax",
+            "AmpRatioOne",
+            "AmpConvOverScaleMax",
+            "AmpRelinearEqual",
+        ),
+    ),
+}
+
+
+def data(profile: str, tiny: bool = False) -> str:
+    """The data the section's numbers come from, in words."""
+    return "synthetic: random networks; sin, Runge, exp splines" + (", TINY=1: fewer draws" if tiny else "")
+
+
+def spline_steps(spl: dict) -> list[float]:
+    """The interpolation steps of the spline error: ``n_h`` of them from ``h_max`` down, each
+    ``sqrt(2)`` smaller than the one before."""
+    steps = np.geomspace(spl["h_max"], spl["h_max"] / 2 ** ((spl["n_h"] - 1) / 2), spl["n_h"])
+    return [float(h) for h in steps]
+
+
+def _computation(name: str, function: str, config: dict, seconds: float) -> Computation:
+    return Computation(name, f"{__name__}:{function}", config, seconds=max(1, round(seconds)))
+
+
+def _work(profile: str, tiny: bool) -> dict[str, list[Computation]]:
+    """The section's computations, by the part of its outputs that needs them (cache names and
+    configurations as the notebook passed them to ``cached``: the cache keys are unchanged)."""
+    P = protocol(profile, tiny)
+    osc, spl, var, amp = P["oscillation"], P["spline"], P["variety"], P["amplification"]
+    per, hs = _SECONDS_PER, spline_steps(spl)
+    ranges = len({float(osc["x_max"]), *map(float, osc["x_max_table"])})
+    construction = dict(
+        functions=list(spl["functions"]),
+        n_pieces=spl["n_knots"] - 1,
+        n_eval=SPLINE_EVAL_POINTS,
+        plot_every=SPLINE_PLOT_EVERY,
+    )
+    return dict(
+        oscillation=[
+            _computation(
+                "expressivity_oscillation",
+                "oscillation",
+                osc,
+                per["oscillation_point"] * osc["n_draws"] * osc["n_points"] * ranges * len(osc["sigmas"]),
+            )
+        ],
+        spline_construction=[
+            _computation(
+                "expressivity_spline_construction",
+                "spline_construction",
+                construction,
+                per["spline_function"] * len(spl["functions"]),
+            )
+        ],
+        spline_error=[
+            _computation(
+                "expressivity_spline_h",
+                "spline_error_vs_h",
+                dict(name=name, hs=hs),
+                per["spline_function"] + per["spline_step"] * len(hs),
+            )
+            for name in spl["functions"]
+        ],
+        hall_meyer=[_computation("expressivity_hall_meyer", "hall_meyer_table", dict(ms=HALL_MEYER_MS), 0)],
+        variety=[
+            _computation(
+                "expressivity_variety",
+                "variety_table",
+                {k: [list(a) for a in v] if k == "archs" else v for k, v in var.items()},
+                per["variety_trial"] * len(var["archs"]) * var["n_trials"],
+            )
+        ],
+        amplification=[
+            _computation(
+                "expressivity_amplification",
+                "amplification",
+                amp,
+                per["amplification_draw"] * amp["n_draws"] * len(amp["depths"]),
+            )
+        ],
+    )
+
+
+def work(profile: str, tiny: bool = False) -> list:
+    """The section's work: no engine runs, only computations (random draws, splines, ranks)."""
+    return [c for part in _work(profile, tiny).values() for c in part]
+
+
+def outputs(results: dict, profile: str, tiny: bool = False) -> list:
+    """The section's tables, figures, variables and printed lines from its work's ``results``; a
+    part whose computations are pending shows as pending."""
+    P = protocol(profile, tiny)
+    got = {part: [results[c.key] for c in cs] for part, cs in _work(profile, tiny).items()}
+    (osc,), (con,), (hm,), (vd,), (amp,) = (
+        got[p] for p in ("oscillation", "spline_construction", "hall_meyer", "variety", "amplification")
+    )
+    build = {
+        "oscillation": lambda: _oscillation_outputs(osc, P["oscillation"]),
+        "spline_construction": lambda: _construction_outputs(con, P["spline"]["functions"]),
+        "spline_error": lambda: _spline_error_outputs(dict(zip(P["spline"]["functions"], got["spline_error"])), hm),
+        "hall_meyer": lambda: _hall_meyer_outputs(hm),
+        "variety": lambda: _variety_outputs(vd),
+        "amplification": lambda: _amplification_outputs(amp, P["amplification"]),
+    }
+    out = [Lines([f"profile {profile}"])]
+    for part, make in build.items():
+        needed = [r for p in _NEEDS.get(part, (part,)) for r in got[p]]
+        out += make() if all(r is not None for r in needed) else _pending(part)
+    return out
+
+
+_NEEDS = {"spline_error": ("spline_error", "hall_meyer")}  # a part's computations, where not its own
+
+
+def _pending(part: str) -> list:
+    """What stands in for a part whose computations are pending on a runner: its tables with one
+    pending row, its figures with the word, its variables reading "pending" (the paper builds)."""
+    shape = PARTS[part]
+    return [
+        Lines([f"{part}: pending (see make status)"]),
+        *[Table(t, HEADERS[t], [["pending"] + [""] * (len(HEADERS[t]) - 1)]) for t in shape.tables],
+        *[Figure(f, _pending_figure) for f in shape.figures],
+        Variables({v: "pending" for v in shape.variables}),
+    ]
+
+
+def _pending_figure():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3.5, 1.0))
+    ax.axis("off")
+    ax.text(0.5, 0.5, "pending", ha="center", va="center", fontsize=8)
+    return fig
+
+
+# -- 1. oscillation ---------------------------------------------------------------------
+def _oscillation_outputs(osc: dict, cfg: dict) -> list:
+    S = _oscillation_summary(osc)
+    rows = S["oscillation_rows"]
+    return [
+        Lines([f"{r[0]:>12} sigma={r[1]:<5} R={r[2]:<6g} median={r[3]:.3g}  [{r[4]:.2g}, {r[5]:.2g}]" for r in rows]),
+        Figure("expressivity_oscillation", lambda: _oscillation_figure(osc, cfg)),
+        Table("expressivity_oscillation", HEADERS["expressivity_oscillation"], rows, digits=3),
+        Variables({**S["oscillation_variables"], "OscDraws": cfg["n_draws"]}),
+    ]
+
+
+def _oscillation_figure(osc: dict, cfg: dict):
+    """One draw per network kind (rows) and sigma (columns) over the whole input range."""
+    import matplotlib.pyplot as plt
+
+    x = np.array(osc["x"])
+    sigmas = [str(s) for s in cfg["sigmas"]]
+    fig, axes = plt.subplots(2, len(sigmas), figsize=(7.2, 3.6), sharex=True)
+    for row, kind in enumerate(("conventional", "quadratic")):
+        for col, s in enumerate(sigmas):
+            ax = axes[row, col]
+            ax.plot(x, np.array(osc["curves"][kind][s][0]), lw=1.2, color="C0" if row == 0 else "C3")
+            ax.set_title(f"{kind}, $\\sigma$={s}", fontsize=8)
+            ax.tick_params(labelsize=6.5)
+            ax.yaxis.get_offset_text().set_fontsize(6.5)
+            if row == 1:
+                ax.set_xlabel("x", fontsize=7)
+    widths = "-".join(map(str, cfg["widths"]))
+    fig.suptitle(f"{widths} ReLU nets at N(0, $\\sigma^2$) init (one draw per panel)", fontsize=8)
+    fig.supylabel("network output f(x)", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# -- 2. the spline construction (Proposition 1) ----------------------------------------------
+def _construction_outputs(con: dict, functions: Sequence[str]) -> list:
+    """The construction's table, its exactness (checked lines), its figure and variables."""
+    eps = float(np.finfo(np.float64).eps)
+    relative = {name: c["error"] / c["scale"] for name, c in con.items()}
+    rows = [
+        [name, c["pieces"], c["layers"], c["parameters"], c["error"], relative[name], c["paper_formula_error"]]
+        for name, c in con.items()
+    ]
+    worst = max(relative.values())
+    exact = [
+        f"{name}: quadratic net == cubic spline to < {EXACT:g} relative: {rel < EXACT}; "
+        f"order of magnitude <= 1e{int(math.ceil(math.log10(max(rel, 1e-17))))}"
+        for name, rel in relative.items()
+    ]
+    return [
+        Table("expressivity_spline_exact", HEADERS["expressivity_spline_exact"], rows, digits=2),
+        Variables(
+            dict(
+                SplineRelErr=(worst, 2),
+                SplinePieces=next(iter(con.values()))["pieces"],
+                SplineEps=(eps, 2),
+                SplineEpsMultiple=int(math.ceil(worst / eps)),
+            )
+        ),
+        Lines(exact, check=True),
+        Figure("expressivity_spline_construction", lambda: _construction_figure(con, functions)),
+    ]
+
+
+def _construction_figure(con: dict, functions: Sequence[str]):
+    """The first function's spline S and network Q, the network's summands, and |Q - S| of all."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.3))
+    c = con[functions[0]]
+    x = np.array(c["curves"]["x"])
+    ax = axes[0]
+    ax.plot(x, c["curves"]["spline"], lw=2.5, color="0.75", label="cubic spline $S$")
+    ax.plot(x, c["curves"]["network"], lw=1, color="C3", ls="--", label="quadratic net $Q$")
+    ax.plot(c["knots"], c["knots_spline"], "k.", ms=3)
+    ax.set_title(f"{functions[0]}: $S$ (grey), $Q$ (dashed)", fontsize=8)  # no legend over the curve
+    ax.set_ylabel("$S(x)$, $Q(x)$", fontsize=7)
+    ax = axes[1]
+    for summand in c["summands"]:
+        ax.plot(x, summand, lw=0.8)
+    ax.set_title("summands $R_i = Q_i(\\mathrm{relu}(x-x_i)+x_i)$", fontsize=8)
+    ax.set_ylabel("$R_i(x)$", fontsize=7)
+    ax = axes[2]
+    for name in functions:
+        gap = con[name]["gap"]
+        ax.semilogy(gap["x"], np.array(gap["value"]) + 1e-18, lw=0.6, label=name)  # + 1e-18: 0 on a log axis
+    ax.axhline(np.finfo(float).eps, color="k", lw=0.6, ls=":")
+    ax.set_title("$|Q-S|$ (float64; dotted: eps)", fontsize=8)
+    ax.set_ylabel("$|Q(x)-S(x)|$", fontsize=7)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the panel
+    for ax in axes:
+        ax.tick_params(labelsize=6.5)
+        ax.set_xlabel("x", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# -- 3. spline error against h, the Hall--Meyer constants -------------------------------------
+def _slopes(r: dict) -> tuple[float, float]:
+    """Log-log slopes of the linear and cubic error, fitted on the smaller half of h (the
+    asymptotic regime), the cubic one without errors at round-off level."""
+    h = np.array([x["h"] for x in r["rows"]])
+    e1 = np.array([x["linear"] for x in r["rows"]])
+    e3 = np.array([x["cubic"] for x in r["rows"]])
+    small = np.arange(len(h)) >= len(h) // 2
+    ok = small & (e3 > 1e-13)
+    s1 = np.polyfit(np.log(h[small]), np.log(e1[small]), 1)[0]
+    s3 = np.polyfit(np.log(h[ok]), np.log(e3[ok]), 1)[0]
+    return float(s1), float(s3)
+
+
+def _spline_error_outputs(err: dict, hm: dict) -> list:
+    """The rates table, its figure, and the slopes, ratios and constants the text quotes."""
+    c1, c2 = hm["1"]["constant"], hm["2"]["constant"]
+    rows = [
+        [
+            name,
+            *_slopes(r),
+            max(x["linear_ratio"] for x in r["rows"]),
+            max(x["cubic_ratio"] for x in r["rows"]),
+        ]
+        for name, r in err.items()
+    ]
+    return [
+        Figure("expressivity_spline_error", lambda: _spline_error_figure(err, c1, c2)),
+        Table("expressivity_spline_rates", HEADERS["expressivity_spline_rates"], rows, digits=3),
+        Lines([str(r) for r in rows]),
+        Variables(
+            dict(
+                SlopeLinearMin=(min(r[1] for r in rows), 3),
+                SlopeLinearMax=(max(r[1] for r in rows), 3),
+                SlopeCubicMin=(min(r[2] for r in rows), 3),
+                SlopeCubicMax=(max(r[2] for r in rows), 3),
+                RatioLinearMax=(max(r[3] for r in rows), 3),
+                RatioCubicMax=(max(r[4] for r in rows), 3),
+                HallMeyerOne=(c1, 4),
+                HallMeyerTwo=(c2, 4),
+                HallMeyerTwoFrac=f"${hm['2']['numerator']}/{hm['2']['denominator']}$",
+            )
+        ),
+    ]
+
+
+def _spline_error_figure(err: dict, c1: float, c2: float):
+    """Error against h with the Hall--Meyer bounds (left), and the error over the bound (right)."""
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker as mticker
+
+    fig, axes = plt.subplots(1, 2, figsize=(7.2, 2.6))
+    for k, (name, r) in enumerate(err.items()):
+        h = np.array([x["h"] for x in r["rows"]])
+        e1 = np.array([x["linear"] for x in r["rows"]])
+        e3 = np.array([x["cubic"] for x in r["rows"]])
+        axes[0].loglog(h, e1, "o-", ms=3, color=f"C{k}", label=f"{name} linear")
+        axes[0].loglog(h, e3, "s--", ms=3, color=f"C{k}", label=f"{name} cubic")
+        axes[0].loglog(h, c1 * r["sup_d2"] * h**2, ":", color=f"C{k}", lw=0.8)
+        axes[0].loglog(h, c2 * r["sup_d4"] * h**4, ":", color=f"C{k}", lw=0.8)
+        axes[1].semilogx(
+            h, [x["linear_ratio"] / c1 for x in r["rows"]], "o-", ms=3, color=f"C{k}", label=f"{name} linear"
+        )
+        axes[1].semilogx(
+            h, [x["cubic_ratio"] / c2 for x in r["rows"]], "s--", ms=3, color=f"C{k}", label=f"{name} cubic"
+        )
+    axes[0].set_xlabel("h", fontsize=7)
+    axes[0].set_ylabel(r"$\|f-S\|_\infty$", fontsize=7)
+    axes[0].set_title("error vs h (dotted: Hall--Meyer bounds)", fontsize=8)
+    # Beside the panel: the curves fill it.
+    axes[0].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    axes[1].axhline(1, color="k", lw=0.6)
+    axes[1].set_ylim(0, 1.1)
+    axes[1].set_title(r"error / (const $\|f^{(2m)}\|\, h^{2m}$)", fontsize=8)
+    axes[1].set_xlabel("h", fontsize=7)
+    axes[1].set_ylabel("error / bound", fontsize=7)
+    for ax in axes:
+        ax.tick_params(labelsize=6.5)
+        ax.xaxis.set_minor_formatter(mticker.NullFormatter())  # decades only: minor labels collided
+    fig.tight_layout()
+    return fig
+
+
+def _hall_meyer_outputs(hm: dict) -> list:
+    """The constants |E_2m| / (2^2m (2m)!) against the values the paper prints, and the asymptotic
+    of |E_2m| as printed (factor 1) and with the correct factor 8."""
+    rows, lines = [], []
+    for m, printed in PAPER["hall_meyer_printed"].items():
+        c = hm[str(m)]
+        rows.append([m, c["euler"], c["constant"], printed, c["asymptotic_paper"], c["asymptotic_corrected"]])
+        lines.append(
+            f"m={m}: |E_2m|={c['euler']}, constant={c['constant']:.3g}, paper prints {printed:g}, "
+            f"paper's asymptotic {c['asymptotic_paper']:.3g}, with factor 8 {c['asymptotic_corrected']:.3g}"
+        )
+    return [
+        Lines(lines, check=True),
+        Table("expressivity_hall_meyer", HEADERS["expressivity_hall_meyer"], rows, digits=3),
+    ]
+
+
+# -- 4. the variety's dimension ---------------------------------------------------------------
+def _variety_outputs(vd: list[dict]) -> list:
+    S = _variety_summary(vd)
+    rows, V = S["variety_rows"], S["variety_variables"]
+    lines = [
+        f"{'d':>14} | {'quadratic p2: P paper corr layer NUM':>37} | {'quad. act. p1: P paper corr NUM':>32} | p2>p1"
+    ]
+    lines += [
+        f"{w:>14} | {qp:>8} {qpa:>5} {qc:>4} {ql:>5} {qd:>4}    | {ap:>11} {apa:>5} {ac:>4} {ad:>4}    | {more}"
+        for w, qp, qpa, qc, ql, qd, ap, apa, ac, ad, more in rows
+    ]
+    lines += [
+        f"paper's Lemma bound below the numeric dimension in {V['VarLemmaFails']} of {len(vd)} architectures",
+        f"paper's quadratic-activation bound below the numeric dimension in {V['VarKileelFails']} of {len(vd)}",
+        f"corrected bounds hold everywhere: {V['VarCorrectedHold'] == 'yes'}",
+        f"layerwise count equals the numeric dimension in {V['VarLayerwiseExact']} of {len(vd)}",
+        f"Proposition 2 (dim p2 > dim p1) holds in {V['VarPropTwoHolds']} of {len(rows)}",
+        f"smallest singular-value gap (decades): {round(V['VarMinGap'][0]) >= 10}",
+    ]
+    return [
+        Lines(lines, check=True),
+        Table("expressivity_variety", HEADERS["expressivity_variety"], rows),
+        Variables(V),
+    ]
+
+
+# -- 5. amplification ---------------------------------------------------------------------
+def _amplification_outputs(amp: dict, cfg: dict) -> list:
+    S = _amplification_summary(amp)
+    rows, V = S["amplification_rows"], S["amplification_variables"]
+    return [
+        Figure("expressivity_amplification", lambda: _amplification_figure(S["amplification"])),
+        Table("expressivity_amplification", HEADERS["expressivity_amplification"], rows, digits=3),
+        Lines([str(r) for r in rows]),
+        Variables({"AmpDraws": cfg["n_draws"], "AmpWidth": cfg["width"], **V}),
+        Lines([f"ReLinear quadratic == conventional at every depth and draw: {V['AmpRelinearEqual'] == 'equal'}"]),
+    ]
+
+
+def _amplification_figure(A: dict):
+    """The median input gradient over the paper's scale per depth (left) and the median ratio
+    quadratic / conventional (right), against the paper's 2^H."""
+    import matplotlib.pyplot as plt
+
+    H, med, ratio = A["depths"], A["normalised"], A["ratio"]
+    fig, axes = plt.subplots(1, 2, figsize=(7.2, 2.6))
+    ax = axes[0]
+    ax.semilogy(H, med["conventional"], "o-", label="conventional")
+    ax.semilogy(H, med["quadratic_random"], "s-", label="quadratic, random")
+    ax.semilogy(H, med["quadratic_relinear"], "x--", label="quadratic, ReLinear")
+    ax.semilogy(H, np.ones_like(H, dtype=float), "k:", lw=0.8, label="paper: conventional")
+    ax.semilogy(H, 2.0**H, "k--", lw=0.8, label="paper: quadratic $2^H$")
+    ax.set_xlabel("depth H", fontsize=7)
+    ax.set_ylabel(r"$\|\partial f/\partial x\|_{x=0} / \prod_h\sqrt{d_h d_{h-1}}$", fontsize=7)
+    ax.set_title("input gradient (median over draws)", fontsize=8)  # short: the legend sits beside it
+    # Beside the panel: the curves span every decade.
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    ax = axes[1]
+    ax.semilogy(H, ratio, "s-", color="C1", label="measured: quadratic / conventional")
+    ax.semilogy(H, 2.0**H, "k--", lw=0.8, label="paper: $2^H$")
+    ax.set_xlabel("depth H", fontsize=7)
+    ax.set_ylabel("quadratic / conventional", fontsize=7)
+    ax.set_title("amplification ratio (median over draws)", fontsize=8)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    for ax in axes:
+        ax.tick_params(labelsize=6.5)
+    fig.tight_layout()
+    return fig
