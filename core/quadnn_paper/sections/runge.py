@@ -287,18 +287,12 @@ def batched_forward(P, x: torch.Tensor, widths=None) -> torch.Tensor:
 def train_batched(
     runs: list[tuple[str, int]], protocol: dict, log_every: int = 100, threads: int = 1, progress=None
 ) -> dict:
-    """Train every ``(strategy, seed)`` of ``runs`` together; see the module docstring.
-
-    The one training loop of the companion besides the engine's (:mod:`quadnn_paper.engine`): it
-    trains hundreds of 1-d networks as one batched tensor program, which the per-run engine cannot
-    express. Its optimiser is therefore not a torch optimiser object but torch's Adam arithmetic
-    (single-tensor form, :data:`OPTIMIZER`'s hyper-parameters) on the one flat tensor, with
-    per-element learning rates; it computes what :func:`train_reference`'s optimiser from
-    :func:`~quadnn_paper.engine.optim.make_optimizer` computes run by run (tested).
-
-    Returns numpy arrays: ``params`` (R, n) final flat parameters, ``loss`` (R, T) training
-    MSE every ``log_every`` steps (and at the end), ``steps``, and ``seconds``.
-    """
+    """Train every ``(strategy, seed)`` of ``runs`` together: the companion's one training loop
+    besides the engine's, for hundreds of 1-d networks as one batched tensor program. Its optimiser
+    is torch's Adam arithmetic (:data:`OPTIMIZER`) on one flat tensor with per-element rates: what
+    :func:`train_reference`'s :func:`~quadnn_paper.engine.optim.make_optimizer` Adam computes run by
+    run (tested). Returns numpy ``params`` (R, n), ``loss`` (R, T: training MSE every ``log_every``
+    steps and at the end), ``steps`` and ``seconds``."""
     widths = widths_of(protocol)
     x, y, _, _ = dataset(protocol)
     P0 = torch.stack([flatten(init_model(s, seed, protocol["width"], protocol["depth"])) for s, seed in runs])
