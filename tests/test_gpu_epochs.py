@@ -221,31 +221,22 @@ def test_gpu_hours_use_the_measured_seconds_of_the_runs_family_and_the_papers_wi
 
 
 def test_the_reports_cost_table_and_make_status_name_their_source(monkeypatch, tmp_path):
-    import functools
-    import types
-
-    from quadnn_paper.execution import status
-    from quadnn_paper.sections import _overview
+    from quadnn_paper.execution import overview, status
 
     monkeypatch.setattr(status, "model_gflops", _fake_gflops)
     measured = _measured(tmp_path, 3.89, 10.61)
 
     def table(m):
-        ns = types.SimpleNamespace(
-            SECTIONS=status.SECTIONS,
-            section_runs=status.section_runs,
-            epoch_seconds=functools.partial(status.epoch_seconds, measured=m),
-            gpu_hours=status.gpu_hours,
-        )
-        return {r[0]: r for r in _overview.full_cost_rows(ns)}
+        return {r[0]: r for r in overview.full_cost_rows(m)}
 
     with_gpu, without = table(measured), table(None)
     assert set(with_gpu["cifar_tuning"][3].split(", ")) == {"3.89 ResNet20", "10.61 QResNet20"}
     assert without["cifar_comparison"][3] == "10.43 paper" and without["vgg_stability"][3] == "10.43 paper"
     assert with_gpu["imagenet"][3] == without["imagenet"][3] == "300 stated"
+    assert "runge" not in with_gpu  # a section that trains nothing has no row
     assert with_gpu["imagenet"][2] == without["imagenet"][2]
     assert with_gpu["cifar_comparison"][2] != without["cifar_comparison"][2]
-    assert list(_overview.FULL_COST_HEADER) == ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
+    assert list(overview.FULL_COST_HEADER) == ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
     # make status: the same sources per section, and the note naming the GPU and folder
     text, failed = status.plan_table("full", tmp_path / "cache" / "runs", measured=measured)
     lines = {line.split()[0]: line for line in text.splitlines()}

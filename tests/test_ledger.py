@@ -106,8 +106,8 @@ def test_help_prints_and_writes_nothing(tmp_path):
 
 
 def test_the_environment_line_names_every_package_that_changes_numbers():
-    from quadnn_paper.sections import _overview
+    from quadnn_paper.execution import overview
 
-    line = _overview.environment(".")
+    line = overview.environment(".")
     for name in ("torch ", "torchvision ", "timm ", "numpy ", "scipy ", "scikit-learn ", "torch threads", "cores"):
         assert name in line, (name, line)

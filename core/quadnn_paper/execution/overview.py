@@ -144,8 +144,8 @@ FULL_COST_HEADER = ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
 
 
 def full_cost_rows(measured: gpu_bench.GpuEpochs | None, cache: str | os.PathLike | None = None) -> list[list]:
-    """GPU-hours of every section at the full profile: each run's epochs times its seconds per epoch,
-    times the GPUs it requests. The seconds come from :func:`status.epoch_seconds`: for a CIFAR run
+    """GPU-hours of every section that trains at the full profile: each run's epochs times its seconds
+    per epoch, times the GPUs it requests. The seconds come from :func:`status.epoch_seconds`: for a CIFAR run
     the engine's epoch measured on a GPU for its model family (conventional or quadratic) where
     ``measured`` (the committed rows of ``docs/gpu/``) holds one, else the paper's ResNet20 epoch;
     ImageNet and KITTI: the status module's stated defaults; each scaled by the run's forward FLOPs
@@ -155,6 +155,8 @@ def full_cost_rows(measured: gpu_bench.GpuEpochs | None, cache: str | os.PathLik
     out = []
     for name in status.SECTIONS:
         runs = status.section_runs(name, "full")
+        if not runs:  # a section that trains nothing (expressivity, runge, efficiency) costs no GPU-hours here
+            continue
         hours, sources = 0.0, {}
         for cfg in runs:
             seconds, source = status.epoch_seconds(cfg, measured, cache)

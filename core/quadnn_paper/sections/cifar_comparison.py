@@ -16,18 +16,23 @@ from dataclasses import replace
 from quadnn.models.cifar_resnet import STAGE_CHANNELS
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
-from quadnn_paper.common.cells import power_of_ten
-from quadnn_paper.common.machine import cpu_name
+from quadnn_paper.common.cells import Cell, power_of_ten
+from quadnn_paper.common.machine import compute_device
+from quadnn_paper.common.outputs import Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
-from quadnn_paper.engine import RunConfig
+from quadnn_paper.engine import Computation, RunConfig
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import CLAIMS_ALIGN, CLAIMS_HEADER, claim_rows, error_cell, param_count
+from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 from quadnn_paper.sections._tiny import capped
 
 __all__ = [
     "NAME",
     "PROTOCOLS",
     "protocol",
+    "data",
+    "work",
+    "outputs",
+    "param_counts",
     "runs",
     "summary",
     "rows",
@@ -35,7 +40,6 @@ __all__ = [
     "tables",
     "variables",
     "CLAIMS_HEADER",
-    "CLAIMS_ALIGN",
     "transfer_confound",
     "claim_rows",
     "error_cell",
@@ -125,6 +129,58 @@ def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:
 def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
     """The engine runs of the section (weight-transfer sources are their dependencies)."""
     return list(_plan(profile, tiny).values())
+
+
+def data(profile: str, tiny: bool = False) -> str:
+    """The data the section's numbers come from, in words."""
+    dataset = protocol(profile, tiny)["recipe"]["dataset"]
+    words = {"digits": "scikit-learn 8x8 digits (stand-in for CIFAR-10)", "cifar10": "CIFAR-10"}[dataset]
+    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+
+
+def param_counts(rows: list[list]) -> dict[str, int]:
+    """Parameters of each row ``[model, width, method]`` at the paper's setting (CIFAR-10 head, 3
+    input channels), computed from the models, by the row's key (as text)."""
+    table_rows = cs.comparison_rows()
+    return {
+        str(cs.row_for(table_rows, model, method, width).key): param_count(
+            model, width=width, rezero=method == "ri+rezero"
+        )
+        for model, width, method in rows
+    }
+
+
+def _params() -> Computation:
+    config = {"rows": [[r.model, r.width, r.method] for r in rows()]}
+    return Computation("comparison_params", f"{__name__}:param_counts", config, seconds=30)
+
+
+def work(profile: str, tiny: bool = False) -> list:
+    """The section's work: the parameter counts its tables quote and its engine runs (conventional
+    ResNets first: their stage-1 checkpoints start the weight-transfer rows of their depth and seed)."""
+    return [_params(), *runs(profile, tiny)]
+
+
+def outputs(results: dict, profile: str, tiny: bool = False) -> list:
+    """The section's tables, variables and printed lines from its work's ``results``."""
+    counts = results[_params().key]
+    params = {r: counts[str(r.key)] for r in rows()}
+    S = summary(results, profile, tiny, params)
+    P = S["protocol"]
+    rows_run = "all" if P["rows"] is None else len(P["rows"])
+    intro = f"profile {profile} | data {data(profile, tiny)} | rows {rows_run} | seeds {P['seeds']}"
+    runs_text = [
+        f"{r.label:38s} {error_cell(s):>22s}  {s['epoch_time'] or 0:.2f} s/epoch  {s['reasons']}"
+        for r, s in S["summaries"].items()
+    ]
+    runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"]]
+    return [
+        Lines([intro]),
+        Lines([f"{r.label:38s} {n:>12,d}" for r, n in params.items()], check=True),
+        Lines(runs_text),
+        *tables(S, params),
+        Variables(variables(S, params)),
+    ]
 
 
 def transfer_confound(protocol: dict) -> str:
@@ -338,8 +394,6 @@ def _error_cell(S: dict, r: cs.Row):
 def _paper_params_cell(model: str, ours: int):
     """The paper's parameter count of ``model`` beside ours, marked where it is not ours rounded (the
     paper's Compact-QResNet56: 1.92M, ours computed from the model: 1.70M)."""
-    from quadnn_paper.common.cells import Cell
-
     paper = published.CIFAR_COMPACT_PARAMS[model]
     return Cell(f"{paper.text}M", reproduced=abs(paper - ours / 1e6) < 0.015)
 
@@ -349,8 +403,8 @@ def _paper_params_cell(model: str, ours: int):
 PARAMS_TRAINED = "Params (trained / full width)"
 
 
-def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
-    """``{table name: (header, rows)}`` of the section: main, compact, width, claims."""
+def tables(S: dict, params: dict) -> list[Table]:
+    """The section's tables: main, compact, width, claims, its line of the claims summary, seeds."""
     rows = S["rows"]
 
     def row(model, method="conventional", width=1.0):
@@ -389,28 +443,31 @@ def tables(S: dict, params: dict) -> dict[str, tuple[list, list]]:
             width.append([f"ResNet{d} ({round(16 * w)})", f"x{w:g}", trained_params(r), _error_cell(S, r), r.paper])
         q = row(f"cifar_qresnet{d}", "wt")
         width.append([q.label, "--", trained_params(q), _error_cell(S, q), q.paper])
-    return {
-        "comparison_main": (
+
+    def cells(body):  # a dict is a Cell's fields
+        return [[Cell(**c) if isinstance(c, dict) else c for c in row] for row in body]
+
+    return [
+        Table(
+            "comparison_main",
             ["Network", PARAMS_TRAINED, "Time/epoch (s)", "Error ours (%)", "Terms moved (%)", "Paper (%)"],
-            main,
+            cells(main),
         ),
-        "comparison_compact": (
+        Table(
+            "comparison_compact",
             ["Network", "Params (full width)", "Paper params", "Error ours (%)", "Paper (%)"],
-            compact,
+            cells(compact),
         ),
-        "comparison_width": (["Network", "Channels", PARAMS_TRAINED, "Error ours (%)", "Paper (%)"], width),
-        "comparison_claims": (cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),
-        "claims_cifar_comparison": (cs.SUMMARY_HEADER, cs.summary_rows("Comparison", S["claims"])),
-        "cifarcomparison_seeds": (cs.SEED_HEADER, S["seed_rows"]),
-    }
-
-
-def _device(threads: int | None) -> str:
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    return f"{cpu_name()}, {threads or torch.get_num_threads()} thread(s)"
+        Table("comparison_width", ["Network", "Channels", PARAMS_TRAINED, "Error ours (%)", "Paper (%)"], cells(width)),
+        Table("comparison_claims", CLAIMS_HEADER, cells(claim_rows(S["claims"]))),
+        Table(
+            "claims_cifar_comparison",
+            cs.SUMMARY_HEADER,
+            cells(cs.summary_rows("Comparison", S["claims"])),
+            rows_only=True,
+        ),
+        Table("cifarcomparison_seeds", cs.SEED_HEADER, cells(S["seed_rows"])),
+    ]
 
 
 def variables(S: dict, params: dict) -> dict:
@@ -425,7 +482,7 @@ def variables(S: dict, params: dict) -> dict:
         return f"{params[cs.row_for(rows, model, method)] / 1e6:.2f}M"
 
     return dict(
-        Device=_device(P["threads"]),
+        Device=compute_device(P["threads"]),
         QuadraticDecay=_DECAY_TEXT[P.get("quadratic_decay", "reference")],
         Epochs=R["epochs"],
         FullMomentum=F["momentum"],
