@@ -66,7 +66,6 @@ __all__ = [
     "claim_rows",
     "summary_rows",
     "CLAIMS_HEADER",
-    "CLAIMS_ALIGN",
     "SUMMARY_HEADER",
     "param_count",
     "detectable_text",
@@ -637,12 +636,6 @@ CLAIMS_HEADER = [
     "Terms moved (%)",
     "Verdict",
 ]
-# Column widths of a claims table set across the page (table*).
-CLAIMS_ALIGN = (
-    r">{\raggedright\arraybackslash}p{0.17\textwidth}>{\raggedright\arraybackslash}p{0.12\textwidth}"
-    r">{\raggedright\arraybackslash}p{0.26\textwidth}r>{\raggedright\arraybackslash}p{0.06\textwidth}"
-    r">{\raggedright\arraybackslash}p{0.05\textwidth}>{\raggedright\arraybackslash}p{0.13\textwidth}"
-)
 
 
 def claim_rows(claims: list[Claim]) -> list[list]:
