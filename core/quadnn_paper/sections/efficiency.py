@@ -1,10 +1,19 @@
 """The efficiency section: what :mod:`quadnn_paper.bench` measures at each profile, and the paper's
-time per epoch beside it. The measurement itself is the harness's (``python -m quadnn_paper.bench``)."""
+time per epoch beside it. The measurement itself is the harness's (``python -m quadnn_paper.bench``).
+
+Its work (:func:`work`) is CPU computations, cached by configuration: the models' sizes, the launch
+floor, the benchmark's rows (eager and, where the profile compiles, under ``torch.compile``) and the
+inference timing; the benchmark's configuration names this machine, so another machine measures
+anew. Its outputs (:func:`outputs`) are the tables and the text's numbers, with the rows measured on
+a GPU (committed under docs/gpu/) shown apart.
+"""
 
 from __future__ import annotations
 
 from quadnn_paper.common import published
+from quadnn_paper.common.outputs import Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.engine import Computation
 
 __all__ = [
     "NAME",
@@ -13,6 +22,19 @@ __all__ = [
     "protocol",
     "tiny_protocol",
     "runs",
+    "data",
+    "work",
+    "outputs",
+    "SECONDS",
+    "model_sizes",
+    "extra_launches",
+    "bench_rows",
+    "inference_ms",
+    "bench_table",
+    "HEADER",
+    "MODELS_HEADER",
+    "LAUNCH_TARGET",
+    "COMPILE_TARGET",
     "summary",
     "ratio",
     "model_facts",
@@ -44,7 +66,7 @@ _FAMILY56 = ("cifar_qresnet56", "cifar_qresnet56_compact", "cifar_parabolic_resn
 # default, each a point in (time, memory); "fast" (r kept everywhere) and "naive" beside them.
 _FRONTIER = ("default", "budget=1.5", "budget=1.0", "budget=0", "fast", "naive")
 _PAIR = ("default", "naive")
-# The efficiency notebook's protocol per profile. "full" is the paper's training setting
+# The efficiency section's protocol per profile. "full" is the paper's training setting
 # (CIFAR batch 128, 3x32x32, float32) with more timed rounds; the paper itself reports time per
 # epoch on its GPU, which a CPU cannot reproduce. implementations: per model. steps: timed rounds,
 # each timing every row once (quartiles over rounds rank implementations, see quadnn_paper.bench).
@@ -97,6 +119,9 @@ PROTOCOLS = {
 # The paper's Table (CIFAR-10 comparison), "Time" column: training time per epoch in seconds.
 PAPER_EPOCH_SECONDS = published.CIFAR_EPOCH_SECONDS
 
+# The model whose numbers the text quotes (its launches against their floor among them), and its baseline.
+HEADLINE_MODEL = "cifar_qresnet20"
+HEADLINE_BASE = "cifar_resnet20"
 
 NAME = "efficiency"
 
@@ -116,8 +141,149 @@ def tiny_protocol(P: dict) -> dict:
 
 
 def runs(profile: str, tiny: bool = False) -> list:
-    """No engine runs: the section measures steps with :mod:`quadnn_paper.bench` in the notebook's process."""
+    """No engine runs: the section's work is the benchmark's computations (:func:`work`)."""
     return []
+
+
+def data(profile: str, tiny: bool = False) -> str:
+    """The data the section's numbers come from, in words: random batches (timing needs no data set)."""
+    shape = "x".join(map(str, protocol(profile, tiny)["input"]))
+    return f"random batches of {shape} images" + (", TINY=1: two timed steps" if tiny else "")
+
+
+# Seconds of each computation on this project's 2-core build CPU: measured at smoke (a fresh cache:
+# bench 27 s), cpu (a cold `make paper`: bench 381 s, compile 165 s, inference 4 s) and TINY=1 (bench
+# 106 s); full is cpu's scaled by rows x rounds (27 x 34 against 13 x 6, half the rows ResNet56's),
+# less on more cores.
+SECONDS = {
+    "smoke": dict(sizes=2, launch_floor=2, bench=30, inference=2),
+    "cpu": dict(sizes=5, launch_floor=2, bench=400, compile=180, inference=5),
+    "full": dict(sizes=10, launch_floor=2, bench=6000, compile=1400, inference=25),
+    "tiny": dict(sizes=10, launch_floor=2, bench=120, inference=2),
+}
+
+
+def _machine(threads: int | None) -> str:
+    """This machine as the bench names it, with the protocol's threads (None: torch's default)."""
+    import torch
+
+    from quadnn_paper import bench
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return bench.machine()
+    finally:
+        torch.set_num_threads(before)
+
+
+def _bench_config(P: dict) -> dict:
+    """The benchmark's configuration: its cache key (``machine``, ``torch``: where it was measured;
+    ``columns``: bumped when rows gain fields)."""
+    import torch
+
+    impls = {m: list(v) for m, v in P["implementations"].items()}
+    return dict(
+        models=list(P["models"]),
+        batch_size=P["batch_size"],
+        input=list(P["input"]),
+        steps=P["steps"],
+        warmup=P["warmup"],
+        implementations=impls,
+        threads=P["threads"],
+        machine=_machine(P["threads"]),
+        torch=torch.__version__,
+        columns=5,
+    )
+
+
+def _computations(profile: str, tiny: bool) -> dict[str, Computation]:
+    """The section's computations by role: model sizes, the launch floor, the benchmark (eager and,
+    where the profile names ``compile_models``, compiled) and the inference timing."""
+    P = protocol(profile, tiny)
+    s = SECONDS["tiny" if tiny else profile]
+    config = _bench_config(P)
+    out = dict(
+        sizes=Computation(
+            "efficiency_sizes",
+            f"{__name__}:model_sizes",
+            dict(models=_size_models(P), input=config["input"]),
+            s["sizes"],
+        ),
+        launch_floor=Computation(
+            "efficiency_launch_floor", f"{__name__}:extra_launches", dict(model=HEADLINE_MODEL), s["launch_floor"]
+        ),
+        bench=Computation("efficiency", f"{__name__}:bench_rows", config, s["bench"]),
+    )
+    if P["compile_models"]:
+        first = {m: ["default"] for m in P["compile_models"]}
+        cconfig = dict(config, models=list(P["compile_models"]), implementations=first, compile=True, columns=5)
+        out["compile"] = Computation("efficiency_compile", f"{__name__}:bench_rows", cconfig, s["compile"])
+    out["inference"] = Computation("efficiency_inference", f"{__name__}:inference_ms", config, s["inference"])
+    return out
+
+
+def work(profile: str, tiny: bool = False) -> list:
+    """The section's work: model sizes, the launch floor, the benchmark and the inference timing
+    (CPU timings, so never on a GPU)."""
+    return list(_computations(profile, tiny).values())
+
+
+def _size_models(P: dict) -> list[str]:
+    """Every benchmarked model after its conventional baseline, each once."""
+    from quadnn_paper import bench
+
+    return list(dict.fromkeys(n for m in P["models"] for n in (bench.baseline_name(m), m)))
+
+
+def model_sizes(models: list[str], input: list[int]) -> dict[str, dict]:
+    """Parameters and forward MFLOPs per image of each model at the input size (deterministic)."""
+    import torch
+
+    from quadnn_paper import bench
+
+    x = torch.zeros(1, *input)
+    out = {}
+    for name in models:
+        model = bench.create(name, in_chans=input[0]).eval()
+        params = sum(p.numel() for p in model.parameters())
+        out[name] = dict(params=params, mflops=bench.forward_gflops(model, x) * 1e3)
+    return out
+
+
+def extra_launches(model: str) -> int:
+    """The fewest kernel-launching operations ``model``'s eager step needs beyond its conventional
+    twin's, keeping what the default keeps (:func:`quadnn_paper.bench.launch_floor` less the twin's)."""
+    from quadnn_paper import bench
+
+    return bench.launch_floor(bench.create(model), 0)
+
+
+def bench_rows(
+    models, batch_size, input, steps, warmup, implementations, threads, machine, torch, columns, compile=False
+) -> list[dict]:
+    """:func:`quadnn_paper.bench.run` of the configuration (compiled: the compiled rows beside the
+    eager ones, no memory rows); ``machine``, ``torch`` and ``columns`` only key the cache."""
+    from quadnn_paper import bench
+
+    shape = tuple(input)
+    if compile:
+        return bench.run(
+            models, batch_size, shape, steps, warmup, implementations, memory=False, threads=threads, compile=True
+        )
+    return bench.run(models, batch_size, shape, steps, warmup, implementations, threads=threads)
+
+
+def inference_ms(
+    models, batch_size, input, steps, warmup, implementations, threads, machine, torch, columns
+) -> dict[str, float]:
+    """:func:`inference_times` at the benchmark's configuration (keyed by it) and threads."""
+    from torch import set_num_threads
+
+    if threads:
+        set_num_threads(threads)
+    return inference_times(dict(input=input, batch_size=batch_size, steps=steps))
 
 
 def model_facts(name: str) -> tuple[int, str]:
@@ -492,3 +658,271 @@ def paper_ratio_verdict(found: list[dict]) -> str:
         f"not reproduced: our lowest, the {best['what']} on {best['where']}, is "
         f"{median_quartiles(best['value'], best['q1'], best['q3'])}"
     )
+
+
+# -- the section's outputs ------------------------------------------------------------------------
+HEADER = [
+    "Depth",
+    "Neuron",
+    "Implementation",
+    "Step (ms)",
+    "Time ratio [IQR]",
+    "Limit ratio",
+    "Over limit [IQR]",
+    "Memory ratio",
+    "Launches (ratio)",
+]
+MODELS_HEADER = ["Depth", "Neuron", "Params", "MFLOPs/img", "Launches", "Paper s/epoch", "Paper ratio"]
+LAUNCH_TARGET = 1.8  # the issue's goal for the default's launches: at most 1.8x the baseline's, and below naive's
+COMPILE_TARGET = 1.10  # compiled QResNet20 within 10% of its limit (against the compiled baseline)
+_TARGETS = ("LaunchTarget", "CompileTarget")  # constants: shown even while the measurement is pending
+DEPTHS = ((20, "Twenty"), (56, "FiftySix"))
+PENDING = "pending"
+
+
+def _pending_if(pending: bool, values: dict) -> dict:
+    """``values``, or every measured one "pending" while its computation is not done (a runner's)."""
+    return {k: PENDING if pending and k not in _TARGETS else v for k, v in values.items()}
+
+
+def _check_equal(rows: list[dict]) -> None:
+    """Every implementation's step must agree with the naive formulation's (the bench's check)."""
+    wrong = [
+        (r["model"], r["implementation"]) for r in rows if r["implementation"] != "conventional" and not r["equal"]
+    ]
+    if wrong:
+        raise ValueError(f"an implementation disagrees with the naive formulation: {wrong}")
+
+
+def _setting_variables(P: dict, machine: str) -> dict:
+    return dict(Machine=machine, BatchSize=P["batch_size"], Input="x".join(map(str, P["input"])), Steps=P["steps"])
+
+
+def _get(row: dict | None, key: str):
+    return row[key] if row else None
+
+
+def _launch_words(quad: dict | None, naive: dict | None, floor: int | None) -> tuple[str, str]:
+    """Whether the default's launches meet :data:`LAUNCH_TARGET` (and stay below naive's), and
+    whether they are at their floor ("--": not counted)."""
+    met = "--"
+    if quad is not None and naive is not None:
+        met = "yes" if quad["launch_ratio"] <= LAUNCH_TARGET and quad["launches"] < naive["launches"] else "no"
+    if quad is None or floor is None:
+        return met, "--"
+    above = quad["launches"] - floor
+    return met, "yes" if above == 0 else f"no ({above} above)"
+
+
+def _launch_variables(rows: list[dict], extra: int | None) -> dict:
+    """The headline model's step against the baseline's: time, FLOPs, bandwidth, and its
+    kernel-launching operations (what bounds a GPU step at CIFAR size) against their floor
+    (the baseline's plus ``extra``)."""
+    quad, naive = find(rows, HEADLINE_MODEL, "default"), find(rows, HEADLINE_MODEL, "naive")
+    base = find(rows, HEADLINE_BASE, "conventional")
+    floor = base["launches"] + extra if base is not None and extra is not None else None
+    target_met, at_floor = _launch_words(quad, naive, floor)
+    return dict(
+        BaseStepMs=_get(base, "step_ms"),
+        FlopsRatio=ratio(_get(quad, "flops_ratio")),
+        MaxRelErr=max((r["max_rel_err"] for r in rows if "max_rel_err" in r), default=None),
+        BandwidthGBs=round(quad["bandwidth_gbs"], 1) if quad else None,
+        BaseLaunches=_get(base, "launches"),
+        DefaultLaunches=_get(quad, "launches"),
+        DefaultLaunchRatio=ratio(_get(quad, "launch_ratio")),
+        NaiveLaunchRatio=ratio(_get(naive, "launch_ratio")),
+        LaunchTarget=LAUNCH_TARGET,
+        LaunchTargetMet=target_met,
+        LaunchFloor=floor,
+        LaunchFloorRatio=ratio(floor / base["launches"] if floor is not None else None),
+        LaunchAtFloor=at_floor,
+    )
+
+
+def _gpu_variables(gpu) -> dict:
+    """Where the GPU rows (docs/gpu/) come from, quadnn's default against naive on that GPU at each
+    depth, and whether they support what the training engine runs on a GPU."""
+    out = dict(
+        GpuMeasured="yes" if gpu else "no",
+        GpuMachine=gpu.machine if gpu else "not measured",
+        GpuDate=gpu.date if gpu else "--",
+        GpuSource=gpu.folder if gpu else "--",
+    )
+    verdicts = []  # default against naive on the GPU, by the rule of this machine's rows
+    for depth, word in DEPTHS:
+        gd, gn = (find(gpu.rows, f"cifar_qresnet{depth}", i) if gpu else None for i in ("default", "naive"))
+        verdicts.append(verdict(gd, gn))
+        clause = (
+            f"the default takes {spread(gd, 'time_ratio')} against naive's {spread(gn, 'time_ratio')} ({verdicts[-1]})"
+        )
+        out[f"Gpu{word}DefaultTime"] = spread(gd, "time_ratio")
+        out[f"Gpu{word}NaiveTime"] = spread(gn, "time_ratio")
+        out[f"Gpu{word}Verdict"] = verdicts[-1]
+        out[f"Gpu{word}Clause"] = clause if gd and gn else "not measured on this GPU"
+    pick = engine_gpu_pick()
+    return dict(out, GpuEnginePick=pick, GpuEnginePickAgrees=pick_agrees(pick, verdicts))
+
+
+def _depth_variables(rows: list[dict]) -> dict:
+    """quadnn's default against naive at each depth, from the same run."""
+    out = {}
+    for depth, word in DEPTHS:
+        d, n = find(rows, f"cifar_qresnet{depth}", "default"), find(rows, f"cifar_qresnet{depth}", "naive")
+        out[word + "Measured"] = "yes" if d and n else "no"
+        out[word + "LimitRatio"] = ratio(_get(d, "limit_ratio"))
+        out[word + "DefaultTime"] = spread(d, "time_ratio")
+        out[word + "NaiveTime"] = spread(n, "time_ratio")
+        out[word + "DefaultVsLimit"] = spread(d, "vs_limit")
+        out[word + "NaiveVsLimit"] = spread(n, "vs_limit")
+        out[word + "DefaultMem"] = ratio(_get(d, "mem_ratio"))
+        out[word + "NaiveMem"] = ratio(_get(n, "mem_ratio"))
+        out[word + "Verdict"] = verdict(d, n)  # faster / slower / unresolved
+        out[word + "Dominates"] = dominates(d, n)
+    return out
+
+
+def _budget_frontier(rows: list[dict]) -> tuple[list[tuple[float, dict]], float]:
+    """The headline model's measured budgets and the one its frontier chooses (:func:`choose_budget`;
+    the models' default where fewer than two are measured)."""
+    from quadnn.recompute import DEFAULT_BUDGET
+
+    points = frontier(rows, HEADLINE_MODEL, DEFAULT_BUDGET)
+    naive = find(rows, HEADLINE_MODEL, "naive")
+    return points, choose_budget(points, naive)[0] if len(points) > 1 else DEFAULT_BUDGET
+
+
+def _point_variables(rows: list[dict]) -> dict:
+    """The other points of the headline model's frontier where the profile measures them, the budget
+    its frontier chooses against the models' default, and the two-convolution neurons."""
+    from quadnn.recompute import DEFAULT_BUDGET
+
+    out = {}
+    for impl, key in (("fast", "AllFast"), ("budget=1.0", "BudgetOne"), ("budget=0", "BudgetZero")):
+        r = find(rows, HEADLINE_MODEL, impl)
+        out[key + "Time"] = spread(r, "time_ratio")
+        out[key + "Mem"] = ratio(_get(r, "mem_ratio"))
+    points, chosen = _budget_frontier(rows)
+    out["FrontierBudgets"] = ", ".join(f"{b:g}" for b, _ in points)
+    out["BudgetDefault"] = f"{DEFAULT_BUDGET:g}"
+    out["BudgetChosen"] = f"{chosen:g}" if len(points) > 1 else "--"
+    out["BudgetAgrees"] = "--" if len(points) < 2 else "yes" if chosen == DEFAULT_BUDGET else "no"
+    for kind, name in (("Compact", "cifar_qresnet20_compact"), ("Parabolic", "cifar_parabolic_resnet20")):
+        r = find(rows, name, "default")  # the two-convolution neurons: arithmetic about 2x
+        out[kind + "TimeRatio"] = ratio(_get(r, "time_ratio"))
+        out[kind + "FlopsRatio"] = ratio(_get(r, "flops_ratio"))
+        out[kind + "LimitRatio"] = ratio(_get(r, "limit_ratio"))
+        out[kind + "MemRatio"] = ratio(_get(r, "mem_ratio"))
+    return out
+
+
+def _compiled(compile_rows: list[dict]) -> tuple[dict | None, dict | None, dict | None]:
+    """The compiled headline model, the compiled baseline and the eager headline model of the same run."""
+    cq = find(compile_rows, HEADLINE_MODEL, "default", True)
+    cb = find(compile_rows, HEADLINE_BASE, "conventional", True)
+    return cq, cb, find(compile_rows, HEADLINE_MODEL, "default")
+
+
+def _compile_variables(compile_rows: list[dict]) -> dict:
+    """torch.compile (inductor) against eager and against the limit ("--" where the profile does not compile)."""
+    cq, cb, eq = _compiled(compile_rows)
+    return dict(
+        CompileMeasured="yes" if cq else "no",
+        CompiledBaseEagerRatio=ratio(_get(cb, "eager_ratio")),
+        CompiledQuadEagerRatio=ratio(_get(cq, "eager_ratio")),
+        CompiledEagerTimeRatio=ratio(_get(eq, "time_ratio")),  # eager, same run
+        CompiledTimeRatio=spread(cq, "time_ratio"),
+        CompiledLimitRatio=ratio(_get(cq, "limit_ratio")),
+        CompiledVsLimit=spread(cq, "vs_limit"),
+        CompiledConvShare=ratio(_get(cb, "conv_share")),
+        CompiledFlopsRatio=ratio(_get(cq, "flops_ratio")),
+        CompiledConvRatio=ratio(_get(cq, "conv_ratio")),  # convolution time vs the baseline's
+        CompiledOtherRatio=ratio(_get(cq, "other_ratio")),  # everything else vs the baseline's
+        CompiledBaseCompileSeconds=round(cb["compile_s"]) if cb else "--",
+        CompiledQuadCompileSeconds=round(cq["compile_s"]) if cq else "--",
+        CompileTarget=COMPILE_TARGET,
+        CompileTargetMet="--" if not cq else "yes" if cq["vs_limit"] <= COMPILE_TARGET else "no",
+    )
+
+
+def _inference_variables(infer: dict | None) -> dict:
+    """Inference (eval forward, no gradient): quadnn's default against naive, interleaved."""
+    d, n = _get(infer, "default"), _get(infer, "naive")
+    return dict(
+        InferDefaultMs=d,
+        InferNaiveMs=n,
+        InferRatio=ratio(d / n if infer else None),
+        InferTargetMet="--" if not infer else "yes" if d <= n else "no",
+    )
+
+
+def _size_lines(sizes: dict[str, dict]) -> list[str]:
+    return [f"{n:28s} {s['params']:>10,d} parameters {s['mflops']:9.2f} MFLOPs per image" for n, s in sizes.items()]
+
+
+def _headline_lines(rows: list[dict] | None, compile_rows: list[dict] | None) -> list[str]:
+    """The headline model's ratios, its budget frontier and, where compiled, its compiled ratios."""
+    import json
+
+    lines = []
+    quad = find(rows or [], HEADLINE_MODEL, "default")
+    if quad:
+        keys = ("time_ratio", "limit_ratio", "vs_limit", "mem_ratio", "flops_ratio")
+        lines.append(json.dumps({k: quad[k] for k in keys}))
+        points, chosen = _budget_frontier(rows)
+        frontier_text = [(b, round(r["time_ratio"], 3), round(r["mem_ratio"], 2)) for b, r in points]
+        lines.append(f"frontier {frontier_text} chosen {chosen}")
+    cq = _compiled(compile_rows or [])[0]
+    if cq:
+        keys = ("time_ratio", "limit_ratio", "vs_limit", "conv_ratio", "other_ratio", "eager_ratio", "compile_s")
+        lines.append(json.dumps({k: cq[k] for k in keys}))
+    return lines
+
+
+def bench_table(rows: list[dict] | None) -> str:
+    """:func:`quadnn_paper.bench.format_table` of rows, or "pending"."""
+    from quadnn_paper import bench
+
+    return PENDING if rows is None else bench.format_table(rows)
+
+
+def outputs(results: dict, profile: str, tiny: bool = False) -> list:
+    """The section's tables, variables and printed lines from its work's ``results`` and the GPU
+    records committed under docs/gpu/ (read here, not cached: a new record shows at once)."""
+    from quadnn_paper.data import gpu_bench
+
+    P = protocol(profile, tiny)
+    C = _computations(profile, tiny)
+    got = {role: results[c.key] for role, c in C.items()}
+    machine = C["bench"].config["machine"]
+    rows, compile_rows, infer = got["bench"], got.get("compile", []), got["inference"]
+    _check_equal((rows or []) + (compile_rows or []))
+    gpu, epochs = gpu_bench.load(), gpu_bench.load_epochs()  # None: no GPU record committed yet
+    T = summary(dict(rows=rows or [], compile_rows=compile_rows or [], gpu=gpu, epochs=epochs), profile, tiny)
+    pending = [what for what, r in (("eager rows", rows), ("compiled rows", compile_rows)) if r is None]
+    T["table"] = [[f"{PENDING} ({what})"] + ["--"] * (len(HEADER) - 1) for what in pending] + T["table"]
+    # the paper's QResNet20 / ResNet20 epoch ratio against every ratio of the two we measured, here and on a GPU
+    found = paper_ratio_rows(rows or [], compile_rows or [], gpu, epochs, machine)
+    variables = {
+        **gpu_epoch_variables(epochs),
+        "PaperRatioVerdict": PENDING if pending else paper_ratio_verdict(found),
+        **_setting_variables(P, machine),
+        **_pending_if(rows is None, _launch_variables(rows or [], got["launch_floor"])),
+        **_gpu_variables(gpu),
+        **_pending_if(rows is None, {**_depth_variables(rows or []), **_point_variables(rows or [])}),
+        **_pending_if(compile_rows is None, _compile_variables(compile_rows or [])),
+        **_pending_if(infer is None, _inference_variables(infer)),
+    }
+    table_lines = [str(row) for row in T["table"] + T["models"] + T["gpu"] + T["gpu_epoch"]]
+    return [
+        Lines([machine]),
+        Lines(_size_lines(got["sizes"]), check=True),
+        Lines([bench_table(rows)] + ([bench_table(compile_rows)] if "compile" in C else [])),
+        Lines(table_lines + _headline_lines(rows, compile_rows)),
+        Lines([str(infer if infer is not None else PENDING)]),
+        Table("efficiency", HEADER, T["table"], digits=3),
+        Table("efficiency_models", MODELS_HEADER, T["models"], digits=3),
+        Table("efficiency_gpu", GPU_HEADER, T["gpu"], digits=3),
+        Table("efficiency_gpu_epoch", GPU_EPOCH_HEADER, T["gpu_epoch"], digits=3),
+        Table("efficiency_paper_ratio", PAPER_RATIO_HEADER, paper_ratio_table(found)),
+        Variables(variables),
+    ]

@@ -1,0 +1,90 @@
+"""The efficiency section as a declaration: its outputs from its computations' results, including
+results a runner has not delivered yet (None), without running the benchmark."""
+
+import pytest
+
+from quadnn_paper.common.outputs import Lines, Table, Variables
+from quadnn_paper.report import Report
+from quadnn_paper.sections import efficiency as E
+
+
+def row(model, impl, **kw):
+    r = dict(
+        model=model,
+        implementation=impl,
+        baseline="cifar_resnet20",
+        compiled=False,
+        machine="M",
+        batch_size=8,
+        params=1000,
+        gflops=0.16,
+        step_ms=10.0,
+        launches=174,
+        launch_ratio=1.0,
+        flops_ratio=1.0,
+        limit_ratio=2.0,
+        mem_ratio=1.0,
+        bandwidth_gbs=3.81,
+        equal=True,
+    )
+    for k in ("time_ratio", "vs_limit"):
+        r.update({k: 1.5, k + "_q1": 1.4, k + "_q3": 1.6})
+    return dict(r, **kw)
+
+
+def smoke_results(**by_role):
+    """Results of the smoke work by key: the cheap computations done, the others as given."""
+    computations = E._computations("smoke", False)
+    done = dict(sizes={"cifar_resnet20": dict(params=1000, mflops=20.0)}, launch_floor=144)
+    return {c.key: {**done, **by_role}.get(role) for role, c in computations.items()}
+
+
+ROWS = [
+    row("cifar_resnet20", "conventional"),
+    row("cifar_qresnet20", "default", launches=318, launch_ratio=1.83, max_rel_err=2e-7),
+    row("cifar_qresnet20", "naive", launches=426, launch_ratio=2.45, max_rel_err=0.0),
+]
+
+
+def variables(outputs) -> dict:
+    return next(o for o in outputs if isinstance(o, Variables)).values
+
+
+def test_pending_work_shows_as_pending_with_the_same_variables(tmp_path):
+    done = E.outputs(smoke_results(bench=ROWS, inference={"default": 2.0, "naive": 3.0}), "smoke")
+    pending = E.outputs(smoke_results(), "smoke")
+    assert list(variables(pending)) == list(variables(done))  # the text's macros exist either way
+    v = variables(pending)
+    for name in ("BaseStepMs", "TwentyDefaultTime", "PaperRatioVerdict", "InferRatio", "LaunchAtFloor"):
+        assert v[name] == "pending"
+    assert v["LaunchTarget"] == E.LAUNCH_TARGET and v["Machine"] == variables(done)["Machine"]
+    table = next(o for o in pending if isinstance(o, Table) and o.name == "efficiency")
+    assert table.rows[0][0] == "pending (eager rows)"
+    d = variables(done)
+    assert d["LaunchFloor"] == 174 + 144 and d["LaunchAtFloor"] == "yes" and d["InferTargetMet"] == "yes"
+    assert d["TwentyDefaultTime"] == "1.50 [1.40, 1.60]"
+    with Report(tmp_path, "efficiency", "smoke", "test") as report:  # every output renders
+        for o in pending + done:
+            report.write(o)
+    (checked,) = [o.text for o in done if isinstance(o, Lines) and o.check]  # what nbval compares: sizes only
+    assert [line.split() for line in checked] == [
+        ["cifar_resnet20", "1,000", "parameters", "20.00", "MFLOPs", "per", "image"]
+    ]
+
+
+def test_an_implementation_that_disagrees_with_naive_stops_the_section():
+    wrong = ROWS[:2] + [row("cifar_qresnet20", "naive", equal=False)]
+    with pytest.raises(ValueError, match="disagrees with the naive formulation"):
+        E.outputs(smoke_results(bench=wrong), "smoke")
+
+
+def test_the_benchmark_keeps_its_cache_names_and_configuration():
+    """The notebook's cache names and configuration (their hashes key results already measured)."""
+    work = {c.name: c for c in E.work("cpu")}
+    bench, compiled, inference = work["efficiency"], work["efficiency_compile"], work["efficiency_inference"]
+    assert inference.config == bench.config and bench.config["columns"] == 5
+    assert compiled.config == dict(
+        bench.config, models=["cifar_qresnet20"], implementations={"cifar_qresnet20": ["default"]}, compile=True
+    )
+    assert bench.config["machine"].endswith(f"{E.PROTOCOLS['cpu']['threads']} threads, torch {bench.config['torch']}")
+    assert all(c.device == "cpu" for c in work.values())  # CPU timings
