@@ -193,11 +193,13 @@ def test_a_computation_goes_through_every_runner_and_is_cached(request, tmp_path
     if runner == "slurm":
         request.getfixturevalue("slurm_cluster")
     heavy, cheap = probe(INLINE_SECONDS + 1), dataclasses.replace(probe(INLINE_SECONDS), name="cheap")
-    results = execute_work([heavy, cheap], tmp_path, runner, wait=True, progress=False)
-    assert results == {heavy.key: "[1, 2, 3]", cheap.key: "[1, 2, 3]"}
+    timing = dataclasses.replace(heavy, name="timing", measures_machine=True)
+    results = execute_work([heavy, cheap, timing], tmp_path, runner, wait=True, progress=False)
+    assert results == {heavy.key: "[1, 2, 3]", cheap.key: "[1, 2, 3]", timing.key: "[1, 2, 3]"}
+    assert not (job_dir(tmp_path / "runs") / f"{timing.key}.json").exists(), "a timing of this machine is no job"
     assert heavy.result(tmp_path) == "[1, 2, 3]" and (tmp_path / "probe").is_dir()
     record = job_dir(tmp_path / "runs") / f"{heavy.key}.json"
     assert record.exists() == (runner != "inline"), "the heavy computation ran as a job of the runner"
     assert not (job_dir(tmp_path / "runs") / f"{cheap.key}.json").exists(), "a cheap one is not worth a job"
-    again = execute_work([heavy, cheap], tmp_path, runner, wait=True, progress=False)
+    again = execute_work([heavy, cheap, timing], tmp_path, runner, wait=True, progress=False)
     assert again == results

@@ -31,13 +31,16 @@ DEVICES = ("cpu", "cuda")
 @dataclasses.dataclass(frozen=True)
 class Computation:
     """``function(**config)``, cached under ``name``; ``seconds``: its estimated cost on ``device``
-    (what ``make status`` adds up; a ``cuda`` computation asks its runner for a GPU)."""
+    (what ``make status`` adds up; a ``cuda`` computation asks its runner for a GPU).
+    ``measures_machine``: a timing of the machine that runs the section, so it is computed in that
+    process, before any job is submitted, never beside other work on a runner's worker."""
 
     name: str
     function: str
     config: Mapping[str, Any]
     seconds: float = 1.0
     device: str = "cpu"
+    measures_machine: bool = False
 
     def __post_init__(self):
         module, _, attribute = self.function.partition(":")

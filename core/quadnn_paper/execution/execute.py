@@ -16,7 +16,8 @@ for ``local``, a node of the partition for ``slurm``), a run gets what there is.
 A section's other work, its :class:`~quadnn_paper.engine.Computation` items, goes the same way
 (:func:`execute_work`): computed in this process by ``inline``, submitted as jobs keyed
 ``<name>.<hash>`` by ``local`` and ``slurm`` (except a CPU computation estimated at most
-:data:`INLINE_SECONDS`, which is not worth a job and runs in this process), and cached under
+:data:`INLINE_SECONDS`, which is not worth a job, and a timing of this machine
+(``measures_machine``), which must not share it: both run in this process), and cached under
 ``<cache>/<name>/``.
 """
 
@@ -113,7 +114,8 @@ def execute(
             item.compute(cache) if isinstance(item, Computation) else run(item, out)
     else:
         # A small CPU computation is not worth a job: it runs here, so its result is always there.
-        quick = [c for c in computations if c.device == "cpu" and c.seconds <= INLINE_SECONDS]
+        # A timing of this machine runs here too, before any job of this call is submitted.
+        quick = [c for c in computations if c.measures_machine or (c.device == "cpu" and c.seconds <= INLINE_SECONDS)]
         for c in quick:
             c.compute(cache)
         r = make(runner, out, **runner_options)

@@ -214,13 +214,17 @@ def _computations(profile: str, tiny: bool) -> dict[str, Computation]:
         launch_floor=Computation(
             "efficiency_launch_floor", f"{__name__}:extra_launches", dict(model=HEADLINE_MODEL), s["launch_floor"]
         ),
-        bench=Computation("efficiency", f"{__name__}:bench_rows", config, s["bench"]),
+        bench=Computation("efficiency", f"{__name__}:bench_rows", config, s["bench"], measures_machine=True),
     )
     if P["compile_models"]:
         first = {m: ["default"] for m in P["compile_models"]}
         cconfig = dict(config, models=list(P["compile_models"]), implementations=first, compile=True, columns=5)
-        out["compile"] = Computation("efficiency_compile", f"{__name__}:bench_rows", cconfig, s["compile"])
-    out["inference"] = Computation("efficiency_inference", f"{__name__}:inference_ms", config, s["inference"])
+        out["compile"] = Computation(
+            "efficiency_compile", f"{__name__}:bench_rows", cconfig, s["compile"], measures_machine=True
+        )
+    out["inference"] = Computation(
+        "efficiency_inference", f"{__name__}:inference_ms", config, s["inference"], measures_machine=True
+    )
     return out
 
 
