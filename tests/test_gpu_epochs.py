@@ -240,7 +240,7 @@ def test_the_reports_cost_table_and_make_status_name_their_source(monkeypatch, t
     # make status: the same sources per section, and the note naming the GPU and folder
     text, failed = status.plan_table("full", tmp_path / "cache" / "runs", measured=measured)
     lines = {line.split()[0]: line for line in text.splitlines()}
-    assert set(lines["cifar_tuning"].split(maxsplit=8)[-1].split("; ")) == {"3.89 ResNet20", "10.61 QResNet20"}
+    assert set(lines["cifar_tuning"].split(maxsplit=9)[-1].split("; ")) == {"3.89 ResNet20", "10.61 QResNet20"}
     assert lines["imagenet"].endswith("300 stated") and not failed
     assert "measured on Stand-in GPU (" in text and "2026-11-27-gpu-check" in text
     text, _ = status.plan_table("full", tmp_path / "cache" / "runs")
