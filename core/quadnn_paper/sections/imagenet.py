@@ -6,8 +6,10 @@ SGD with lr 0.1, momentum 0.9, weight decay 1e-4, ReLinear-sg with 1e-5 for the 
 and the standard 10-crop validation. Its labels "ResNet20/32" and "plain-20/32" stand for the 18-
 and 34-layer ImageNet models (:mod:`quadnn.models.imagenet_resnet`). :func:`runs` makes them
 configurations of the engine's ``"imagefolder"`` task (data: :mod:`quadnn_paper.data.imagefolder`);
-:func:`summary` turns results into the error table and the text's numbers. One run under
-torchrun (DDP): ``python -m quadnn_paper.execution.imagenet --model ...``.
+:func:`work` adds the parameter counts at ImageNet size and a look at the data (:func:`data_sample`);
+:func:`summary` turns results into the error table and the text's numbers, :func:`outputs` into the
+section's table, figures and variables. One run under torchrun (DDP):
+``python -m quadnn_paper.execution.imagenet --model ...``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from quadnn_paper.common import published
+from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 
 # The data the section's runs read (re-exported for the notebook).
@@ -29,6 +32,8 @@ from quadnn_paper.data.imagefolder import (
     train_transform,
     write_digits_folder,
 )
+from quadnn_paper.engine import Computation
+from quadnn_paper.sections._arrays import pack, unpack
 from quadnn_paper.sections._tiny import capped
 
 __all__ = [
@@ -39,7 +44,11 @@ __all__ = [
     "IMAGENET_STD",
     "DATA_DEFAULTS",
     "protocol",
+    "data",
+    "work",
+    "outputs",
     "runs",
+    "data_sample",
     "write_digits_folder",
     "train_transform",
     "eval_transform",
@@ -119,6 +128,7 @@ _DIGITS = dict(
     batch_size=64,
     lr=0.025,
     milestones=(0.5, 0.75),
+    threads=1,  # small networks: one thread, the other core left to concurrent work
 )
 PROTOCOLS = {
     "smoke": dict(
@@ -219,6 +229,7 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
                     progress=False,
                     eval_batch_size=640,
                     workers=P.get("workers", 0),
+                    threads=P.get("threads"),
                     amp=P.get("amp", False),
                     # The paired design: a quadratic ResNet starts from the initial weights the ResNet
                     # of its depth draws under the same seed (quadratic terms at their reference).
@@ -228,10 +239,21 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
     return capped(out, tiny)
 
 
-# -- the section's numbers ---------------------------------------------------------------------------
-def parameter_counts() -> dict[str, int]:
-    """Parameters of every network of the paper's table at ImageNet size (the paper's option-A
-    shortcuts where there are shortcuts), counted on the meta device (nothing is allocated)."""
+# -- the section's other work ------------------------------------------------------------------------
+def data(profile: str, tiny: bool = False) -> str:
+    """The data the section's numbers come from, in words."""
+    P = protocol(profile, tiny)
+    if P["data"] == "imagenet":
+        words = "ImageNet ILSVRC-2012 (ImageFolder)"
+    else:
+        words = f"scikit-learn digits as {P['image_size']}x{P['image_size']} PNG ImageFolder (ImageNet stand-in)"
+    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+
+
+def parameter_counts(models: list[str]) -> dict[str, int]:
+    """Parameters of each of ``models`` at ImageNet size (the paper's option-A shortcuts where there
+    are shortcuts) and of the option-B ResNet-18/34 (``option_b_18``, ``option_b_34``), counted on
+    the meta device (nothing is allocated)."""
     import timm
 
     import quadnn.models  # noqa: F401  (registers the imagenet_* models)
@@ -240,11 +262,70 @@ def parameter_counts() -> dict[str, int]:
     def count(name, **kw):
         return sum(p.numel() for p in timm.create_model(name, device="meta", **kw).parameters())
 
-    out = {m: count(m, **({} if VARIANTS[m][2] == "none" else dict(shortcut="A"))) for m in MODELS[18] + MODELS[34]}
+    out = {m: count(m, **({} if VARIANTS[m][2] == "none" else dict(shortcut="A"))) for m in models}
     out.update({f"option_b_{d}": count(f"imagenet_resnet{d}") for d in (18, 34)})
     return out
 
 
+def data_sample(
+    root: str, data: str, image_size: int | None, max_per_class: int | None, crop: int, resize: int, scale: list
+) -> dict:
+    """The data a profile's runs read (the digits tree written first where it is the stand-in): its
+    classes and images, and, as the figure shows them, one training sample and the ten evaluation
+    crops of the first validation image."""
+    import torch
+
+    if data == "digits":
+        write_digits_folder(root, image_size, max_per_class=max_per_class)
+    train_set, val_set = datasets(root, crop, resize, tuple(scale))
+    with torch.random.fork_rng():
+        torch.manual_seed(0)  # the training sample's random crop
+        x, _ = train_set[0]
+    v, _ = val_set[0]
+    mean, std = torch.tensor(IMAGENET_MEAN)[:, None, None], torch.tensor(IMAGENET_STD)[:, None, None]
+
+    def shown(t):
+        return (t * std + mean).clamp(0, 1).permute(1, 2, 0).numpy()
+
+    return dict(
+        classes=len(train_set.classes),
+        train_images=len(train_set),
+        val_images=len(val_set),
+        train_shape=list(x.shape),
+        eval_shape=list(v.shape),
+        train_sample=pack(shown(x)),
+        eval_crops=pack(np.stack([shown(c) for c in v])),
+    )
+
+
+def _params() -> Computation:
+    return Computation(
+        "imagenet_params", f"{__name__}:parameter_counts", {"models": MODELS[18] + MODELS[34]}, seconds=10
+    )
+
+
+def _data_sample(profile: str, tiny: bool) -> Computation:
+    P = protocol(profile, tiny)
+    config = dict(
+        root=runs(profile, tiny)[0].data_dir,
+        data=P["data"],
+        image_size=P["image_size"],
+        max_per_class=P["max_per_class"],
+        crop=P["crop"],
+        resize=P["resize"],
+        scale=list(P["scale"]),
+    )
+    # Writing the digits tree: seconds; indexing ImageNet's 1.28M training files: about a minute.
+    seconds = 60 if P["data"] == "imagenet" and not tiny else 10
+    return Computation("imagenet_data", f"{__name__}:data_sample", config, seconds=seconds)
+
+
+def work(profile: str, tiny: bool = False) -> list:
+    """The section's work: the parameter counts at ImageNet size, the look at the data, the runs."""
+    return [_params(), _data_sample(profile, tiny), *runs(profile, tiny)]
+
+
+# -- the section's numbers ---------------------------------------------------------------------------
 def depth_of(model: str) -> int:
     """A network's depth, from the model registry."""
     from quadnn.models.imagenet_resnet import VARIANTS
@@ -342,13 +423,11 @@ def _table_rows(
     return rows
 
 
-def table_header(top5: bool) -> dict:
-    """The error table's header (CSV and LaTeX) and alignment, with or without the top-5 column."""
+def table_header(top5: bool) -> list[str]:
+    """The error table's column names, with or without the top-5 column (their LaTeX:
+    :mod:`quadnn_paper.latex.imagenet`)."""
     header = ["paper label", "trained", "params (ImageNet)", "params (run)", "paper top-1", "ours top-1"]
-    tex = ["paper", "trained", r"params\,(M)", r"run\,(M)", "paper top-1", "top-1"]
-    if top5:
-        header, tex = header + ["ours top-5"], tex + ["top-5"]
-    return dict(header=header, header_tex=tex, align="ll" + "r" * (len(header) - 2))
+    return header + ["ours top-5"] if top5 else header
 
 
 def _top5_note(n_classes: int, top5: bool) -> str:
@@ -437,11 +516,12 @@ def _compute_seconds(by_model: dict[str, list[dict]]) -> float:
 
 def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Path | None = None) -> dict:
     """Per model the finished results (``by_model``), the pending ones, the error table's rows
-    (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes."""
+    (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes, from the results of
+    the section's :func:`work` (by run id and computation key)."""
     P = protocol(profile, tiny)
     configs = runs(profile, tiny, data_root)
     by_model, pending = _gather(configs, results, P["models"])
-    full_params = parameter_counts()
+    full_params = results[_params().key]
     n_classes = classes(profile, tiny)
     top5 = n_classes >= TOP5_MIN_CLASSES
     return dict(
@@ -454,10 +534,107 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
         top5=top5,
         labels={m: trained_label(m, P["width"]) for m in P["models"]},
         rows=_table_rows(P["models"], by_model, full_params, P["width"], top5),
-        table=table_header(top5),
+        header=table_header(top5),
         variables={
             **_protocol_variables(P, full_params),
             **_result_variables(by_model),
             "TopFiveNote": _top5_note(n_classes, top5),
         },
     )
+
+
+# -- the section's outputs ---------------------------------------------------------------------------
+def _crops_figure(sample: dict):
+    """The training sample and the ten evaluation crops of one image, as the networks see them."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 6, figsize=(3.4, 1.4))  # printed size: one column
+    axes[0, 0].imshow(unpack(sample["train_sample"]))
+    axes[0, 0].set_title("train", fontsize=7)
+    for k, crop in enumerate(unpack(sample["eval_crops"])):
+        ax = axes[k // 5, 1 + k % 5]
+        ax.imshow(crop)
+        ax.set_title(f"eval {k + 1}", fontsize=7)
+    for ax in axes.flat:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def _curves_figure(S: dict):
+    """Training loss per epoch of each model's first run, one panel per depth."""
+    import matplotlib.pyplot as plt
+
+    P = S["protocol"]
+    depths = sorted({depth_of(m) for m in P["models"]})
+    fig, axes = plt.subplots(len(depths), 1, figsize=(3.4, 2.8 * len(depths)), squeeze=False)
+    for ax, d in zip(axes[:, 0], depths):
+        for m in [m for m in P["models"] if depth_of(m) == d and S["by_model"][m]]:
+            h = S["by_model"][m][0]["history"]
+            # What was trained (family and depth here, width and data in the title); the paper's names: the table.
+            ax.plot([e["epoch"] for e in h], [e["train_loss"] for e in h], marker="o", ms=3, label=trained_label(m))
+        data = "ImageNet" if P["data"] == "imagenet" else f"{P['crop']}-px digits (stand-in)"
+        ax.set_title(
+            f"{d} layers at width x{P['width']:g} on {data} (paper: {d + 2 if d == 18 else d - 2})", fontsize=7
+        )
+        ax.set_xlabel("epoch", fontsize=7)
+        ax.set_ylabel("training loss", fontsize=7)
+        ax.tick_params(labelsize=7)
+        if ax.get_lines():  # below the panel: the curves may pass through any corner, and beside it the
+            # figure would print wider than the column (its fonts scaled below 6 pt)
+            ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _params_lines(params: dict[str, int]) -> list[str]:
+    """The parameter counts at ImageNet size, by the paper's label and ours."""
+    lines = [f"{PAPER_LABEL[m]:>18} = {m:<28} {params[m]:>12,d}" for m in MODELS[18] + MODELS[34]]
+    return lines + ["option B: " + str({d: f"{params[f'option_b_{d}'] / 1e6:.2f}M" for d in (18, 34)})]
+
+
+def _data_lines(sample: dict) -> list[str]:
+    """The data as the runs read it: classes, images, the shapes of a training and an evaluation sample."""
+    return [
+        f"{sample['classes']} classes, {sample['train_images']} training and {sample['val_images']} validation images",
+        f"training sample {tuple(sample['train_shape'])}  evaluation sample (ten crops) {tuple(sample['eval_shape'])}",
+    ]
+
+
+def _run_lines(S: dict) -> list[str]:
+    """One line per run: pending, or its errors (top-5 only with >= TOP5_MIN_CLASSES classes), size and speed."""
+    lines = [f"{cfg.model:<28} seed {cfg.seed}: pending" for cfg in S["pending"]]
+    for m, rs in S["by_model"].items():
+        for r in rs:
+            top5 = f"  top-5 {r['top5_error']:5.2f}%" if S["top5"] else ""
+            err = "diverged" if r["top1_error"] is None else f"top-1 {r['top1_error']:5.2f}%{top5}"
+            lines.append(f"{m:<28}: {err}  ({r['params']:,d} params, {r['epoch_time']:.1f} s/epoch)")
+    return lines
+
+
+def outputs(results: dict, profile: str, tiny: bool = False) -> list:
+    """The section's table, figures, variables and printed lines from its work's ``results``."""
+    S = summary(results, profile, tiny)
+    sample = results[_data_sample(profile, tiny).key]
+    if sample["classes"] != S["classes"]:  # the data as the section knows it
+        raise ValueError(f"{sample['classes']} classes in the data the runs read; the section expects {S['classes']}")
+    P = S["protocol"]
+    return [
+        Lines([f"profile {profile}", str({k: v for k, v in P.items() if k != "models"})]),
+        Lines(_params_lines(S["params"]), check=True),
+        Lines(_data_lines(sample), check=True),
+        Lines(_run_lines(S)),
+        # "trained": the network as trained (depth, width); top-5 only with >= TOP5_MIN_CLASSES classes.
+        Table("imagenet_errors", S["header"], S["rows"], digits=4),
+        Lines([str(r) for r in S["rows"]]),
+        Figure("imagenet_crops", lambda: _crops_figure(sample)),
+        Figure("imagenet_curves", lambda: _curves_figure(S)),
+        Variables(
+            {
+                **S["variables"],
+                "TrainImages": sample["train_images"],
+                "ValImages": sample["val_images"],
+                "Classes": sample["classes"],
+            }
+        ),
+    ]

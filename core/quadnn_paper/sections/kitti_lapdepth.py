@@ -5,15 +5,20 @@ encoder and 0 on the decoder, polynomial lr decay (power 0.5) from 1e-4 to 1e-5,
 (23,488 train / 697 test images), LapDepth's KB crop (352 x 1216) with random 352 x 704 training
 crops. ``PROTOCOLS`` (smoke / cpu: a few small synthetic images, a resnet18 encoder, 1 thread),
 :func:`runs` (the engine's ``"depth"`` task; the models are :mod:`quadnn_paper.engine.lapdepth`, the
-data :mod:`quadnn_paper.data.kitti`) and :func:`summary` (the metrics table and the text's numbers).
+data :mod:`quadnn_paper.data.kitti`), :func:`work` (the runs and a look at the data,
+:func:`data_sample`), :func:`summary` (the metrics table and the text's numbers) and :func:`outputs`
+(the section's table, figures and variables).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
+from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 
 # The data and the models the section's runs use (re-exported for the notebook).
@@ -27,6 +32,7 @@ from quadnn_paper.data.kitti import (
     write_depth_png,
     write_synthetic_kitti,
 )
+from quadnn_paper.engine import Computation
 from quadnn_paper.engine.lapdepth import (
     DATA_DEFAULTS,
     METRICS,
@@ -37,6 +43,7 @@ from quadnn_paper.engine.lapdepth import (
     quadratic_lapdepth,
     silog_loss,
 )
+from quadnn_paper.sections._arrays import pack, unpack
 from quadnn_paper.sections._tiny import capped
 
 __all__ = [
@@ -57,7 +64,11 @@ __all__ = [
     "write_synthetic_kitti",
     "silog_loss",
     "protocol",
+    "data",
+    "work",
+    "outputs",
     "runs",
+    "data_sample",
     "trained_what",
     "KITTI_SIZES",
     "NAME",
@@ -193,18 +204,66 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
     return capped(out, tiny)
 
 
+# -- the section's other work ------------------------------------------------------------------------
+def data(profile: str, tiny: bool = False) -> str:
+    """The data the section's numbers come from, in words."""
+    P = protocol(profile, tiny)
+    words = (
+        "KITTI, Eigen split"
+        if P["data"] == "kitti"
+        else f"synthetic KITTI-format scenes, {P['height']}x{P['width']} px"
+    )
+    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+
+
+def data_sample(
+    root: str, synthetic: bool, n_train: int, n_test: int, height: int, width: int, max_depth: float, seed: int
+) -> dict:
+    """The data the runs read (the synthetic scenes written first where they are the stand-in): its
+    images, and the first test image as the figure shows it: the picture, its depth map as stored,
+    and the depth evaluated (Garg crop, below ``max_depth``; NaN elsewhere)."""
+    if synthetic:
+        write_synthetic_kitti(root, n_train, n_test, height, width, seed=seed)
+    train_set = KittiSplit(root, "splits/eigen_train_files.txt", max_depth, garg=False)
+    test_set = KittiSplit(root, "splits/eigen_test_files.txt", max_depth, garg=True)
+    rgb, gt, mask = test_set[0]
+    raw = read_depth_png(test_set.root / test_set.items[0][1])
+    return dict(
+        train_images=len(train_set),
+        test_images=len(test_set),
+        rgb_shape=list(rgb.shape),
+        depth_shape=list(gt.shape),
+        valid_pixels=int(mask.sum()),
+        image=pack(rgb.permute(1, 2, 0).numpy()),
+        stored=pack(np.where(raw > 0, raw, np.nan)),
+        evaluated=pack(np.where(mask[0].numpy(), gt[0].numpy(), np.nan)),
+    )
+
+
+def _data_sample(profile: str, tiny: bool) -> Computation:
+    P = protocol(profile, tiny)
+    first = runs(profile, tiny)[0]  # the data of the first seed's runs
+    config = dict(
+        root=first.data_dir,
+        synthetic=P["data"] == "synthetic",
+        n_train=P["n_train"],
+        n_test=P["n_test"],
+        height=P["height"],
+        width=P["width"],
+        max_depth=P["max_depth"],
+        seed=first.split_seed,
+    )
+    return Computation("kitti_data", f"{__name__}:data_sample", config, seconds=5)
+
+
+def work(profile: str, tiny: bool = False) -> list:
+    """The section's work: the look at the data and the runs."""
+    return [_data_sample(profile, tiny), *runs(profile, tiny)]
+
+
 # -- the section's numbers ---------------------------------------------------------------------------
 METRIC_LABELS = dict(
     abs_rel="AbsRel", sq_rel="SqRel", rmse="RMSE", rmse_log="RMSE log", d1="d<1.25", d2="d<1.25^2", d3="d<1.25^3"
-)
-METRIC_TEX = dict(
-    abs_rel="AbsRel",
-    sq_rel="SqRel",
-    rmse="RMSE",
-    rmse_log="RMSE$_{\\log}$",
-    d1="$\\delta_1$",
-    d2="$\\delta_2$",
-    d3="$\\delta_3$",
 )
 
 
@@ -251,3 +310,78 @@ def summary(
         ComputeMinutes=f"{sum(r['epoch_time'] * r['epochs_run'] for r in (lap, quad) if r) / 60:.1f}",
     )
     return dict(protocol=P, configs=configs, results=by_name, rows=rows, variables=var)
+
+
+# -- the section's outputs ---------------------------------------------------------------------------
+def _scene_figure(sample: dict):
+    """The first test image, its sparse depth as stored, and the depth that is evaluated."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(7, 1.3), layout="constrained")  # room for the colour bar beside
+    axes[0].imshow(unpack(sample["image"]))
+    axes[0].set_title("image", fontsize=7)
+    im = axes[1].imshow(unpack(sample["stored"]), cmap="magma_r", vmin=0, vmax=80)
+    axes[1].set_title("sparse ground truth (m), as stored", fontsize=7)
+    axes[2].imshow(unpack(sample["evaluated"]), cmap="magma_r", vmin=0, vmax=80)
+    axes[2].set_title("evaluated: Garg crop, < 80 m", fontsize=7)
+    for ax in axes:
+        ax.axis("off")
+    fig.colorbar(im, ax=axes, fraction=0.02).set_label("depth (m)", fontsize=7)
+    return fig
+
+
+def _curves_figure(S: dict, profile: str, tiny: bool):
+    """Training loss per epoch of both models."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3.4, 2.1))
+    for name, r in S["results"].items():
+        if r is not None:
+            h = r["history"]
+            ax.plot([e["epoch"] for e in h], [e["train_loss"] for e in h], marker="o", ms=3, label=name)
+    ax.set_xlabel("epoch", fontsize=7)
+    ax.set_ylabel("training loss (SILog)", fontsize=7)
+    ax.tick_params(labelsize=6.5)
+    ax.set_title(trained_what(profile, tiny), fontsize=6.5)  # a stand-in says what it trained
+    # beside: curves may fill any corner
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    fig.tight_layout()
+    return fig
+
+
+def _data_lines(sample: dict) -> list[str]:
+    """The data as the runs read it: images, and the shapes and valid pixels of the first test image."""
+    return [
+        f"{sample['train_images']} training and {sample['test_images']} test images",
+        f"rgb {tuple(sample['rgb_shape'])}  depth {tuple(sample['depth_shape'])}  "
+        f"valid pixels in image 0: {sample['valid_pixels']}",
+    ]
+
+
+def _run_lines(S: dict) -> list[str]:
+    """One line per model: pending, or its size, metrics and training time."""
+    lines = []
+    for name, r in S["results"].items():
+        if r is None:  # a run still pending on a cluster shows as "pending" everywhere
+            lines.append(f"{name:<20} pending")
+            continue
+        metrics = "  ".join(f"{k} {r[k]:.3f}" for k in METRICS)
+        lines.append(f"{name:<20} {r['params']:>11,d} params  {metrics}  ({r['epoch_time'] * r['epochs_run']:.1f}s)")
+    return lines
+
+
+def outputs(results: dict, profile: str, tiny: bool = False) -> list:
+    """The section's table, figures, variables and printed lines from its work's ``results``."""
+    S = summary(results, profile, tiny, seed=protocol(profile, tiny)["seeds"][0])  # the runs of the data shown
+    sample = results[_data_sample(profile, tiny).key]
+    header = ["model", "source"] + [METRIC_LABELS[k] for k in METRICS]
+    return [
+        Lines([f"profile {profile}", str(S["protocol"])]),
+        Lines(_data_lines(sample), check=True),
+        Lines(_run_lines(S)),
+        Table("kitti_metrics", header, S["rows"], digits=3),
+        Lines([str(r) for r in S["rows"]]),
+        Figure("kitti_scene", lambda: _scene_figure(sample)),
+        Figure("kitti_curves", lambda: _curves_figure(S, profile, tiny)),
+        Variables({**S["variables"], "TrainImages": sample["train_images"], "TestImages": sample["test_images"]}),
+    ]
