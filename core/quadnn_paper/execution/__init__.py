@@ -7,8 +7,9 @@ torch (the engine is imported where it is used), so a job process starts quickly
 """
 
 from .execute import execute, execute_work, pending_note
+from .run import run_section
 from .runners import RUNNERS, Job, make_runner
-from .sections import SECTIONS, SectionOutputs, run_section
+from .sections import SECTIONS, SectionOutputs
 
 __all__ = [
     "execute",

@@ -103,7 +103,7 @@ def execute(
     if wait is None:
         env = os.environ.get("QUADNN_WAIT", "")
         wait = env not in ("", "0") if env else runner != "slurm"
-    from ..engine import Computation, RunStore, run
+    from ..engine import Computation, run
 
     todo = with_dependencies(runs)
     cache = Path(out).parent
@@ -141,8 +141,21 @@ def execute(
             r.close()
             for key in (k for k, s in states.items() if s == "failed"):
                 print(f"run {key} failed; last lines of its log:\n{r.log_tail(key)}", flush=True)
-    # Collected results are checked against the data here too (a result.json present counts as done,
-    # so a run trained on other data would never reach a job that checks it); once per data set.
+    results = {**_collected(todo, out), **{c.key: c.result(cache) for c in computations}}
+    note = pending_note(results, [*runs, *computations])
+    if note:
+        print(f"{note}: see `make status` (python -m quadnn_paper.execution.status)", flush=True)
+        if os.environ.get("QUADNN_PENDING"):  # tells `make paper` this notebook is not complete yet
+            with open(os.environ["QUADNN_PENDING"], "a") as f:
+                f.write(f"{note}\n")
+    return results
+
+
+def _collected(runs: list[RunConfig], out: str | os.PathLike) -> dict[str, dict | None]:
+    """The stored results of ``runs``, checked against their data here too (a result.json present
+    counts as done, so a run trained on other data would never reach a job that checks it); each
+    data set fingerprinted once."""
+    from ..engine import RunStore
     from ..engine.loop import requested_data
 
     seen: dict = {}
@@ -154,15 +167,7 @@ def execute(
         return seen[where]
 
     store = RunStore(out)
-    results = {cfg.run_id: store.result(cfg, data(cfg)) for cfg in todo}
-    results.update({c.key: c.result(cache) for c in computations})
-    note = pending_note(results, [*runs, *computations])
-    if note:
-        print(f"{note}: see `make status` (python -m quadnn_paper.execution.status)", flush=True)
-        if os.environ.get("QUADNN_PENDING"):  # tells `make paper` this notebook is not complete yet
-            with open(os.environ["QUADNN_PENDING"], "a") as f:
-                f.write(f"{note}\n")
-    return results
+    return {cfg.run_id: store.result(cfg, data(cfg)) for cfg in runs}
 
 
 def job_dir(out: str | os.PathLike) -> Path:

@@ -1,4 +1,4 @@
-"""The eight sections as declarations, and the one way to run one.
+"""The eight sections as declarations (the one way to run one: :func:`.run.run_section`).
 
 A section module (:mod:`quadnn_paper.sections`) declares
 
@@ -8,23 +8,21 @@ A section module (:mod:`quadnn_paper.sections`) declares
 - ``outputs(results, profile, tiny)``: its tables, figures, variables and printed lines, as data
   (:mod:`quadnn_paper.common.outputs`), from ``results`` (by run id or computation key).
 
-:func:`run_section` executes the work on a runner (:func:`~.execute.execute_work`: cached, so a
-re-run computes nothing) and returns the outputs; :func:`quadnn_paper.report.publish` writes them.
-A notebook is those two calls.
+:func:`.run.run_section` executes the work on a runner (:func:`~.execute.execute_work`: cached,
+so a re-run computes nothing) and returns the outputs; :func:`quadnn_paper.report.publish` writes
+them. A notebook is those two calls.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
-import time
 
-from ..common.outputs import Output, Variables
+from ..common.outputs import Output
 from ..common.profiles import check_profile
-from .execute import execute_work, with_dependencies
+from .execute import with_dependencies
 
-__all__ = ["SECTIONS", "section_module", "section_work", "section_runs", "SectionOutputs", "run_section"]
+__all__ = ["SECTIONS", "section_module", "section_work", "section_runs", "SectionOutputs"]
 
 # In the paper's order.
 SECTIONS = (
@@ -67,31 +65,9 @@ def section_runs(name: str, profile: str, tiny: bool = False) -> list:
 
 @dataclasses.dataclass
 class SectionOutputs:
-    """What :func:`run_section` returns and :func:`quadnn_paper.report.publish` writes."""
+    """What :func:`.run.run_section` returns and :func:`quadnn_paper.report.publish` writes."""
 
     section: str
     profile: str
     data: str
     outputs: list[Output]
-
-
-def run_section(
-    name: str,
-    profile: str = "smoke",
-    tiny: bool = False,
-    cache_dir: str | os.PathLike = "build/cache",
-    runner: str = "inline",
-    **runner_options,
-) -> SectionOutputs:
-    """Execute ``name``'s work at ``profile`` on ``runner`` (what is cached is not computed again) and
-    return its outputs; work still pending on a runner shows as pending in them."""
-    start = time.time()
-    module = section_module(name)
-    results = execute_work(module.work(check_profile(profile), tiny), cache_dir, runner, **runner_options)
-    outputs = list(module.outputs(results, profile, tiny))
-    if name == "cifar_comparison":  # the report's overview is printed in the comparison's section
-        from . import overview
-
-        outputs = overview.outputs(profile, cache_dir) + outputs  # its variables first, as the notebook wrote them
-    outputs.append(Variables({"Seconds": round(time.time() - start)}))
-    return SectionOutputs(name, profile, module.data(profile, tiny), outputs)

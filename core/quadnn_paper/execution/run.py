@@ -1,0 +1,34 @@
+"""Run one section: its work through the executor, then its outputs (a notebook's first call)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..common.outputs import Variables
+from ..common.profiles import check_profile
+from . import overview
+from .execute import execute_work
+from .sections import SectionOutputs, section_module
+
+__all__ = ["run_section"]
+
+
+def run_section(
+    name: str,
+    profile: str = "smoke",
+    tiny: bool = False,
+    cache_dir: str | os.PathLike = "build/cache",
+    runner: str = "inline",
+    **runner_options,
+) -> SectionOutputs:
+    """Execute ``name``'s work at ``profile`` on ``runner`` (what is cached is not computed again) and
+    return its outputs; work still pending on a runner shows as pending in them."""
+    start = time.time()
+    module = section_module(name)
+    results = execute_work(module.work(check_profile(profile), tiny), cache_dir, runner, **runner_options)
+    outputs = list(module.outputs(results, profile, tiny))
+    if name == "cifar_comparison":  # the report's overview is printed in the comparison's section
+        outputs = overview.outputs(profile, cache_dir) + outputs  # its variables first, as the notebook wrote them
+    outputs.append(Variables({"Seconds": round(time.time() - start)}))
+    return SectionOutputs(name, profile, module.data(profile, tiny), outputs)
