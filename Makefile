@@ -131,8 +131,6 @@ tex: build/.tex-ok
 # A notebook whose runs are not all finished (submitted to SLURM, WAIT unset) keeps no executed
 # copy, so the next `make paper` runs it again and collects what has finished meanwhile.
 # torch.compile's kernels are kept under build/ too, so `make clean` starts as cold as a new machine.
-# Only the notebooks whose parameters cell declares a runner get one (papermill warns of the others).
-RUNNER_NOTEBOOKS := $(basename $(notdir $(shell grep -l '^ *"runner = ' notebooks/*.ipynb)))
 build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	@mkdir -p $(@D)
 	@rm -f $(basename $@).pending
@@ -140,7 +138,7 @@ build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	  TORCHINDUCTOR_CACHE_DIR="$${TORCHINDUCTOR_CACHE_DIR:-$(CURDIR)/build/inductor}" \
 	  $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
 	  -p profile $(PROFILE) -p paper_dir "$(CURDIR)/paper" -p cache_dir "$(CURDIR)/build/cache" \
-	  $(if $(filter $*,$(RUNNER_NOTEBOOKS)),-p runner $(RUNNER)) $(if $(TINY_ON),-p tiny True)
+	  -p runner $(RUNNER) $(if $(TINY_ON),-p tiny True)
 	@if [ -s $(basename $@).pending ]; then \
 	  echo "$*: $$(cat $(basename $@).pending); run the same 'make paper' again to collect them"; \
 	else mv $(basename $@).part.ipynb $@; fi

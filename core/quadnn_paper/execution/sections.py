@@ -48,10 +48,7 @@ def section_work(name: str, profile: str, tiny: bool = False) -> list:
     """Every item of ``name``'s work at ``profile``: runs (dependencies included) and computations."""
     from ..engine import Computation
 
-    module = section_module(name)
-    work = getattr(module, "work", module.runs)(
-        check_profile(profile), tiny
-    )  # TRANSITION: until every section declares work
+    work = section_module(name).work(check_profile(profile), tiny)
     runs = with_dependencies([w for w in work if not isinstance(w, Computation)])
     return [w for w in work if isinstance(w, Computation)] + runs
 

@@ -21,7 +21,6 @@ __all__ = [
     "PAPER_EPOCH_SECONDS",
     "protocol",
     "tiny_protocol",
-    "runs",
     "data",
     "work",
     "outputs",
@@ -138,11 +137,6 @@ def tiny_protocol(P: dict) -> dict:
     # compiled: the timings of a TINY run say nothing anyway, and compiling on a CPU (minutes per
     # model; `make paper` and tests/test_compile.py compile) made this the slowest part of test-e2e.
     return dict(P, batch_size=16, steps=2, warmup=1, compile_models=())
-
-
-def runs(profile: str, tiny: bool = False) -> list:
-    """No engine runs: the section's work is the benchmark's computations (:func:`work`)."""
-    return []
 
 
 def data(profile: str, tiny: bool = False) -> str:

@@ -63,7 +63,6 @@ __all__ = [
     "amplification",
     "PAPER",
     "NAME",
-    "runs",
     "data",
     "work",
     "outputs",
@@ -151,11 +150,6 @@ def _tiny_caps(P: dict) -> dict:
     P["variety"].update(n_trials=1)
     P["amplification"].update(n_draws=min(P["amplification"]["n_draws"], 100))
     return P
-
-
-def runs(profile: str, tiny: bool = False) -> list:
-    """No engine runs: the section's evidence is computed exactly or from random draws (:func:`work`)."""
-    return []
 
 
 def _one_thread(fn):

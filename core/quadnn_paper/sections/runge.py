@@ -87,7 +87,6 @@ __all__ = [
     "data",
     "work",
     "outputs",
-    "runs",
     "summary",
     "progress_printer",
 ]
@@ -517,11 +516,6 @@ PIECES_HEADER = ["strategy", "pieces mean", "range", "max |c_k|, k>=3 (median)"]
 def protocol(profile: str, tiny: bool = False) -> dict:
     """A copy of the protocol of ``profile``; TINY=1 caps the iterations (the code path, not a measurement)."""
     return protocol_of(PROTOCOLS, profile, tiny, caps=lambda P: dict(P, iterations=min(P["iterations"], 300)))
-
-
-def runs(profile: str, tiny: bool = False) -> list:
-    """No engine runs: the networks train together in :func:`experiment` (one batched program)."""
-    return []
 
 
 def data(profile: str, tiny: bool = False) -> str:
