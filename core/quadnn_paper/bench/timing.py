@@ -37,6 +37,8 @@ def to_device(obj, device):
 
 
 def make_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    # The plain step a PyTorch user writes (torch's own SGD, not the engine's builder: the benchmark
+    # times the layers, and the engine's step is compared with it in engine.step_cost).
     # foreach: the multi-tensor SGD torch picks on CUDA, also on the CPU, so a step issues the same
     # operations on both (torch's CPU default loops over the parameters, 4 operations each)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, weight_decay=5e-4, foreach=True)

@@ -168,8 +168,10 @@ def _train_step(model, x, target, device, mode: str, lr: float = 0.1) -> list:
     import torch
     import torch.nn.functional as F
 
+    from ..engine.optim import make_optimizer  # the engine's one builder
+
     x = x.detach().clone().requires_grad_(True)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    opt = make_optimizer("sgd", model.parameters(), lr=lr)
     kind = "cuda" if device.type == "cuda" else "cpu"
     with _tf32(mode == "tf32"):
         with torch.autocast(kind, dtype=torch.bfloat16, enabled=mode == "bf16"):
