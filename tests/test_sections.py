@@ -156,3 +156,13 @@ def test_the_writer_renders_every_output_kind(tmp_path):
     assert r"\newcommand{\vggstabilityAnswer}{42}" in (tmp_path / "variables" / "vgg_stability.tex").read_text()
     with pytest.raises(TypeError, match="not an output"):
         publish(SectionOutputs("vgg_stability", "smoke", "made up", ["text"]), tmp_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_papermill_reads_every_parameter_make_passes(name):
+    """make paper passes these five to every notebook: papermill must parse each (a comment it
+    cannot parse drops its line silently, and the parameter then keeps its default)."""
+    import papermill
+
+    params = papermill.inspect_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"))
+    assert set(params) == {"profile", "paper_dir", "cache_dir", "runner", "tiny"}, sorted(params)
