@@ -203,3 +203,22 @@ def test_a_computation_goes_through_every_runner_and_is_cached(request, tmp_path
     assert not (job_dir(tmp_path / "runs") / f"{cheap.key}.json").exists(), "a cheap one is not worth a job"
     again = execute_work([heavy, cheap, timing], tmp_path, runner, wait=True, progress=False)
     assert again == results
+
+
+@pytest.mark.parametrize("runner", ["inline", "local", "slurm"])
+def test_a_computation_reads_what_it_needs_on_every_runner(request, tmp_path, runner):
+    """``needs``: the needed result reaches the function by the computation's name (json.loads(s=...)),
+    its job runs after the needed one, and its key follows the needed key."""
+    from quadnn_paper.engine import Computation
+    from quadnn_paper.execution.execute import INLINE_SECONDS, execute_work
+
+    if runner == "slurm":
+        request.getfixturevalue("slurm_cluster")
+    text = dataclasses.replace(probe(INLINE_SECONDS + 1), name="s")
+    parsed = Computation("parsed", "json:loads", {}, seconds=INLINE_SECONDS + 1, needs=(text,))
+    results = execute_work([parsed], tmp_path, runner, wait=True, progress=False)
+    assert results == {text.key: "[1, 2, 3]", parsed.key: [1, 2, 3]}
+    other = Computation("parsed", "json:loads", {}, needs=(dataclasses.replace(text, config={"obj": [4]}),))
+    assert other.key != parsed.key, "another input is another entry"
+    with pytest.raises(ValueError, match="name both"):
+        Computation("bad", "json:loads", {"s": 1}, needs=(text,))

@@ -1,5 +1,7 @@
 """The Runge experiment: protocol, model, and the batched trainer against the plain loop."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -104,10 +106,20 @@ def test_experiment_is_cached(tmp_path, monkeypatch):
 def test_the_sections_training_keeps_its_cache_key():
     """The section's training is the computation the notebook cached as ``runge``: the same name
     and configuration, so a built cache is read, not retrained (the smoke key as it was cached)."""
-    checks, training = R.work("smoke")
+    checks, training, pieces = R.work("smoke")
     assert training.name == "runge" and dict(training.config) == R.experiment_config(R.protocol("smoke"))
     assert training.key == "runge.2c40057f06271cc2"
     assert checks.name == "runge_checks" and training.seconds >= R.MIN_SECONDS
+    assert pieces.needs == (training,), "the pieces are taken from the training's networks"
+
+
+def test_the_pieces_computation_gives_what_summary_takes_apart_itself(one_thread):
+    """The cached piece analysis (JSON) and the one summary makes from the networks agree exactly."""
+    P = dict(R.protocol("smoke"), iterations=20)
+    result = R.experiment(**R.experiment_config(P))
+    analysed = json.loads(json.dumps(R.piece_analysis(P["interval"], P["width"], P["depth"], result)))
+    by_cache, direct = R.summary(result, "smoke", pieces=analysed), R.summary(result, "smoke")
+    assert by_cache["variables"] == direct["variables"] and by_cache["piece_rows"] == direct["piece_rows"]
 
 
 def test_experiment_refuses_a_configuration_it_does_not_train():
@@ -135,8 +147,8 @@ def test_pending_training_renders_with_the_finished_variables(tmp_path, one_thre
     from quadnn_paper.execution.sections import SectionOutputs
     from quadnn_paper.report import publish
 
-    checks, training = R.work("smoke")
-    pending = R.outputs({checks.key: checks(), training.key: None}, "smoke")
+    checks, training, pieces = R.work("smoke")
+    pending = R.outputs({checks.key: checks(), training.key: None, pieces.key: None}, "smoke")
     publish(SectionOutputs("runge", "smoke", R.data("smoke"), pending), tmp_path)
     assert (tmp_path / "figures" / "runge_fits.pdf").exists() and (tmp_path / "tables" / "runge_pieces.tex").exists()
     pending_vars = next(o.values for o in pending if isinstance(o, Variables))

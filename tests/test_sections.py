@@ -72,7 +72,8 @@ def test_section_declares_its_work_and_outputs(name):
             for part in attribute.split("."):
                 fn = getattr(fn, part)
             assert callable(fn), c.function
-            inspect.signature(fn).bind(**c.config)  # the config is its keyword arguments
+            # the config and the results it needs are its keyword arguments
+            inspect.signature(fn).bind(**c.config, **{n.name: None for n in c.needs})
             assert c.seconds > 0
 
 

@@ -33,7 +33,9 @@ class Computation:
     """``function(**config)``, cached under ``name``; ``seconds``: its estimated cost on ``device``
     (what ``make status`` adds up; a ``cuda`` computation asks its runner for a GPU).
     ``measures_machine``: a timing of the machine that runs the section, so it is computed in that
-    process, before any job is submitted, never beside other work on a runner's worker."""
+    process, before any job is submitted, never beside other work on a runner's worker.
+    ``needs``: computations whose results it reads, passed to ``function`` as keyword arguments
+    named after them; their keys are part of its own (another input, another entry)."""
 
     name: str
     function: str
@@ -41,6 +43,7 @@ class Computation:
     seconds: float = 1.0
     device: str = "cpu"
     measures_machine: bool = False
+    needs: tuple[Computation, ...] = ()
 
     def __post_init__(self):
         module, _, attribute = self.function.partition(":")
@@ -52,26 +55,55 @@ class Computation:
             json.dumps(self.config, default=str)
         except (TypeError, ValueError) as e:
             raise ValueError(f"computation {self.name}: its config must be JSON ({e})") from None
+        object.__setattr__(self, "needs", tuple(self.needs))
+        clash = {n.name for n in self.needs} & set(self.config)
+        if clash:
+            raise ValueError(f"computation {self.name}: {sorted(clash)} name both a config entry and a needed result")
+
+    def _cache_config(self) -> dict:
+        """What its cache entry is keyed by: its config, and the keys of what it needs."""
+        if not self.needs:
+            return dict(self.config)  # the entries of computations without inputs keep their keys
+        return {**self.config, "needs": [n.key for n in self.needs]}
 
     @property
     def key(self) -> str:
         """``<name>.<hash of config>``: its job key on a runner, and its file under the cache."""
-        return f"{self.name}.{run_id(json.loads(json.dumps(self.config, sort_keys=True, default=str)))}"
+        return f"{self.name}.{run_id(json.loads(json.dumps(self._cache_config(), sort_keys=True, default=str)))}"
 
     def __call__(self) -> Any:
+        """``function(**config)``, computed here without the cache (a computation without inputs)."""
+        if self.needs:
+            raise TypeError(f"computation {self.name} reads other results: compute it with .compute(cache_dir)")
+        return self._function()(**self.config)
+
+    def _function(self):
         module, _, attribute = self.function.partition(":")
         fn = importlib.import_module(module)
         for part in attribute.split("."):
             fn = getattr(fn, part)
-        return fn(**self.config)
+        return fn
 
     def compute(self, cache_dir: str | os.PathLike | None) -> Any:
-        """Its result: from the cache, else computed here and stored."""
-        return cached(cache_dir, self.name, dict(self.config), self)
+        """Its result: from the cache, else computed here (what it needs first) and stored."""
+
+        def call():
+            inputs = {n.name: n.compute(cache_dir) for n in self.needs}
+            return self._function()(**self.config, **inputs)
+
+        return cached(cache_dir, self.name, self._cache_config(), call)
 
     def result(self, cache_dir: str | os.PathLike) -> Any | None:
         """Its stored result, or None where it was not computed yet."""
-        return cached(cache_dir, self.name, dict(self.config), None)
+        return cached(cache_dir, self.name, self._cache_config(), None)
+
+    def with_needs(self) -> list[Computation]:
+        """It and everything it needs, each once, what it needs first."""
+        out: dict[str, Computation] = {}
+        for n in self.needs:
+            out.update((c.key, c) for c in n.with_needs())
+        out[self.key] = self
+        return list(out.values())
 
     def describe(self) -> str:
         return f"{self.name} ({self.function.partition(':')[2]})"

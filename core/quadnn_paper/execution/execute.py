@@ -106,6 +106,7 @@ def execute(
     from ..engine import Computation, run
 
     todo = with_dependencies(runs)
+    computations = list({d.key: d for c in computations for d in c.with_needs()}.values())  # inputs first
     cache = Path(out).parent
     if runner == "inline":
         from tqdm.auto import tqdm
@@ -115,7 +116,7 @@ def execute(
     else:
         # A small CPU computation is not worth a job: it runs here, so its result is always there.
         # A timing of this machine runs here too, before any job of this call is submitted.
-        quick = [c for c in computations if c.measures_machine or (c.device == "cpu" and c.seconds <= INLINE_SECONDS)]
+        quick = [c for c in computations if _in_process(c)]
         for c in quick:
             c.compute(cache)
         r = make(runner, out, **runner_options)
@@ -245,12 +246,22 @@ class ComputeJob:
         return f"ComputeJob({self.computation.key})"
 
 
+def _in_process(c: Computation) -> bool:
+    """Whether a runner leaves ``c`` to the submitting process: a timing of this machine, or a small
+    CPU computation whose inputs are all computed there too."""
+    if c.measures_machine:
+        return True
+    return c.device == "cpu" and c.seconds <= INLINE_SECONDS and all(_in_process(n) for n in c.needs)
+
+
 def computation_job(c: Computation, cache: str | os.PathLike) -> Job:
-    """The runners' job for a computation: one GPU where it runs on ``cuda``, else one CPU."""
+    """The runners' job for a computation: one GPU where it runs on ``cuda``, else one CPU; it
+    follows the jobs of what it needs."""
     gpus = 1 if c.device == "cuda" else 0
     return Job(
         key=c.key,
         fn=ComputeJob(c, cache),
+        deps=tuple(n.key for n in c.needs),
         gpus=gpus,
         name=c.name,
         cpus_per_task=CPUS_PER_GPU if gpus else 1,

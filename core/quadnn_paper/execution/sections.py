@@ -50,7 +50,8 @@ def section_work(name: str, profile: str, tiny: bool = False) -> list:
 
     work = section_module(name).work(check_profile(profile), tiny)
     runs = with_dependencies([w for w in work if not isinstance(w, Computation)])
-    return [w for w in work if isinstance(w, Computation)] + runs
+    computations = {d.key: d for w in work if isinstance(w, Computation) for d in w.with_needs()}
+    return list(computations.values()) + runs
 
 
 def section_runs(name: str, profile: str, tiny: bool = False) -> list:

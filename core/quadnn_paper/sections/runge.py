@@ -539,9 +539,20 @@ def _checks(profile: str, tiny: bool) -> Computation:
     return Computation("runge_checks", f"{__name__}:network_checks", config, seconds=2)
 
 
+def _pieces(profile: str, tiny: bool) -> Computation:
+    """The exact polynomial pieces of every trained network (reads the training's result)."""
+    P = protocol(profile, tiny)
+    config = {k: P[k] for k in ("interval", "width", "depth")}
+    seconds = max(2, round(0.05 * len(STRATEGIES) * len(P["seeds"])))
+    return Computation(
+        "runge_pieces", f"{__name__}:piece_analysis", config, seconds, needs=(_experiment(profile, tiny),)
+    )
+
+
 def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: the checks of its data and network, and the training of all its runs."""
-    return [_checks(profile, tiny), _experiment(profile, tiny)]
+    """The section's work: the checks of its data and network, the training of all its runs, and
+    the trained networks taken apart into their polynomial pieces."""
+    return [_checks(profile, tiny), _experiment(profile, tiny), _pieces(profile, tiny)]
 
 
 def _high_order(pieces, k0: int = 3) -> float:
@@ -591,6 +602,31 @@ def _piece_row(s: str, n_pieces: np.ndarray, high: np.ndarray) -> list:
 def _trained_model(run: dict, P: dict) -> nn.Sequential:
     """The network of one run of :func:`run_experiment`, its final parameters loaded."""
     return unflatten_(build_model(P["width"], P["depth"]), run["params"])
+
+
+def piece_analysis(interval: list, width: int, depth: int, runge: dict) -> dict:
+    """:func:`_piece_statistics` of the networks ``runge`` (:func:`experiment`'s result) trained, as
+    JSON: per strategy each network's pieces ``[start, end, coefficients]`` and their counts."""
+    by = {s: [r for r in runge["runs"] if r["strategy"] == s] for s in STRATEGIES}
+    models = {s: [_trained_model(r, dict(width=width, depth=depth)) for r in rs] for s, rs in by.items()}
+    shape = _piece_statistics(models, *interval)
+    as_lists = lambda d: {s: v.tolist() for s, v in d.items()}  # noqa: E731
+    return dict(
+        pieces={s: [[[a, b, c.tolist()] for a, b, c in p] for p in ps] for s, ps in shape["pieces"].items()},
+        worst_piece_error=shape["worst_piece_error"],
+        n_pieces=as_lists(shape["n_pieces"]),
+        n_distinct=as_lists(shape["n_distinct"]),
+        high=as_lists(shape["high"]),
+    )
+
+
+def _shape(analysis: dict) -> dict:
+    """:func:`piece_analysis`'s JSON back as :func:`_piece_statistics` returns it."""
+    return dict(
+        pieces={s: [[(a, b, np.array(c)) for a, b, c in p] for p in ps] for s, ps in analysis["pieces"].items()},
+        worst_piece_error=analysis["worst_piece_error"],
+        **{k: {s: np.array(v) for s, v in analysis[k].items()} for k in ("n_pieces", "n_distinct", "high")},
+    )
 
 
 def _piece_statistics(models: dict, lo: float, hi: float) -> dict:
@@ -678,15 +714,18 @@ def _gap_and_spread(rmse_: dict) -> tuple[float, float]:
     return gap, spread
 
 
-def summary(results: dict, profile: str, tiny: bool = False) -> dict:
-    """The section's numbers from :func:`run_experiment`'s ``results``: per strategy the test RMSEs,
-    the trained networks and their exact polynomial pieces; the RMSE and pieces tables (rows of
+def summary(results: dict, profile: str, tiny: bool = False, pieces: dict | None = None) -> dict:
+    """The section's numbers from :func:`run_experiment`'s ``results`` and :func:`piece_analysis`'s
+    ``pieces`` (None: taken apart here): per strategy the test RMSEs, the trained networks and their
+    exact polynomial pieces; the RMSE and pieces tables (rows of
     :class:`~quadnn_paper.common.cells.Cell`); and the variables the text quotes."""
     P = protocol(profile, tiny)
     by = {s: [r for r in results["runs"] if r["strategy"] == s] for s in STRATEGIES}
     models = {s: [_trained_model(r, P) for r in rs] for s, rs in by.items()}
     rmse_ = {s: np.array([r["rmse"] for r in rs]) for s, rs in by.items()}
-    shape = _piece_statistics(models, *P["interval"])
+    if pieces is None:
+        pieces = piece_analysis(P["interval"], P["width"], P["depth"], results)
+    shape = _shape(pieces)
     order = sorted(PAPER_ORDER, key=lambda s: rmse_[s].mean())
     gap, spread = _gap_and_spread(rmse_)
     variables = dict(
@@ -869,7 +908,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     result = results[_experiment(profile, tiny).key]
     if result is None:
         return head + _pending_outputs(P)
-    S = summary(result, profile, tiny)
+    S = summary(result, profile, tiny, results[_pieces(profile, tiny).key])
     order = f"our order: {S['order']} | paper: {list(PAPER_ORDER)} | gap {round(S['gap'], 4)} largest std {round(S['spread'], 4)}"
     return head + [
         Lines(_result_lines(result, S)),
