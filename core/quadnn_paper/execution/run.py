@@ -7,7 +7,6 @@ import time
 
 from ..common.outputs import Variables
 from ..common.profiles import check_profile
-from . import overview
 from .execute import execute_work
 from .sections import SectionOutputs, section_module
 
@@ -29,6 +28,9 @@ def run_section(
     results = execute_work(module.work(check_profile(profile), tiny), cache_dir, runner, **runner_options)
     outputs = list(module.outputs(results, profile, tiny))
     if name == "cifar_comparison":  # the report's overview is printed in the comparison's section
+        # imported here: `python -m ...execution.status` must not find status imported by the package
+        from . import overview
+
         outputs = overview.outputs(profile, cache_dir) + outputs  # its variables first, as the notebook wrote them
     outputs.append(Variables({"Seconds": round(time.time() - start)}))
     return SectionOutputs(name, profile, module.data(profile, tiny), outputs)
