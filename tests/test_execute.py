@@ -222,3 +222,13 @@ def test_a_computation_reads_what_it_needs_on_every_runner(request, tmp_path, ru
     assert other.key != parsed.key, "another input is another entry"
     with pytest.raises(ValueError, match="name both"):
         Computation("bad", "json:loads", {"s": 1}, needs=(text,))
+
+
+def test_the_pending_note_counts_runs_and_computations_apart():
+    from quadnn_paper.engine import RunConfig
+    from quadnn_paper.execution.execute import pending_note
+
+    run, computation = RunConfig(), probe(1)
+    assert pending_note({}, [run, computation]) == "pending (1 of 1 runs, 1 of 1 computations)"
+    assert pending_note({run.run_id: {}}, [run, computation]) == "pending (1 of 1 computations)"
+    assert pending_note({run.run_id: {}, computation.key: "[1, 2, 3]"}, [run, computation]) is None

@@ -303,9 +303,17 @@ def jobs(runs: list[RunConfig], out: str | os.PathLike, max_gpus: int | None = N
     ]
 
 
-def pending_note(results: dict[str, dict | None], runs: list) -> str | None:
-    """ "pending (k of n runs)" when some of ``runs`` (runs or computations) have no result yet, else None."""
+def pending_note(results: dict[str, dict | None], work: list) -> str | None:
+    """ "pending (k of n runs)" (and ", j of m computations") when some of ``work`` has no result
+    yet, else None."""
     from ..engine import Computation
 
-    missing = sum(results.get(c.key if isinstance(c, Computation) else c.run_id) is None for c in runs)
-    return f"pending ({missing} of {len(runs)} runs)" if missing else None
+    parts = []
+    for kind, items, key in (
+        ("runs", [w for w in work if not isinstance(w, Computation)], lambda w: w.run_id),
+        ("computations", [w for w in work if isinstance(w, Computation)], lambda w: w.key),
+    ):
+        missing = sum(results.get(key(w)) is None for w in items)
+        if missing:
+            parts.append(f"{missing} of {len(items)} {kind}")
+    return f"pending ({', '.join(parts)})" if parts else None
