@@ -18,13 +18,14 @@ def cpu_name(unknown: str = "unknown CPU") -> str:
         return name
 
 
-def machine(device="cpu") -> str:
-    """The GPU with torch's and CUDA's versions, or the CPU with torch's threads and version."""
+def machine(device="cpu", threads: int | None = None) -> str:
+    """The GPU with torch's and CUDA's versions, or the CPU with ``threads`` torch threads (default:
+    torch's) and torch's version."""
     import torch
 
     if torch.device(device).type == "cuda":
         return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda}"
-    return f"{cpu_name(platform.machine())}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+    return f"{cpu_name(platform.machine())}, {threads or torch.get_num_threads()} threads, torch {torch.__version__}"
 
 
 def compute_device(threads: int | None = None) -> str:

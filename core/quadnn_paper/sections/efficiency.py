@@ -11,6 +11,7 @@ a GPU (committed under docs/gpu/) shown apart.
 from __future__ import annotations
 
 from quadnn_paper.common import published
+from quadnn_paper.common.machine import machine
 from quadnn_paper.common.outputs import Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation
@@ -157,21 +158,6 @@ SECONDS = {
 }
 
 
-def _machine(threads: int | None) -> str:
-    """This machine as the bench names it, with the protocol's threads (None: torch's default)."""
-    import torch
-
-    from quadnn_paper import bench
-
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        return bench.machine()
-    finally:
-        torch.set_num_threads(before)
-
-
 def _bench_config(P: dict) -> dict:
     """The benchmark's configuration: its cache key (``machine``, ``torch``: where it was measured;
     ``columns``: bumped when rows gain fields)."""
@@ -186,7 +172,7 @@ def _bench_config(P: dict) -> dict:
         warmup=P["warmup"],
         implementations=impls,
         threads=P["threads"],
-        machine=_machine(P["threads"]),
+        machine=machine(threads=P["threads"]),  # where it is measured, at the protocol's threads
         torch=torch.__version__,
         columns=5,
     )
