@@ -3,9 +3,10 @@ name (:func:`cpu_name`) and, for the benchmark's rows, the device with torch's v
 
 from __future__ import annotations
 
+import contextlib
 import platform
 
-__all__ = ["cpu_name", "machine", "compute_device"]
+__all__ = ["cpu_name", "machine", "compute_device", "torch_threads"]
 
 
 def cpu_name(unknown: str = "unknown CPU") -> str:
@@ -36,3 +37,17 @@ def compute_device(threads: int | None = None) -> str:
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
     return f"{cpu_name()}, {threads or torch.get_num_threads()} thread(s)"
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None):
+    """torch's thread count set to ``threads`` (None: left as it is) while the block runs, then restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

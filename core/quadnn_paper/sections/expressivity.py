@@ -39,6 +39,7 @@ from torch import nn
 
 from quadnn.layers import QuadraticLinear, Square
 from quadnn_paper.common import published
+from quadnn_paper.common.machine import torch_threads
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation
@@ -158,12 +159,8 @@ def _one_thread(fn):
 
     @functools.wraps(fn)
     def on_one_thread(*args, **kwargs):
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with torch_threads(1):
             return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(threads)
 
     return on_one_thread
 

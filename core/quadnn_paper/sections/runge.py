@@ -56,6 +56,7 @@ from quadnn_paper.analysis import stats
 from quadnn_paper.analysis.piecewise import check_against_model, count_distinct, piecewise_polynomials
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
+from quadnn_paper.common.machine import torch_threads
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation
@@ -305,60 +306,55 @@ def train_batched(
     b1, b2 = OPTIMIZER["betas"]
     eps = OPTIMIZER["eps"]
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch_threads(threads):
         # the (R, 1, 1) views of the last layer trip torch's gradient-layout notice; harmless here
         warnings.filterwarnings("ignore", message="grad and param do not obey")
-        old_threads = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            # One flat tensor holds the parameters and one the gradients; the leaves autograd sees
-            # are views into the first, and their .grad views into the second, so backward
-            # accumulates straight into G and Adam updates everything with a few whole-tensor ops.
-            P, G = P0.clone(), torch.zeros_like(P0)
-            leaves = _views(P, widths)
-            flat_leaves = sum(leaves, ())
-            for leaf, grad in zip(flat_leaves, sum(_views(G, widths), ())):
-                leaf.requires_grad_(True)
-                leaf.grad = grad
-            grad_ptrs = [leaf.grad.data_ptr() for leaf in flat_leaves]
-            m = torch.zeros_like(P0)
-            v = torch.zeros_like(P0)
-            losses, steps = [], []
-            t0 = time.perf_counter()
-            T = protocol["iterations"]
-            for t in range(1, T + 1):
-                out = batched_forward(leaves, x)
-                loss_r = (out - y).square().mean(dim=(1, 2))
-                G.zero_()
-                loss_r.sum().backward()
-                if t == 1:  # autograd must have accumulated into the views of G, not replaced them
-                    for leaf, ptr in zip(flat_leaves, grad_ptrs):
-                        if leaf.grad.data_ptr() != ptr:
-                            raise RuntimeError("train_batched: a gradient left the flat buffer")
-                with torch.no_grad():
-                    g = G
-                    if (t - 1) % log_every == 0:  # loss of the parameters before this step
-                        losses.append(loss_r.detach().clone())
-                        steps.append(t - 1)
-                    # torch.optim.Adam (single-tensor form), with per-element learning rates
-                    m.lerp_(g, 1 - b1)
-                    v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                    denom = (v.sqrt() / math.sqrt(1 - b2**t)).add_(eps)
-                    P.addcdiv_(m * lr, denom, value=-1.0 / (1 - b1**t))
-                    # quadnn.relinear.Shrink, after the optimiser step
-                    if use_l1:
-                        P.sub_(l1 * torch.sign(P - ref))
-                    if use_l2:
-                        P.sub_(l2 * (P - ref))
-                if progress is not None and t % 1000 == 0:
-                    progress(t, T)
+        # One flat tensor holds the parameters and one the gradients; the leaves autograd sees
+        # are views into the first, and their .grad views into the second, so backward
+        # accumulates straight into G and Adam updates everything with a few whole-tensor ops.
+        P, G = P0.clone(), torch.zeros_like(P0)
+        leaves = _views(P, widths)
+        flat_leaves = sum(leaves, ())
+        for leaf, grad in zip(flat_leaves, sum(_views(G, widths), ())):
+            leaf.requires_grad_(True)
+            leaf.grad = grad
+        grad_ptrs = [leaf.grad.data_ptr() for leaf in flat_leaves]
+        m = torch.zeros_like(P0)
+        v = torch.zeros_like(P0)
+        losses, steps = [], []
+        t0 = time.perf_counter()
+        T = protocol["iterations"]
+        for t in range(1, T + 1):
+            out = batched_forward(leaves, x)
+            loss_r = (out - y).square().mean(dim=(1, 2))
+            G.zero_()
+            loss_r.sum().backward()
+            if t == 1:  # autograd must have accumulated into the views of G, not replaced them
+                for leaf, ptr in zip(flat_leaves, grad_ptrs):
+                    if leaf.grad.data_ptr() != ptr:
+                        raise RuntimeError("train_batched: a gradient left the flat buffer")
             with torch.no_grad():
-                final = (batched_forward(P, x, widths) - y).square().mean(dim=(1, 2))
-            losses.append(final)
-            steps.append(T)
-            seconds = time.perf_counter() - t0
-        finally:
-            torch.set_num_threads(old_threads)
+                g = G
+                if (t - 1) % log_every == 0:  # loss of the parameters before this step
+                    losses.append(loss_r.detach().clone())
+                    steps.append(t - 1)
+                # torch.optim.Adam (single-tensor form), with per-element learning rates
+                m.lerp_(g, 1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = (v.sqrt() / math.sqrt(1 - b2**t)).add_(eps)
+                P.addcdiv_(m * lr, denom, value=-1.0 / (1 - b1**t))
+                # quadnn.relinear.Shrink, after the optimiser step
+                if use_l1:
+                    P.sub_(l1 * torch.sign(P - ref))
+                if use_l2:
+                    P.sub_(l2 * (P - ref))
+            if progress is not None and t % 1000 == 0:
+                progress(t, T)
+        with torch.no_grad():
+            final = (batched_forward(P, x, widths) - y).square().mean(dim=(1, 2))
+        losses.append(final)
+        steps.append(T)
+        seconds = time.perf_counter() - t0
     return dict(params=P.numpy(), loss=torch.stack(losses, 1).numpy(), steps=np.array(steps), seconds=seconds)
 
 
