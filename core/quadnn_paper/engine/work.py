@@ -23,7 +23,7 @@ from typing import Any
 from .config import run_id
 from .store import cached
 
-__all__ = ["Computation"]
+__all__ = ["Computation", "with_needs"]
 
 DEVICES = ("cpu", "cuda")
 
@@ -97,13 +97,20 @@ class Computation:
         """Its stored result, or None where it was not computed yet."""
         return cached(cache_dir, self.name, self._cache_config(), None)
 
-    def with_needs(self) -> list[Computation]:
-        """It and everything it needs, each once, what it needs first."""
-        out: dict[str, Computation] = {}
-        for n in self.needs:
-            out.update((c.key, c) for c in n.with_needs())
-        out[self.key] = self
-        return list(out.values())
-
     def describe(self) -> str:
         return f"{self.name} ({self.function.partition(':')[2]})"
+
+
+def with_needs(computations: list[Computation]) -> list[Computation]:
+    """``computations`` and everything they need, each once, what is needed first (the
+    computations' :func:`~quadnn_paper.execution.execute.with_dependencies`)."""
+    out: dict[str, Computation] = {}
+
+    def visit(c: Computation):
+        for n in c.needs:
+            visit(n)
+        out.setdefault(c.key, c)
+
+    for c in computations:
+        visit(c)
+    return list(out.values())

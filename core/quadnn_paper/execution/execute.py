@@ -104,9 +104,10 @@ def execute(
         env = os.environ.get("QUADNN_WAIT", "")
         wait = env not in ("", "0") if env else runner != "slurm"
     from ..engine import Computation, run
+    from ..engine.work import with_needs
 
     todo = with_dependencies(runs)
-    computations = list({d.key: d for c in computations for d in c.with_needs()}.values())  # inputs first
+    computations = with_needs(computations)
     cache = Path(out).parent
     if runner == "inline":
         from tqdm.auto import tqdm

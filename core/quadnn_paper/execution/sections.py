@@ -47,11 +47,11 @@ def section_module(name: str):
 def section_work(name: str, profile: str, tiny: bool = False) -> list:
     """Every item of ``name``'s work at ``profile``: runs (dependencies included) and computations."""
     from ..engine import Computation
+    from ..engine.work import with_needs
 
     work = section_module(name).work(check_profile(profile), tiny)
     runs = with_dependencies([w for w in work if not isinstance(w, Computation)])
-    computations = {d.key: d for w in work if isinstance(w, Computation) for d in w.with_needs()}
-    return list(computations.values()) + runs
+    return with_needs([w for w in work if isinstance(w, Computation)]) + runs
 
 
 def section_runs(name: str, profile: str, tiny: bool = False) -> list:
