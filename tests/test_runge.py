@@ -113,12 +113,13 @@ def test_the_sections_training_keeps_its_cache_key():
     assert pieces.needs == (training,), "the pieces are taken from the training's networks"
 
 
-def test_the_pieces_computation_gives_what_summary_takes_apart_itself(one_thread):
-    """The cached piece analysis (JSON) and the one summary makes from the networks agree exactly."""
+def test_the_cached_pieces_give_summary_the_numbers_of_the_pieces_themselves(one_thread):
+    """The piece analysis after the cache's JSON round trip and as computed agree exactly."""
     P = dict(R.protocol("smoke"), iterations=20)
     result = R.experiment(**R.experiment_config(P))
-    analysed = json.loads(json.dumps(R.piece_analysis(P["interval"], P["width"], P["depth"], result)))
-    by_cache, direct = R.summary(result, "smoke", pieces=analysed), R.summary(result, "smoke")
+    analysed = R.piece_analysis(P["interval"], P["width"], P["depth"], result)
+    by_cache = R.summary(result, json.loads(json.dumps(analysed)), "smoke")  # as the cache returns it
+    direct = R.summary(result, analysed, "smoke")
     assert by_cache["variables"] == direct["variables"] and by_cache["piece_rows"] == direct["piece_rows"]
 
 
@@ -153,6 +154,7 @@ def test_pending_training_renders_with_the_finished_variables(tmp_path, one_thre
     assert (tmp_path / "figures" / "runge_fits.pdf").exists() and (tmp_path / "tables" / "runge_pieces.tex").exists()
     pending_vars = next(o.values for o in pending if isinstance(o, Variables))
     result = R.experiment(**R.experiment_config(dict(R.protocol("smoke"), iterations=20)))
-    finished = R.summary(result, "smoke")["variables"]
+    P = R.protocol("smoke")
+    finished = R.summary(result, R.piece_analysis(P["interval"], P["width"], P["depth"], result), "smoke")["variables"]
     assert list(pending_vars) == list(finished)
     assert {k for k, v in pending_vars.items() if v != "pending"} == {"Seeds", "Iterations", "BlownRmse", "PaperPieces"}

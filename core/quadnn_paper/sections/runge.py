@@ -710,17 +710,15 @@ def _gap_and_spread(rmse_: dict) -> tuple[float, float]:
     return gap, spread
 
 
-def summary(results: dict, profile: str, tiny: bool = False, pieces: dict | None = None) -> dict:
+def summary(results: dict, pieces: dict, profile: str, tiny: bool = False) -> dict:
     """The section's numbers from :func:`run_experiment`'s ``results`` and :func:`piece_analysis`'s
-    ``pieces`` (None: taken apart here): per strategy the test RMSEs, the trained networks and their
-    exact polynomial pieces; the RMSE and pieces tables (rows of
-    :class:`~quadnn_paper.common.cells.Cell`); and the variables the text quotes."""
+    ``pieces``: per strategy the test RMSEs, the trained networks and their exact polynomial pieces;
+    the RMSE and pieces tables (rows of :class:`~quadnn_paper.common.cells.Cell`); and the variables
+    the text quotes."""
     P = protocol(profile, tiny)
     by = {s: [r for r in results["runs"] if r["strategy"] == s] for s in STRATEGIES}
     models = {s: [_trained_model(r, P) for r in rs] for s, rs in by.items()}
     rmse_ = {s: np.array([r["rmse"] for r in rs]) for s, rs in by.items()}
-    if pieces is None:
-        pieces = piece_analysis(P["interval"], P["width"], P["depth"], results)
     shape = _shape(pieces)
     order = sorted(PAPER_ORDER, key=lambda s: rmse_[s].mean())
     gap, spread = _gap_and_spread(rmse_)
@@ -904,7 +902,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     result = results[_experiment(profile, tiny).key]
     if result is None:
         return head + _pending_outputs(P)
-    S = summary(result, profile, tiny, results[_pieces(profile, tiny).key])
+    S = summary(result, results[_pieces(profile, tiny).key], profile, tiny)
     order = f"our order: {S['order']} | paper: {list(PAPER_ORDER)} | gap {round(S['gap'], 4)} largest std {round(S['spread'], 4)}"
     return head + [
         Lines(_result_lines(result, S)),
