@@ -122,7 +122,7 @@ def test_combined_claims_and_their_columns():
     c = cs.pair_claim("A beats B", [("A", {0: 1.0, 1: 1.0, 2: 1.1}, "B", {0: 3.0, 1: 3.2, 2: 3.0})], confound="X")
     assert c.verdict == stats.SUPPORTED and c.verdict_text == "supported (confounded: X)" and c.seeds == 3
     row = cs.claim_rows([c])[0]
-    assert len(row) == len(cs.CLAIMS_HEADER) and row[3] == 3 and row[-1]["value"] == c.verdict_text
+    assert len(row) == len(cs.CLAIMS_HEADER) and row[3] == 3 and row[-1].value == c.verdict_text
     nt = cs.not_tested("C", "full only: 2 of 2 pairs full only")
     assert cs.summary_rows("S", [nt])[0][3].startswith("full only")
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
+from quadnn_paper.common.cells import Cell
 from quadnn_paper.engine import RunConfig
 
 __all__ = [
@@ -639,8 +640,8 @@ CLAIMS_HEADER = [
 
 
 def claim_rows(claims: list[Claim]) -> list[list]:
-    """Rows of a claims table (:data:`CLAIMS_HEADER`); the verdict cell is a dict of
-    ``report.Cell`` fields, flagged when the claim is contradicted."""
+    """Rows of a claims table (:data:`CLAIMS_HEADER`); the verdict is a :class:`Cell`, flagged when
+    the claim is contradicted."""
     return [
         [
             c.text,
@@ -649,7 +650,7 @@ def claim_rows(claims: list[Claim]) -> list[list]:
             c.seeds or "--",
             "--" if not c.intervals else (f"{c.detectable:.1f}" if math.isfinite(c.detectable) else "--"),
             c.moved_text(),
-            dict(value=c.verdict_text, reproduced=False if c.verdict == stats.CONTRADICTED else None),
+            Cell(c.verdict_text, reproduced=False if c.verdict == stats.CONTRADICTED else None),
         ]
         for c in claims
     ]

@@ -375,7 +375,7 @@ _DECAY_TEXT = {
 
 
 def _error_cell(S: dict, r: cs.Row):
-    """Our error of a row as data (a dict of ``report.Cell`` fields) or a text."""
+    """Our error of a row: a :class:`Cell`, or a text where there is no number."""
     s = S["summaries"].get(r)
     if s is None:
         return "full only"
@@ -383,8 +383,8 @@ def _error_cell(S: dict, r: cs.Row):
         return cs.error_cell(s)
     if s["finished"] == 0:
         return "no converge" + (f" ({s['diverged']}/{s['n']})" if s["n"] > 1 else "")
-    return dict(
-        value=s["mean"],
+    return Cell(
+        s["mean"],
         spread=s["std"] if s["finished"] > 1 else None,
         decimals=2,
         note=f"({s['diverged']}/{s['n']} untrained)" if s["diverged"] else "",
@@ -444,29 +444,26 @@ def tables(S: dict, params: dict) -> list[Table]:
         q = row(f"cifar_qresnet{d}", "wt")
         width.append([q.label, "--", trained_params(q), _error_cell(S, q), q.paper])
 
-    def cells(body):  # a dict is a Cell's fields
-        return [[Cell(**c) if isinstance(c, dict) else c for c in row] for row in body]
-
     return [
         Table(
             "comparison_main",
             ["Network", PARAMS_TRAINED, "Time/epoch (s)", "Error ours (%)", "Terms moved (%)", "Paper (%)"],
-            cells(main),
+            main,
         ),
         Table(
             "comparison_compact",
             ["Network", "Params (full width)", "Paper params", "Error ours (%)", "Paper (%)"],
-            cells(compact),
+            compact,
         ),
-        Table("comparison_width", ["Network", "Channels", PARAMS_TRAINED, "Error ours (%)", "Paper (%)"], cells(width)),
-        Table("comparison_claims", CLAIMS_HEADER, cells(claim_rows(S["claims"]))),
+        Table("comparison_width", ["Network", "Channels", PARAMS_TRAINED, "Error ours (%)", "Paper (%)"], width),
+        Table("comparison_claims", CLAIMS_HEADER, claim_rows(S["claims"])),
         Table(
             "claims_cifar_comparison",
             cs.SUMMARY_HEADER,
-            cells(cs.summary_rows("Comparison", S["claims"])),
+            cs.summary_rows("Comparison", S["claims"]),
             rows_only=True,
         ),
-        Table("cifarcomparison_seeds", cs.SEED_HEADER, cells(S["seed_rows"])),
+        Table("cifarcomparison_seeds", cs.SEED_HEADER, S["seed_rows"]),
     ]
 
 

@@ -26,7 +26,6 @@ import torch
 from quadnn import relinear
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
-from quadnn_paper.common.cells import Cell
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation, RunConfig, stage_ends
@@ -972,11 +971,10 @@ def _figures(S: dict) -> list[Figure]:
 
 
 def _tables(S: dict) -> list[Table]:
-    cell = lambda c: Cell(**c) if isinstance(c, dict) else c  # noqa: E731
     return [
         Table("cifartuning_summary", SWEEP_SUMMARY_HEADER, sweep_summary_rows(S)),
         Table("cifartuning_seeds", cs.SEED_HEADER, S["seed_rows"]),  # every run, as CSV beside the tables
-        Table("cifartuning_claims", CLAIMS_HEADER, [[cell(c) for c in row] for row in claim_rows(S["claims"])]),
+        Table("cifartuning_claims", CLAIMS_HEADER, claim_rows(S["claims"])),
         Table("claims_cifar_tuning", CLAIMS_SUMMARY_HEADER, claims_summary_rows("Tuning", S["claims"]), rows_only=True),
     ]
 

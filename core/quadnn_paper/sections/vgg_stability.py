@@ -159,16 +159,13 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     intro = f"profile {profile} | data {data(profile, tiny)} | width {P['width']} | epochs {P['recipe']['epochs']} | seeds {P['seeds']}"
     runs_text = [f"{t['row'].label:40s} {error_cell(S['summaries'][t['row']]):>24s}  {t['engine']}" for t in S["table"]]
     runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"] + [S["vs_vgg"]]]
-    cell = lambda c: Cell(**c) if isinstance(c, dict) else c  # noqa: E731
-    table = [
-        [t["row"].label, f"{params[t['row']] / 1e6:.2f}M", t["engine"], cell(t["ours"]), t["paper"]] for t in S["table"]
-    ]
+    table = [[t["row"].label, f"{params[t['row']] / 1e6:.2f}M", t["engine"], t["ours"], t["paper"]] for t in S["table"]]
     return [
         Lines([intro]),
         Lines([f"{row.label:40s} {n:>12,d}" for row, n in params.items()], check=True),
         Lines(runs_text),
         Table("vgg_stability", ["Network", "Params", "Engine", "Error ours (%)", "Paper (%)"], table),
-        Table("vgg_claims", CLAIMS_HEADER, [[cell(c) for c in row] for row in claim_rows(S["claims"])]),
+        Table("vgg_claims", CLAIMS_HEADER, claim_rows(S["claims"])),
         Table(
             "claims_vgg_stability",
             CLAIMS_SUMMARY_HEADER,
@@ -213,18 +210,18 @@ def _engine_cell(s: dict, done: list[dict]) -> str:
     return f"diverged ({len(diverged)}/{len(done)}), epoch " + ", ".join(str(x["epochs_run"]) for x in diverged)
 
 
-def _ours_cell(row: cs.Row, s: dict, chance: float) -> str | dict:
-    """The table's "Error ours" column: the pending text, or the keyword arguments of its ``Cell``
+def _ours_cell(row: cs.Row, s: dict, chance: float) -> str | Cell:
+    """The table's "Error ours" column: the pending text, or its :class:`Cell`
     (``reproduced``: whether learning or not agrees with the paper's row; None where it has none)."""
     if s["pending"]:
         return cs.error_cell(s)
     learned = _learned(s, chance)
     agrees = None if row.paper == "--" else learned != (row.paper == "no converge")
     if not s["finished"]:
-        return dict(value="no converge", note=f"({s['diverged']}/{s['n']})" if s["n"] > 1 else "", reproduced=agrees)
+        return Cell("no converge", note=f"({s['diverged']}/{s['n']})" if s["n"] > 1 else "", reproduced=agrees)
     notes = (f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "", "(chance)" if not learned else "")
-    return dict(
-        value=s["mean"],
+    return Cell(
+        s["mean"],
         spread=s["std"] if s["finished"] > 1 else None,
         decimals=2,
         note="; ".join(n for n in notes if n),
