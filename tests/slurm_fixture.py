@@ -175,3 +175,12 @@ class AllReduce:
         if dist.get_rank() == 0:
             _write(Path(self.out) / f"{self.key}.json", {"sum": total.item(), "world": dist.get_world_size()})
         dist.destroy_process_group()
+
+
+def fails_once(marker: str) -> str:
+    """A computation (``slurm_fixture:fails_once``) whose first attempt dies without a result, as a
+    job on a lost node would, and whose next attempt succeeds."""
+    if not Path(marker).exists():
+        Path(marker).write_text("attempted")
+        raise RuntimeError("the first attempt dies")
+    return "second attempt"

@@ -26,17 +26,43 @@ def test_every_section_is_stamped_with_the_full_profile_at_tiny():
         assert "TINY=1" in stamp["data"], (name, stamp["data"])
 
 
+def records() -> list[dict]:
+    return [json.loads(p.read_text()) for p in (E2E / "build" / "cache" / "runs" / ".jobs").glob("*/*.json")]
+
+
+def without_result(record: dict) -> bool:
+    name, dot, digest = record["key"].rpartition(".")
+    cache = E2E / "build" / "cache"
+    return not (cache / name / f"{digest}.json" if dot else cache / "runs" / record["key"] / "result.json").exists()
+
+
+def why(record: dict) -> str:
+    """What SLURM and the job's own logs say of a job that left no result (for the failure message)."""
+    from quadnn_paper.execution.runners.base import tail
+    from quadnn_paper.execution.runners.slurm import query
+
+    known, _ = query([record["job_id"]]) if record.get("job_id") else ({}, False)
+    return f"{record['key']} (job {record.get('job_id')}: {known.get(record.get('job_id'))})\n" + tail(
+        [Path(p) for p in record.get("logs", [])], 15
+    )
+
+
 def test_nothing_is_pending():
-    assert not list((E2E / "build").rglob("*.pending"))
+    pending = {p.name: p.read_text() for p in (E2E / "build").rglob("*.pending")}
+    lost = [why(r) for r in records() if without_result(r)]
+    assert not pending, f"{pending}\njobs without a result:\n" + "\n".join(lost)
     for table in (E2E / "paper" / "tables").glob("*.csv"):
         assert "pending" not in table.read_text(), table.name
 
 
 def test_every_run_went_through_slurm_once_and_finished():
-    records = [json.loads(p.read_text()) for p in (E2E / "build" / "cache" / "runs" / ".jobs").glob("*/*.json")]
-    assert len(records) > 100  # the CIFAR, VGG, ImageNet and KITTI sections' runs
-    for record in records:
+    done = records()
+    assert len(done) > 100  # the CIFAR, VGG, ImageNet and KITTI sections' runs
+    assert not [r for r in done if without_result(r)], "\n".join(why(r) for r in done if without_result(r))
+    for record in done:
         assert record["runner"] == "slurm" and record["job_id"], record
+        if "." in record["key"]:
+            continue  # a computation: its entry was checked above
         result = json.loads((E2E / "build" / "cache" / "runs" / record["key"] / "result.json").read_text())
         assert result["status"] in ("finished", "diverged"), (record["key"], result["status"])
 

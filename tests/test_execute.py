@@ -5,6 +5,7 @@ weight-transfer run waits for its source. (Every notebook at the full profile th
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 import pytest
 from runs import small_run
@@ -222,6 +223,36 @@ def test_a_computation_reads_what_it_needs_on_every_runner(request, tmp_path, ru
     assert other.key != parsed.key, "another input is another entry"
     with pytest.raises(ValueError, match="name both"):
         Computation("bad", "json:loads", {"s": 1}, needs=(text,))
+
+
+@pytest.mark.parametrize("runner", ["local", "slurm"])
+def test_what_ends_without_its_result_is_submitted_again_while_waiting(request, tmp_path, monkeypatch, capsys, runner):
+    """A job that dies (a lost node, a killed process) is submitted again ``retries`` times while
+    the executor waits; what still has no result is named, with why, in the pending note."""
+    from quadnn_paper.engine import Computation
+    from quadnn_paper.execution.execute import INLINE_SECONDS, execute_work
+
+    if runner == "slurm":
+        request.getfixturevalue("slurm_cluster")
+
+    def flaky(marker):
+        return Computation("flaky", "slurm_fixture:fails_once", {"marker": str(marker)}, seconds=INLINE_SECONDS + 1)
+
+    pending = tmp_path / "pending.txt"
+    monkeypatch.setenv("QUADNN_PENDING", str(pending))
+    tests = str(Path(__file__).resolve().parent)  # where a SLURM job imports slurm_fixture from
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
+    once = flaky(tmp_path / "a")
+    assert execute_work([once], tmp_path / "a-cache", runner, wait=True, progress=False, retries=0) == {once.key: None}
+    assert once.key in pending.read_text() and "pending (1 of 1 computations)" in pending.read_text()
+    out = capsys.readouterr().out
+    assert "the first attempt dies" in out, out
+    twice = flaky(tmp_path / "b")
+    got = execute_work([twice], tmp_path / "b-cache", runner, wait=True, progress=False, retries=1)
+    assert got == {twice.key: "second attempt"}
+    assert f"{runner}: submitting 1 item(s) again (retry 1 of 1)" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="retries must be a non-negative integer, got -1"):
+        execute_work([twice], tmp_path, runner, retries=-1)
 
 
 def test_the_pending_note_counts_runs_and_computations_apart():

@@ -51,6 +51,7 @@ CPUS_PER_GPU = 8
 MEM_GB_PER_GPU = 32
 MEM_GB_CPU = 4
 INLINE_SECONDS = 60  # a CPU computation estimated at most this long runs in the submitting process
+RETRIES = 1  # while waiting: how often a job that ended without its result is submitted again
 
 
 def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
@@ -89,6 +90,7 @@ def execute(
     wait: bool | None = None,
     progress: bool = True,
     computations: list[Computation] = (),
+    retries: int = RETRIES,
     **runner_options,
 ) -> dict[str, dict | None]:
     """Results of ``runs`` by run id (None: not done yet); see the module doc. ``computations``
@@ -96,10 +98,15 @@ def execute(
 
     ``wait``: block until every submitted run has ended (default ``QUADNN_WAIT``, else yes for
     ``inline`` and ``local``, whose queue lives in this process, and no for ``slurm``).
+    ``retries``: while waiting, how many times a job that ended without its result (a node lost, a
+    process killed, an exception) is submitted again; each failure is printed with its log's end,
+    and what still fails is named in the pending note.
     ``runner_options`` go to the runner (``workers``, ``gpus`` for ``local``; ``partition``, ... for ``slurm``).
     """
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
+    if not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
     if wait is None:
         env = os.environ.get("QUADNN_WAIT", "")
         wait = env not in ("", "0") if env else runner != "slurm"
@@ -108,7 +115,7 @@ def execute(
 
     todo = with_dependencies(runs)
     computations = with_needs(computations)
-    cache = Path(out).parent
+    cache, failures = Path(out).parent, {}
     if runner == "inline":
         from tqdm.auto import tqdm
 
@@ -131,26 +138,42 @@ def execute(
                 flush=True,
             )
         if wait:
-            from tqdm.auto import tqdm
-
-            keys = [job.key for job in work]
-            with tqdm(total=len(keys), desc=f"work ({runner})", unit="item", disable=not progress) as bar:
-
-                def show(states):
-                    bar.update(sum(s not in ACTIVE for s in states.values()) - bar.n)
-
-                states = r.wait(keys, is_done=is_done(out), on_states=show)
-            r.close()
-            for key in (k for k, s in states.items() if s == "failed"):
-                print(f"run {key} failed; last lines of its log:\n{r.log_tail(key)}", flush=True)
+            failures = _wait(r, work, out, progress, retries)
     results = {**_collected(todo, out), **{c.key: c.result(cache) for c in computations}}
     note = pending_note(results, [*runs, *computations])
+    if note and failures:
+        note += "; " + "; ".join(f"{key} {reason}" for key, reason in failures.items())
     if note:
         print(f"{note}: see `make status` (python -m quadnn_paper.execution.status)", flush=True)
         if os.environ.get("QUADNN_PENDING"):  # tells `make paper` this notebook is not complete yet
             with open(os.environ["QUADNN_PENDING"], "a") as f:
                 f.write(f"{note}\n")
     return results
+
+
+def _wait(r, work: list[Job], out, progress: bool, retries: int) -> dict[str, str]:
+    """Wait for ``work`` on runner ``r``, submitting what ended without its result again, up to
+    ``retries`` times; ``{key: why}`` of what still has no result."""
+    from tqdm.auto import tqdm
+
+    keys = [job.key for job in work]
+    for attempt in range(retries + 1):
+        with tqdm(total=len(keys), desc=f"work ({r.name})", unit="item", disable=not progress) as bar:
+
+            def show(states):
+                bar.update(sum(s not in ACTIVE for s in states.values()) - bar.n)
+
+            states = r.wait(keys, is_done=is_done(out), on_states=show)
+        failed = {k: r.state(k, is_done(out)) for k, s in states.items() if s in ("failed", "missing")}
+        failures = {k: reason or state for k, (state, reason) in failed.items()}
+        for key, why in failures.items():
+            print(f"{key} ended without its result ({why}); last lines of its log:\n{r.log_tail(key)}", flush=True)
+        if not failures or attempt == retries:
+            break
+        print(f"{r.name}: submitting {len(failures)} item(s) again (retry {attempt + 1} of {retries})", flush=True)
+        r.submit(work, is_done=is_done(out))
+    r.close()
+    return failures
 
 
 def _collected(runs: list[RunConfig], out: str | os.PathLike) -> dict[str, dict | None]:
