@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Table", "Figure", "Variables", "Lines", "Output"]
+__all__ = ["Table", "Figure", "Variables", "Lines", "Overview", "Output"]
 
 
 @dataclasses.dataclass
@@ -51,4 +51,12 @@ class Lines:
     check: bool = False
 
 
-Output = Table | Figure | Variables | Lines
+@dataclasses.dataclass
+class Overview:
+    """Where the report's overview goes: the environment line, the stand-in table and the full
+    profile's cost. :func:`quadnn_paper.execution.run_section` puts the overview's own outputs in
+    its place (:mod:`quadnn_paper.execution.overview`): it counts every section's work, which no
+    section may read."""
+
+
+Output = Table | Figure | Variables | Lines | Overview

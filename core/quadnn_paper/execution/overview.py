@@ -1,7 +1,8 @@
 """What the report says about itself: the environment that built it, the stand-in settings of each
 CIFAR section at a profile, and what the full profile would cost and could detect.
 
-:func:`run_section` adds :func:`outputs` to the comparison section's (the tables ``standin`` and,
+:func:`run_section` puts :func:`outputs` where a section declares
+:class:`~quadnn_paper.common.outputs.Overview` (the comparison section: the tables ``standin`` and,
 outside smoke, ``full_cost``; the variables ``Environment``, ``FullDetectFactor``, ``FlopsShare``
 ...); the closing section of the report prints them. It lives in the execution layer because the
 full cost counts every section's runs (:mod:`.status`).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..common.outputs import Variables
+from ..common.outputs import Output, Overview, Variables
 from ..common.profiles import check_profile
 from .execute import execute_work
 from .sections import SectionOutputs, section_module
@@ -26,11 +26,16 @@ def run_section(
     start = time.time()
     module = section_module(name)
     results = execute_work(module.work(check_profile(profile), tiny), cache_dir, runner, **runner_options)
-    outputs = list(module.outputs(results, profile, tiny))
-    if name == "cifar_comparison":  # the report's overview is printed in the comparison's section
-        # imported here: `python -m ...execution.status` must not find status imported by the package
-        from . import overview
-
-        outputs = overview.outputs(profile, cache_dir) + outputs  # its variables first, as the notebook wrote them
+    outputs = [o for item in module.outputs(results, profile, tiny) for o in _filled(item, profile, cache_dir)]
     outputs.append(Variables({"Seconds": round(time.time() - start)}))
     return SectionOutputs(name, profile, module.data(profile, tiny), outputs)
+
+
+def _filled(item: Output, profile: str, cache_dir) -> list[Output]:
+    """``item``, or the overview's outputs where a section declares :class:`Overview`."""
+    if not isinstance(item, Overview):
+        return [item]
+    # imported here: `python -m ...execution.status` must not find status imported by the package
+    from . import overview
+
+    return overview.outputs(profile, cache_dir)

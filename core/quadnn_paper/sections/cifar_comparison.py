@@ -18,7 +18,7 @@ from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.machine import compute_device
-from quadnn_paper.common.outputs import Lines, Table, Variables
+from quadnn_paper.common.outputs import Lines, Overview, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation, RunConfig
 from quadnn_paper.sections import _cifar as cs
@@ -175,6 +175,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     ]
     runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"]]
     return [
+        Overview(),  # the report's overview is printed in this section
         Lines([intro]),
         Lines([f"{r.label:38s} {n:>12,d}" for r, n in params.items()], check=True),
         Lines(runs_text),
