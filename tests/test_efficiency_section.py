@@ -88,3 +88,18 @@ def test_the_benchmark_keeps_its_cache_names_and_configuration():
     )
     assert bench.config["machine"].endswith(f"{E.PROTOCOLS['cpu']['threads']} threads, torch {bench.config['torch']}")
     assert all(c.device == "cpu" for c in work.values())  # CPU timings
+
+
+def test_a_timing_leaves_the_processs_thread_count_as_it_found_it():
+    """The timings run in the submitting process (measures_machine): they set torch's threads to the
+    protocol's and give the process its own count back."""
+    import torch
+
+    before = torch.get_num_threads()
+    config = dict(input=[3, 8, 8], batch_size=2, steps=1, warmup=0, implementations={}, machine="M", torch="t")
+    torch.set_num_threads(2)
+    try:
+        times = E.inference_ms(models=["cifar_qresnet20"], threads=1, columns=5, **config)
+        assert set(times) == {"default", "naive"} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -11,7 +11,7 @@ a GPU (committed under docs/gpu/) shown apart.
 from __future__ import annotations
 
 from quadnn_paper.common import published
-from quadnn_paper.common.machine import machine
+from quadnn_paper.common.machine import machine, torch_threads
 from quadnn_paper.common.outputs import Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation
@@ -251,23 +251,17 @@ def bench_rows(
     eager ones, no memory rows); ``machine``, ``torch`` and ``columns`` only key the cache."""
     from quadnn_paper import bench
 
-    shape = tuple(input)
-    if compile:
-        return bench.run(
-            models, batch_size, shape, steps, warmup, implementations, memory=False, threads=threads, compile=True
-        )
-    return bench.run(models, batch_size, shape, steps, warmup, implementations, threads=threads)
+    options = dict(memory=False, compile=True) if compile else {}
+    with torch_threads(threads):  # bench.run sets them; the submitting process gets its own back
+        return bench.run(models, batch_size, tuple(input), steps, warmup, implementations, threads=threads, **options)
 
 
 def inference_ms(
     models, batch_size, input, steps, warmup, implementations, threads, machine, torch, columns
 ) -> dict[str, float]:
     """:func:`inference_times` at the benchmark's configuration (keyed by it) and threads."""
-    from torch import set_num_threads
-
-    if threads:
-        set_num_threads(threads)
-    return inference_times(dict(input=input, batch_size=batch_size, steps=steps))
+    with torch_threads(threads):
+        return inference_times(dict(input=input, batch_size=batch_size, steps=steps))
 
 
 def model_facts(name: str) -> tuple[int, str]:
