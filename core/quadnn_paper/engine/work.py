@@ -17,13 +17,13 @@ import dataclasses
 import importlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .config import run_id
 from .store import cached
 
-__all__ = ["Computation", "with_needs"]
+__all__ = ["Computation", "with_needs", "needed_first"]
 
 DEVICES = ("cpu", "cuda")
 
@@ -102,15 +102,20 @@ class Computation:
 
 
 def with_needs(computations: list[Computation]) -> list[Computation]:
-    """``computations`` and everything they need, each once, what is needed first (the
-    computations' :func:`~quadnn_paper.execution.execute.with_dependencies`)."""
-    out: dict[str, Computation] = {}
+    """``computations`` and everything they need, each once, what is needed first."""
+    return needed_first(computations, lambda c: c.needs, lambda c: c.key)
 
-    def visit(c: Computation):
-        for n in c.needs:
+
+def needed_first(items: Iterable, needs: Callable, key: Callable) -> list:
+    """``items`` and everything ``needs(item)`` gives (recursively), each once by ``key(item)``, every
+    item after what it needs: the order runs and computations are submitted in."""
+    out: dict = {}
+
+    def visit(item):
+        for n in needs(item):
             visit(n)
-        out.setdefault(c.key, c)
+        out.setdefault(key(item), item)
 
-    for c in computations:
-        visit(c)
+    for item in items:
+        visit(item)
     return list(out.values())

@@ -56,16 +56,9 @@ RETRIES = 1  # while waiting: how often a job that ended without its result is s
 
 def with_dependencies(runs: list[RunConfig]) -> list[RunConfig]:
     """``runs`` plus everything they depend on, each once, sources before dependents."""
-    order: dict[str, RunConfig] = {}
+    from ..engine.work import needed_first
 
-    def visit(cfg: RunConfig):
-        for dep in cfg.dependencies():
-            visit(dep)
-        order.setdefault(cfg.run_id, cfg)
-
-    for cfg in runs:
-        visit(cfg)
-    return list(order.values())
+    return needed_first(runs, lambda cfg: cfg.dependencies(), lambda cfg: cfg.run_id)
 
 
 def execute_work(
