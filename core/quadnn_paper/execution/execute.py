@@ -149,22 +149,22 @@ def _wait(r, work: list[Job], out, progress: bool, retries: int) -> dict[str, st
     ``retries`` times; ``{key: why}`` of what still has no result."""
     from tqdm.auto import tqdm
 
-    keys = [job.key for job in work]
+    keys, done = [job.key for job in work], is_done(out)
     for attempt in range(retries + 1):
         with tqdm(total=len(keys), desc=f"work ({r.name})", unit="item", disable=not progress) as bar:
 
             def show(states):
                 bar.update(sum(s not in ACTIVE for s in states.values()) - bar.n)
 
-            states = r.wait(keys, is_done=is_done(out), on_states=show)
-        failed = {k: r.state(k, is_done(out)) for k, s in states.items() if s in ("failed", "missing")}
+            states = r.wait(keys, is_done=done, on_states=show)
+        failed = {k: r.state(k, done) for k, s in states.items() if s in ("failed", "missing")}
         failures = {k: reason or state for k, (state, reason) in failed.items()}
         for key, why in failures.items():
             print(f"{key} ended without its result ({why}); last lines of its log:\n{r.log_tail(key)}", flush=True)
         if not failures or attempt == retries:
             break
         print(f"{r.name}: submitting {len(failures)} item(s) again (retry {attempt + 1} of {retries})", flush=True)
-        r.submit(work, is_done=is_done(out))
+        r.submit(work, is_done=done)
     r.close()
     return failures
 
