@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+from bench_rows import bench_row
 
 from quadnn_paper import bench
 
@@ -531,34 +532,16 @@ def test_compiled_rows_compare_with_tf32_off(monkeypatch):
     assert seen and not any(seen) and torch.backends.cudnn.allow_tf32
 
 
-def _row(model, impl, compiled=False, device="cpu", **kw):
-    base = "cifar_resnet56" if "56" in model else "cifar_resnet20"
-    r = dict(
-        model=model,
-        implementation=impl,
-        baseline=base,
-        compiled=compiled,
-        device=device,
-        machine="M",
-        batch_size=8,
-        step_ms=10.0,
-        params=1000,
-        gflops=0.16,
-        launches=174,
-        launch_ratio=1.0,
-    )
-    for k in ("time_ratio", "vs_limit"):
-        r.update({k: 1.5, k + "_q1": 1.4, k + "_q3": 1.6})
-    return dict(r, **kw)
-
-
 def test_efficiency_tables_keep_the_papers_seconds_and_gpu_rows_apart(tmp_path):
     """Issue 32 item 1 (the overfull table lost the paper's columns) and issue 30 item 3: the paper's
     10.43/10.87/21.61/27.72 s are in the models table at every profile; GPU rows are their own table."""
     from quadnn_paper.data import gpu_bench
     from quadnn_paper.sections import efficiency as E
 
-    rows = [_row("cifar_resnet20", "conventional"), _row("cifar_qresnet20", "default", launches=354, launch_ratio=2.03)]
+    rows = [
+        bench_row("cifar_resnet20", "conventional"),
+        bench_row("cifar_qresnet20", "default", launches=354, launch_ratio=2.03),
+    ]
     out = E.summary(dict(rows=rows, compile_rows=[]), "smoke")
     assert len(out["table"][0]) == 9 and out["table"][1][-1] == "354 (2.03)"
     paper = {(r[0], r[1]): r[5].value for r in out["models"] if r[5] is not None}
@@ -569,8 +552,8 @@ def test_efficiency_tables_keep_the_papers_seconds_and_gpu_rows_apart(tmp_path):
     folder = tmp_path / "2026-11-25-h100-gpu-check"
     folder.mkdir()
     gpu_rows = [
-        _row("cifar_resnet20", "conventional", device="cuda:0"),
-        _row("cifar_qresnet20", "naive", device="cuda:0"),
+        bench_row("cifar_resnet20", "conventional", device="cuda:0"),
+        bench_row("cifar_qresnet20", "naive", device="cuda:0"),
     ]
     (folder / "bench.json").write_text("".join(json.dumps(r) + "\n" for r in gpu_rows))
     bench_ = gpu_bench.load(tmp_path)
@@ -578,7 +561,7 @@ def test_efficiency_tables_keep_the_papers_seconds_and_gpu_rows_apart(tmp_path):
     table = E.summary(dict(rows=rows, compile_rows=[], gpu=bench_), "smoke")["gpu"]
     assert [r[2] for r in table] == ["conventional", "naive"] and len(table[0]) == len(E.GPU_HEADER)
     # a CPU row in a GPU folder is refused, naming the file and line
-    (folder / "bench2.json").write_text(json.dumps(_row("cifar_resnet20", "conventional")) + "\n")
+    (folder / "bench2.json").write_text(json.dumps(bench_row("cifar_resnet20", "conventional")) + "\n")
     with pytest.raises(ValueError, match=r"bench2.json:1: measured on 'cpu', not a GPU"):
         gpu_bench.load(tmp_path)
 
