@@ -58,7 +58,8 @@ def test_nothing_is_pending():
 def test_every_run_went_through_slurm_once_and_finished():
     done = records()
     assert len(done) > 100  # the CIFAR, VGG, ImageNet and KITTI sections' runs
-    assert not [r for r in done if without_result(r)], "\n".join(why(r) for r in done if without_result(r))
+    lost = [r for r in done if without_result(r)]
+    assert not lost, "\n".join(why(r) for r in lost)
     for record in done:
         assert record["runner"] == "slurm" and record["job_id"], record
         if "." in record["key"]:
