@@ -194,6 +194,9 @@ def test_weight_transfer_is_a_declared_dependency_resolved_by_hash(tmp_path):
     conv = run(source, out)
     assert sorted(conv["stage_checkpoints"]) == ["1", "2", "3"] and conv["stage_checkpoints"]["1"] == "stage1.pt"
     assert res["status"] == "finished"
+    # Only the conventional source keeps its stage weights: no transfer starts from a quadratic run.
+    assert res["stage_checkpoints"] == {} and not list(run_dir(cfg, out).glob("stage*.pt"))
+    assert sorted(p.name for p in run_dir(source, out).glob("stage*.pt")) == ["stage1.pt", "stage2.pt", "stage3.pt"]
     # The quadratic network starts as the conventional one at the end of its stage 1.
     task = make_task(cfg)
     q, c = task.build_model(), task.build_model(source)
@@ -205,6 +208,15 @@ def test_weight_transfer_is_a_declared_dependency_resolved_by_hash(tmp_path):
     c.load_state_dict(ck["model"])
     x = torch.randn(5, 1, 8, 8)
     torch.testing.assert_close(q.eval()(x), c.eval()(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_transfer_from_a_quadratic_network_is_refused_by_name(tmp_path):
+    """Quadratic runs keep no stage weights (they would fill the disk), so none can be a source."""
+    source = tiny(epochs=1)
+    cfg = tiny(transfer_from=source, seed=1)
+    with pytest.raises(ValueError, match=f"conventional network; source {source.run_id} \\(cifar_qresnet20\\)"):
+        run(cfg, tmp_path)
+    assert run(source, tmp_path)["stage_checkpoints"] == {}
 
 
 def test_dependent_run_without_its_source_says_so(tmp_path):

@@ -77,6 +77,26 @@ def test_section_declares_its_work_and_outputs(name):
             assert c.seconds > 0
 
 
+def test_every_weight_transfer_starts_from_a_conventional_network():
+    """The engine keeps stage weights for conventional networks only (``kept_stages``): every
+    transfer any section plans, at any profile, must start from one."""
+    from quadnn.layers import QuadraticLayer
+    from quadnn_paper.engine.tasks import model_for
+    from quadnn_paper.execution.sections import SECTIONS, section_runs
+
+    sources = {
+        (r.transfer_from.model, json.dumps(r.transfer_from.model_kwargs, sort_keys=True)): r.transfer_from
+        for name in SECTIONS
+        for profile, tiny in (("smoke", False), ("cpu", False), ("full", False), ("full", True))
+        for r in section_runs(name, profile, tiny)
+        if r.transfer_from is not None
+    }
+    assert sources, "no section plans a weight transfer: the principle guards nothing"
+    for src in sources.values():
+        model = model_for(src)
+        assert not any(isinstance(m, QuadraticLayer) for m in model.modules()), src.describe()
+
+
 def _code_lines(nb: dict) -> list[str]:
     return [
         line

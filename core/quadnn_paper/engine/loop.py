@@ -70,6 +70,16 @@ def stage_ends(cfg: RunConfig) -> list[int]:
     return sorted(set(m for m in milestone_epochs(cfg) if m < cfg.epochs) | {cfg.epochs})
 
 
+def kept_stages(cfg: RunConfig, model: nn.Module) -> list[int]:
+    """The stage ends whose weights the run keeps (``stageK.pt``): every one for a conventional
+    network, the only kind weight transfer starts from (:func:`_transfer`); none for a network
+    with quadratic layers. Each is a whole model: a quadratic VGG16's four came to 0.7 GB at
+    TINY, and the full profile trains hundreds of quadratic networks."""
+    if any(isinstance(m, QuadraticLayer) for m in model.modules()):
+        return []
+    return stage_ends(cfg)
+
+
 def lr_factor(cfg: RunConfig, epoch: int, step: int, total_steps: int) -> float:
     """Multiplier of every group's initial lr during 0-based ``epoch`` at global iteration ``step``."""
     if epoch < cfg.warmup_epochs:
@@ -123,6 +133,12 @@ def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_depen
         raise SourceDidNotConverge(
             f"weight-transfer source {src.run_id} ({src.describe()}) did not converge: {res.get('diverged_reason')}"
         )
+    conventional = task.build_model(src)
+    if kept_stages(src, conventional) == []:
+        raise ValueError(
+            f"weight transfer starts from a conventional network; source {src.run_id} ({src.model}) "
+            "has quadratic layers, and such runs keep no stage weights"
+        )
     name = f"stage{cfg.transfer_stage}.pt"
     try:
         ck = store.load_checkpoint(src, name)
@@ -145,7 +161,6 @@ def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_depen
             f"weight transfer needs the same task and data; source {src.run_id} has "
             f"{src.task}/{src.dataset}, this run {cfg.task}/{cfg.dataset}"
         )
-    conventional = task.build_model(src)
     conventional.load_state_dict(ck["model"])
     relinear.transfer_weights_(conventional, model)
 
@@ -415,7 +430,7 @@ def _train(
             params = sum(p.numel() for p in model.parameters())
             return _record(cfg, store, rank, nranks, task, data, _not_converged(str(e), params))
     t, start_epoch, history = _prepare(cfg, store, task, device, rank, nranks, data, model)
-    stages, status, reason = stage_ends(cfg), "finished", None
+    stages, status, reason = kept_stages(cfg, model), "finished", None
     evaluated: dict = {}
     stage_ckpts = {str(i + 1): f"stage{i + 1}.pt" for i, e in enumerate(stages) if e <= start_epoch}
     bar = None
