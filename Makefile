@@ -214,19 +214,30 @@ test-faults: $(INSTALLED)
 	$(PYTEST) tests/test_truth.py -m faults -q
 
 E2E_DIR := build/e2e
+# The disk the tier's build/ may take at its peak, in GiB: sampled every 10 s into
+# build/disk-mib.log of the clone, which tests/test_e2e.py holds to this.
+E2E_GIB := 8
 test-e2e: $(INSTALLED)
 	@$(MAKE) --no-print-directory build/.tex-ok
-	rm -rf "$(E2E_DIR)" && git clone -q --no-hardlinks "$(CURDIR)" "$(E2E_DIR)"
+	rm -rf "$(E2E_DIR)"
+	@free=$$(df -Pk . | awk 'NR == 2 { print int($$4 / 1048576) }'); \
+	if [ "$$free" -lt $(E2E_GIB) ]; then \
+	  echo "test-e2e: WARNING: it may write $(E2E_GIB) GiB under $(E2E_DIR) and only $$free GiB is free here: it may fail with 'no space left'" >&2; \
+	else echo "test-e2e: $$free GiB free; the tier may take $(E2E_GIB)"; fi
+	git clone -q --no-hardlinks "$(CURDIR)" "$(E2E_DIR)"
 	ln -s "$(CURDIR)/$(VENV)" "$(E2E_DIR)/$(VENV)" && touch "$(E2E_DIR)/$(INSTALLED)"
 	bash tools/slurm/up.sh
 	@# First pass: every notebook submits what it misses and returns (the PDF builds with "pending"
 	@# cells), so SLURM has the whole profile queued at once; second pass: WAIT=1 collects everything.
 	cd "$(E2E_DIR)" && export PYTHONPATH="$(CURDIR)/$(E2E_DIR)/core" QUADNN_GENERATED="$(CURDIR)/$(E2E_DIR)/build/data" && \
+	  mkdir -p build && { while sleep 10; do du -sm build | cut -f1; done >build/disk-mib.log 2>/dev/null & } && \
+	  trap "kill $$! 2>/dev/null" EXIT && \
 	  start=$$(date +%s) && \
 	  $(MAKE) --no-print-directory paper PROFILE=full TINY=1 RUNNER=slurm && \
 	  $(MAKE) --no-print-directory paper PROFILE=full TINY=1 RUNNER=slurm WAIT=1 && \
 	  echo "test-e2e: the full profile at TINY=1 through SLURM in $$(( $$(date +%s) - start )) s"
-	QUADNN_E2E_DIR="$(CURDIR)/$(E2E_DIR)" $(PYTEST) tests/test_e2e.py -q
+	@echo "test-e2e: build/ took $$(sort -n "$(E2E_DIR)/build/disk-mib.log" | tail -1) MiB at its peak, $$(du -sm "$(E2E_DIR)/build" | cut -f1) MiB at the end"
+	QUADNN_E2E_DIR="$(CURDIR)/$(E2E_DIR)" QUADNN_E2E_GIB=$(E2E_GIB) $(PYTEST) tests/test_e2e.py -q
 	@$(MAKE) --no-print-directory test-faults
 	@$(MAKE) --no-print-directory test-fullsize
 

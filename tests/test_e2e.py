@@ -73,3 +73,30 @@ def test_the_report_is_built_from_these_outputs():
     stamps = list((E2E / "paper" / ".stamps").glob("*.json"))
     assert pdf.stat().st_size > 10_000
     assert pdf.stat().st_mtime >= max(p.stat().st_mtime for p in stamps)
+
+
+# What the tier's build/ may take at its peak: the Makefile's E2E_GIB, sampled every 10 s into
+# build/disk-mib.log. CI's machine has had little disk to spare: a tier whose quadratic runs kept
+# their stage weights, and whose runs wrote last.pt after their last epoch, peaked near 13 GB.
+DISK_BUDGET_GIB = float(os.environ.get("QUADNN_E2E_GIB", "8"))
+
+
+def test_the_cache_keeps_only_the_weights_a_transfer_reads():
+    """Stage weights are kept by conventional runs only (a quadratic run's result names its
+    quadratic layers' ``implementation``), and no finished run keeps ``last.pt``."""
+    runs = E2E / "build" / "cache" / "runs"
+    kept = {"conventional": 0, "quadratic": 0}
+    for result_json in runs.glob("*/result.json"):
+        result = json.loads(result_json.read_text())
+        stages = sorted(p.name for p in result_json.parent.glob("stage*.pt"))
+        kind = "quadratic" if "implementation" in result else "conventional"
+        kept[kind] += bool(stages)
+        assert kind == "conventional" or not stages, (result_json.parent.name, stages)
+        assert not (result_json.parent / "last.pt").exists(), result_json.parent.name
+    assert kept["conventional"] > 0 and kept["quadratic"] == 0, kept
+
+
+def test_the_tier_stayed_within_its_disk_budget():
+    samples = [int(line) for line in (E2E / "build" / "disk-mib.log").read_text().split()]
+    assert len(samples) > 60, "the sampler of build/'s size did not run through the tier"
+    assert max(samples) <= DISK_BUDGET_GIB * 1024, f"build/ peaked at {max(samples)} MiB, over {DISK_BUDGET_GIB:g} GiB"

@@ -313,13 +313,21 @@ def operations(log: Path) -> list[tuple[str, str]]:
     return [tuple(line.split(" ", 1)) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def committed_epochs(ops: list[tuple[str, str]], before: int) -> int:
+def committed_epochs(ops: list[tuple[str, str]], before: int, epochs: int) -> int:
     """Epochs whose last.pt the manifest recorded among the first ``before`` operations (a record is
-    committed by the manifest's rename; the rename of last.pt itself comes next)."""
-    return sum(
-        op == "rename" and path.endswith("manifest.json") and ops[i + 1][1].endswith("/last.pt")
-        for i, (op, path) in enumerate(ops[:before])
-    )
+    committed by the manifest's rename; the rename of the file itself comes next); all of them once
+    it recorded the result (the last epoch writes no last.pt: its result follows at once)."""
+    recorded = [
+        ops[i + 1][1] for i, (op, path) in enumerate(ops[:before]) if op == "rename" and path.endswith("manifest.json")
+    ]
+    if any(name.endswith("/result.json") for name in recorded):
+        return epochs
+    return sum(name.endswith("/last.pt") for name in recorded)
+
+
+def trained_epochs(ops: list[tuple[str, str]]) -> int:
+    """Epochs a training trained: each ends by writing metrics.json, and so does its result."""
+    return max(0, sum(op == "rename" and path.endswith("/metrics.json") for op, path in ops) - 1)
 
 
 @pytest.fixture(scope="module")
@@ -344,8 +352,7 @@ def kill_and_resume(tmp_path, uninterrupted, point: int, signal_name: str) -> No
     assert res is not None and numbers(res) == numbers(clean), where
     assert {k: res[k] for k in clean["metrics"]} == clean["metrics"], where
     assert not list(out.rglob("*.corrupt-*")), where
-    retrained = sum(op == "rename" and path.endswith("/last.pt") for op, path in operations(relog))
-    assert retrained == cfg.epochs - committed_epochs(ops, point - 1), where
+    assert trained_epochs(operations(relog)) == cfg.epochs - committed_epochs(ops, point - 1, cfg.epochs), where
 
 
 def sampled_points(n_ops: int, k: int) -> list[int]:
@@ -465,7 +472,8 @@ def test_an_empty_class_folder_is_named_with_its_split(tmp_path):
 # -- 6. a cache deleted under a running trainer --------------------------------------------------------------
 def test_a_trainer_whose_cache_was_deleted_stops_and_the_new_trainer_owns_the_run(tmp_path, uninterrupted):
     cfg, clean, ops = uninterrupted
-    second_epoch = [i + 1 for i, (op, path) in enumerate(ops) if op == "write" and path.endswith("/last.pt")][1]
+    # the second epoch's end (the last epoch writes metrics.json but no last.pt)
+    second_epoch = [i + 1 for i, (op, path) in enumerate(ops) if op == "write" and path.endswith("/metrics.json")][1]
     out, said = tmp_path / "runs", tmp_path / "said"
     first = multiprocessing.get_context("fork").Process(
         target=_train_child, args=(cfg, str(out), dict(QUADNN_FAULT=f"{second_epoch}:STOP", SAY=str(said)))

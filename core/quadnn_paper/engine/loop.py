@@ -414,7 +414,7 @@ class _Training:
 def _train(
     cfg: RunConfig, store: RunStore, rank: int, nranks: int, run_dependencies: bool, data: str | None = None
 ) -> dict:
-    """Build, resume, train epoch by epoch (each checkpointed), evaluate, record."""
+    """Build, resume, train epoch by epoch (each checkpointed but the last, whose result follows), evaluate, record."""
     # No more intra-op threads than CPUs this task may run on (a SLURM step may bind it to fewer
     # than OMP_NUM_THREADS says): more only spin against each other and the loader's workers.
     torch.set_num_threads(min(cfg.threads or torch.get_num_threads(), task_cpus()))
@@ -639,24 +639,28 @@ def _evaluate(t: _Training) -> tuple[dict, float]:
 
 
 def _end_of_epoch(t: _Training, epoch: int, history: list, stages: list, stage_ckpts: dict) -> None:
-    """Checkpoint the epoch (rank 0): a transfer stage's weights when it ends one, and always
-    ``last.pt`` (model, optimiser, step, history, RNG) and the metrics so far; then the ranks meet."""
+    """Checkpoint the epoch (rank 0): a kept stage's weights when it ends one (:func:`kept_stages`),
+    ``last.pt`` (model, optimiser, step, history, RNG) but after the last epoch, and the metrics so
+    far; then the ranks meet. After the last epoch the result is written at once and ``last.pt``
+    removed, so writing it would only double the disk a run takes at its end (a quadratic LapDepth's
+    is 3.2 GB with AdamW's moments); a crash in between retrains that one epoch."""
     cfg, store, data = t.cfg, t.store, t.data
     if t.rank == 0:
         if epoch + 1 in stages:
             k = str(stages.index(epoch + 1) + 1)
             store.save_checkpoint(cfg, f"stage{k}.pt", dict(model=t.model.state_dict(), epoch=epoch + 1), data)
             stage_ckpts[k] = f"stage{k}.pt"
-        state = dict(
-            model=t.model.state_dict(),
-            optimizer=t.opt.state_dict(),
-            epoch=epoch + 1,
-            step=t.step,
-            history=history,
-            rng=torch.get_rng_state(),
-            world_size=t.nranks,
-        )
-        store.save_checkpoint(cfg, "last.pt", state, data)
+        if epoch + 1 < cfg.epochs:
+            state = dict(
+                model=t.model.state_dict(),
+                optimizer=t.opt.state_dict(),
+                epoch=epoch + 1,
+                step=t.step,
+                history=history,
+                rng=torch.get_rng_state(),
+                world_size=t.nranks,
+            )
+            store.save_checkpoint(cfg, "last.pt", state, data)
         atomic_write_text(store.dir(cfg) / "metrics.json", json.dumps(history, indent=1))
     if t.nranks > 1:
         dist.barrier()

@@ -1,7 +1,8 @@
 """The run cache: one folder per configuration hash, written so that nothing is lost or mixed.
 
 ``<root>/<run_id>/`` holds ``config.json``, ``metrics.json`` (the curve so far), ``last.pt``
-(resume checkpoint), ``stage<k>.pt`` (weights at the end of schedule stage k), ``manifest.json``
+(resume checkpoint), ``stage<k>.pt`` (a conventional network's weights at the end of schedule
+stage k, which weight transfer starts from), ``manifest.json``
 (size and SHA-256 of every checkpoint and of the result, checked before either is used) and, last,
 ``result.json``, whose presence means "done, never run again"; a result is also checked against
 its own curve (``history``, ``metrics.json``). Every file is written to a temporary file unique
@@ -345,10 +346,10 @@ class RunStore:
 
         buf = io.BytesIO()  # serialised in memory: a full disk is then an OSError naming the file
         torch.save(dict(obj, run_id=cfg.run_id, **({"data_fingerprint": data} if data else {})), buf)
-        self._commit(cfg, name, buf.getvalue())
+        self._commit(cfg, name, buf.getbuffer())  # a view, not a copy: a checkpoint may be gigabytes
         return self.dir(cfg) / name
 
-    def _commit(self, cfg, name: str, blob: bytes) -> None:
+    def _commit(self, cfg, name: str, blob: bytes | memoryview) -> None:
         """``blob`` into the run's ``name``: a complete temporary file, its size and hash in the
         manifest, then the rename. The manifest first: a crash between the two leaves a record that
         does not match the old file but matches the temporary one, which the next holder of the
