@@ -210,6 +210,18 @@ def test_weight_transfer_is_a_declared_dependency_resolved_by_hash(tmp_path):
     torch.testing.assert_close(q.eval()(x), c.eval()(x), rtol=1e-5, atol=1e-5)
 
 
+def test_every_epoch_but_the_last_is_checkpointed(tmp_path, monkeypatch):
+    """The last epoch's result is written at once and its folder keeps no ``last.pt``: one written
+    after that epoch would only double the disk the run takes at its end."""
+    monkeypatch.setenv("QUADNN_FAULT_LOG", str(tmp_path / "ops"))  # common.files logs each operation
+    cfg, out = tiny(epochs=3), tmp_path / "runs"
+    assert run(cfg, out)["epochs_run"] == 3
+    ops = (tmp_path / "ops").read_text().splitlines()
+    assert sum(op.startswith("rename ") and op.endswith("/last.pt") for op in ops) == 2
+    assert ops[-1].startswith("rename ") and ops[-1].endswith("/result.json")
+    assert not (run_dir(cfg, out) / "last.pt").exists()
+
+
 def test_a_transfer_from_a_quadratic_network_is_refused_by_name(tmp_path):
     """Quadratic runs keep no stage weights (they would fill the disk), so none can be a source."""
     source = tiny(epochs=1)
