@@ -3,6 +3,7 @@ path (against a strict fake of the torch.cuda calls it makes), and the JSON outp
 
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -146,6 +147,15 @@ def test_conv_share_counts_convolutions_only():
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     assert bench.conv_share(lambda: torch.nn.functional.conv2d(x, w, padding=1)) > 0.5
     assert bench.conv_share(lambda: a @ b) == 0.0
+
+
+def test_a_cpu_profile_prints_nothing_of_kineto_on_the_console():
+    """kineto's GPU probe says "ERROR ... gpuGetDeviceCount failed" on a machine without a GPU."""
+    code = "import torch; from quadnn_paper import bench; print(bench.conv_share(lambda: torch.ones(8) + 1) >= 0)"
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout == "True\n", done.stderr
+    assert "ERROR" not in done.stderr and "profiler_start" not in done.stderr, done.stderr
 
 
 def test_compare_implementations_detects_a_difference(monkeypatch):
