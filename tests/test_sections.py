@@ -80,7 +80,7 @@ def test_section_declares_its_work_and_outputs(name):
 def test_every_weight_transfer_starts_from_a_conventional_network():
     """The engine keeps stage weights for conventional networks only (``kept_stages``): every
     transfer any section plans, at any profile, must start from one."""
-    from quadnn.layers import QuadraticLayer
+    from quadnn_paper.bench import is_quadratic
     from quadnn_paper.engine.tasks import model_for
     from quadnn_paper.execution.sections import SECTIONS, section_runs
 
@@ -93,8 +93,7 @@ def test_every_weight_transfer_starts_from_a_conventional_network():
     }
     assert sources, "no section plans a weight transfer: the principle guards nothing"
     for src in sources.values():
-        model = model_for(src)
-        assert not any(isinstance(m, QuadraticLayer) for m in model.modules()), src.describe()
+        assert not is_quadratic(model_for(src)), src.describe()
 
 
 def _code_lines(nb: dict) -> list[str]:

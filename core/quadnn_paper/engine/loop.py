@@ -31,6 +31,7 @@ from torch import nn
 from quadnn import relinear
 from quadnn.layers import QuadraticLayer
 
+from ..bench.models import is_quadratic
 from . import departure
 from .config import RunConfig
 from .distributed import agree, all_reduce, broadcast_buffers, compute_device, on_cuda, sync_batchnorm, world
@@ -75,9 +76,7 @@ def kept_stages(cfg: RunConfig, model: nn.Module) -> list[int]:
     network, the only kind weight transfer starts from (:func:`_transfer`); none for a network
     with quadratic layers. Each is a whole model: a quadratic VGG16's four came to 0.7 GB at
     TINY, and the full profile trains hundreds of quadratic networks."""
-    if any(isinstance(m, QuadraticLayer) for m in model.modules()):
-        return []
-    return stage_ends(cfg)
+    return [] if is_quadratic(model) else stage_ends(cfg)
 
 
 def lr_factor(cfg: RunConfig, epoch: int, step: int, total_steps: int) -> float:
@@ -134,7 +133,7 @@ def _transfer(cfg: RunConfig, store: RunStore, model: nn.Module, task, run_depen
             f"weight-transfer source {src.run_id} ({src.describe()}) did not converge: {res.get('diverged_reason')}"
         )
     conventional = task.build_model(src)
-    if kept_stages(src, conventional) == []:
+    if is_quadratic(conventional):
         raise ValueError(
             f"weight transfer starts from a conventional network; source {src.run_id} ({src.model}) "
             "has quadratic layers, and such runs keep no stage weights"
@@ -249,7 +248,7 @@ def _plan_for_device(model: nn.Module, cfg: RunConfig, device: torch.device, tas
     shape = task.train_input()
     if budget is None and on_cuda(device):
         budget = BUDGETS[0]
-        if shape is not None and any(isinstance(m, QuadraticLayer) for m in model.modules()):
+        if shape is not None and is_quadratic(model):
             budget = _budget_for_memory(model, cfg, device, shape, max(1, cfg.batch_size // nranks))
     if budget is not None:
         from quadnn import plan_recompute
