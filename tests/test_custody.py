@@ -578,7 +578,12 @@ def test_two_users_share_a_cache_set_up_as_the_docs_say(tmp_path):
         shared.mkdir()
         os.chown(shared, 0, team)
         os.chmod(shared, 0o2775)
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "core"), HOME=str(top))
+        # The users import a copy of the packages: a checkout under root's home or a `mktemp -d` is
+        # root's alone (0700), and they could not read it.
+        core = Path(__file__).resolve().parents[1] / "core"
+        for package in ("quadnn", "quadnn_paper"):
+            shutil.copytree(core / package, top / "core" / package, ignore=shutil.ignore_patterns("__pycache__"))
+        env = dict(os.environ, PYTHONPATH=str(top / "core"), HOME=str(top))
         for uid, mask, mine in ((users[0], 0o077, "a.json"), (users[1], 0o002, "b.json"), (users[0], 0o077, "c.json")):
             done = subprocess.run(
                 [python, "-c", TEAM_MEMBER, str(shared), f"uid{uid}", mine],
