@@ -16,10 +16,21 @@ files, removes the section's files of its previous run that this run did not wri
 the stamp ``paper/.stamps/SECTION.json`` (profile, data, notebook, and a hash of every file).
 :func:`recover` finishes a commit a kill interrupted; :func:`problems` is what ``make paper``
 checks before LaTeX runs (every section stamped with the requested profile, files as stamped).
+
+The paper folder may be a user's thesis folder, shared with others:
+- publish owns only what its stamps list with matching bytes: a file of the same name that it did
+  not write, or that changed since, is never replaced or removed (:class:`NotPublished`);
+- one publisher per section: each commit holds ``.stamps/SECTION.lock`` (``flock``), and a
+  journal is finished by whoever next takes that lock, never because a pid looks dead; a Report
+  holds its stage's lock while it lives, so only stages whose writer is gone are removed;
+- a journal or stamp is data: each path it names must stay inside the paper folder's outputs,
+  and a journal of another shape is refused in one line naming it (:class:`BadJournal`), left
+  for the user; no link is followed there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -28,7 +39,6 @@ import math
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,18 +46,56 @@ from typing import Any
 from quadnn_paper import latex
 from quadnn_paper.common import figure_lint
 from quadnn_paper.common.cells import Cell, fmt, latex_escape
-from quadnn_paper.common.files import atomic_write_text
-from quadnn_paper.common.files import sha256_file as _sha256
+from quadnn_paper.common.figure_data import figure_data
+from quadnn_paper.common.files import (
+    RefusedFile,
+    atomic_write_bytes,
+    atomic_write_text,
+    flock_fd,
+    flocked,
+    inside,
+    quoted,
+    read_own,
+    sha256_file,
+)
 from quadnn_paper.common.outputs import Figure, Lines, Output, Table, Variables
 from quadnn_paper.common.profiles import check_profile
+from quadnn_paper.common.words import path_setting
 
-__all__ = ["Report", "Cell", "fmt", "latex_escape", "save_figure", "recover", "problems", "publish", "show"]
+__all__ = [
+    "Report",
+    "Cell",
+    "fmt",
+    "latex_escape",
+    "save_figure",
+    "recover",
+    "problems",
+    "publish",
+    "show",
+    "NotPublished",
+    "BadJournal",
+]
 
 _MACRO = re.compile(r"^[A-Za-z]+$")
 _SECTION = re.compile(r"^[a-z]+(_[a-z]+)*$")
 STAGING = ".staging"
 STAMPS = ".stamps"
 NOTEBOOK_ENV = "QUADNN_NOTEBOOK"  # set by the Makefile: which notebook a stamp belongs to
+OUTPUT_DIRS = ("figures", "tables", "variables")  # the only folders publish writes into
+
+
+class NotPublished(RefusedFile):
+    """Files publish would replace or remove that it does not own (not in the section's stamp with
+    the same bytes): a user's own file of that name, or one edited since publish wrote it."""
+
+
+class BadJournal(RefusedFile):
+    """A commit journal (or the stamp it relies on) that is not of the shape publish writes."""
+
+
+def _sha256(path: Path) -> str:
+    """A paper file's SHA-256, read without following a link."""
+    return sha256_file(path, own=True)
 
 
 def _plain(value: Any) -> Any:
@@ -66,15 +114,9 @@ def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:
     suffix is not the target's), so a kill mid-write never leaves a truncated ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=kwargs.pop("format", path.suffix.lstrip(".")), **kwargs)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buf = io.BytesIO()  # drawn in memory: a full disk is then one line naming the file (atomic_write_bytes)
+    fig.savefig(buf, format=kwargs.pop("format", path.suffix.lstrip(".")), **kwargs)
+    atomic_write_bytes(path, buf.getbuffer())
     return path
 
 
@@ -93,12 +135,13 @@ class Report:
                 f"section must be a lower-case name like 'cifar_comparison' (its module, notebook "
                 f"and .tex file share it), got {section!r}"
             )
-        self.dir = Path(paper_dir)
+        self.dir = path_setting(paper_dir, "paper_dir")
         self.section, self.profile, self.data = section, check_profile(profile), data
         # A section and its notebook share one name (tests/test_sections.py), so a run outside make
         # (nbval, Jupyter) stamps the section's own notebook.
         self.notebook = os.environ.get(NOTEBOOK_ENV) or section
         self._stage: Path | None = None
+        self._held = None  # the stage's lock, held while this report lives (recover() leaves the stage)
         self._files: set[str] = set()
         self.committed = False
         recover(self.dir)
@@ -120,8 +163,11 @@ class Report:
         if self.committed:
             raise RuntimeError(f"report {self.section!r} was committed; make a new Report for more outputs")
         if self._stage is None:
-            (self.dir / STAGING).mkdir(parents=True, exist_ok=True)
-            self._stage = Path(tempfile.mkdtemp(dir=self.dir / STAGING, prefix=f"{self.section}.{os.getpid()}."))
+            # the lock first, then the folder: a stage without its lock held has no writer left
+            name = f"{self.section}.{os.urandom(6).hex()}"
+            self._held = os.fdopen(flock_fd(inside(self.dir, f"{STAGING}/{name}.lock", "stage lock")), "r+b")
+            self._stage = self.dir / STAGING / name
+            self._stage.mkdir()
         self._files.add(relative)
         path = self._stage / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,10 +198,12 @@ class Report:
         drawn = figure_lint.record(fig)
         # Below everything the figure draws (the tight bounding box takes it in), so it never sits on
         # an axis label.
+        data_file = f"figures/{name}.data.json"  # the numbers it plots, before the corner mark is drawn
+        atomic_write_text(self._staged(data_file), json.dumps(figure_data(fig), indent=1) + "\n")
         fig.text(
             0.995,
             -0.01,
-            f"profile: {self.profile}; data: {self.data}",
+            f"profile: {self.profile}; data: {self.data}; numbers: {data_file}; {why_command(name)}",
             ha="right",
             va="top",
             wrap=True,  # within the figure's width: a long data name must not widen (and shrink) it
@@ -242,6 +290,8 @@ class Report:
         body = [" & ".join(cell(c) for c in row) + r" \\" for row in rows]
         lines = [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
         lines = body if rows_only else lines + body + [r"\bottomrule", r"\end{tabular}"]
+        if not rows_only:  # main.tex's \quadnnsource: the table, a link to its CSV, the why command
+            lines = [rf"\quadnnsource{{tables/{name}.csv}}{{{latex_escape(name)}}}{{%", *lines, "}"]
         atomic_write_text(self._staged(f"tables/{name}.tex"), "\n".join(lines) + "\n")
         return self.dir / "tables" / f"{name}.tex"
 
@@ -269,6 +319,12 @@ class Report:
             value, digits = value if isinstance(value, tuple) else (value, 3)
             self.variable(name, value, digits)
 
+    def provenance(self, record: dict) -> str:
+        """Write the section's provenance (what ``python -m quadnn_paper.why`` reads) with its outputs."""
+        relative = f"variables/{self.section}.provenance.json"
+        atomic_write_text(self._staged(relative), json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+        return relative
+
     # -- all or nothing ------------------------------------------------------------------
     def commit(self) -> Path:
         """Make every output of this run visible in ``paper_dir`` and stamp the section.
@@ -279,21 +335,35 @@ class Report:
         if self.committed:
             raise RuntimeError(f"report {self.section!r} is already committed")
         assert self._stage is not None  # the constructor wrote the variables file
-        recover(self.dir)  # an interrupted commit of this section first: its journal is about to be replaced
-        stamp = dict(
-            section=self.section,
-            profile=self.profile,
-            data=self.data,
-            notebook=self.notebook,
-            files={rel: _sha256(self._stage / rel) for rel in sorted(self._files)},
-        )
-        # The files of the section's previous commit go into the journal too: a kill after its
-        # stamp is gone still leaves recover() the list of what to remove (one profile, never two).
-        previous = _stamp_files(self.dir / STAMPS / f"{self.section}.json")
-        journal = dict(stage=self._stage.name, pid=os.getpid(), stamp=stamp, old=sorted(previous))
-        atomic_write_text(self.dir / STAMPS / f"{self.section}.commit", json.dumps(journal, indent=1))
-        self.committed = True
-        _finish(self.dir, self.section)
+        recover(self.dir)  # other sections' interrupted commits, and stages whose writers are gone
+        with flocked(inside(self.dir, f"{STAMPS}/{self.section}.lock", "section lock")):  # one publisher
+            if os.path.lexists(self.dir / STAMPS / f"{self.section}.commit"):
+                _finish(self.dir, self.section)  # its committer is gone: we hold its lock
+            stamp = dict(
+                section=self.section,
+                profile=self.profile,
+                data=self.data,
+                notebook=self.notebook,
+                files={rel: _sha256(self._stage / rel) for rel in sorted(self._files)},
+            )
+            # The files of the section's previous commit (with their bytes' hashes) go into the
+            # journal too: a kill after its stamp is gone still leaves recover() the list of what to
+            # remove (one profile, never two), and what it may remove (only those bytes).
+            previous = _stamp_files(self.dir / STAMPS / f"{self.section}.json")
+            theirs = _not_published(self.dir, stamp["files"], previous)
+            if theirs:
+                self.discard()
+                raise NotPublished(
+                    0,
+                    f"publish {self.section}: refusing to replace or remove {', '.join(theirs)} in {self.dir}: "
+                    f"publish did not write them, or they changed since (move them away, or rename "
+                    f"your own, then publish again); nothing was changed",
+                )
+            journal = dict(stage=self._stage.name, stamp=stamp, old=previous)
+            atomic_write_text(self.dir / STAMPS / f"{self.section}.commit", json.dumps(journal, indent=1))
+            self.committed = True
+            _finish(self.dir, self.section)
+        self._release()
         return self.dir / STAMPS / f"{self.section}.json"
 
     def discard(self) -> None:
@@ -301,6 +371,15 @@ class Report:
         if self._stage is not None and not self.committed:
             shutil.rmtree(self._stage, ignore_errors=True)
         self.committed = True
+        self._release()
+
+    def _release(self) -> None:
+        """Let go of the stage's lock (its folder is gone: committed or discarded)."""
+        if self._held is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._stage.with_name(self._stage.name + ".lock"))
+            self._held.close()
+            self._held = None
 
     # -- a section's outputs, as data ----------------------------------------------------
     def write(self, output: Output) -> None:
@@ -325,6 +404,11 @@ class Report:
             raise TypeError(f"section {self.section}: not an output: {output!r} (expected one of {Output})")
 
 
+def why_command(name: str) -> str:
+    """The command that says where output ``name`` (a table, figure or macro) came from."""
+    return f"make why NAME={name}"
+
+
 def _labelled(cell: Any, labels: dict[str, str]) -> Any:
     """``cell`` with the LaTeX of its text where :mod:`quadnn_paper.latex` gives one."""
     if isinstance(cell, Cell) and isinstance(cell.value, str) and cell.tex is None and cell.value in labels:
@@ -347,72 +431,138 @@ def publish(section, paper_dir: str | Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")  # files only: in a notebook the inline backend would also show each figure
+    trace = getattr(section, "trace", None)  # what each output read (execution.provenance), when traced
     with Report(paper_dir, section.section, section.profile, section.data) as report:
         for output in section.outputs:
-            report.write(output)
+            with trace.writing(output) if trace is not None else contextlib.nullcontext():
+                report.write(output)
+        if trace is not None:
+            report.provenance(trace.record(section.outputs, report.macro_prefix))
     return report.dir / STAMPS / f"{section.section}.json"
 
 
 def _finish(paper_dir: Path, section: str) -> None:
-    """Carry out (or finish) the commit journalled for ``section``. Idempotent."""
+    """Carry out (or finish) the commit journalled for ``section``; only for the holder of the
+    section's lock. Idempotent. A file is put in place only over one publish owns (the previous
+    stamp's bytes, or this commit's own), and removed only with the bytes publish wrote there."""
     stamps = paper_dir / STAMPS
     journal_path = stamps / f"{section}.commit"
-    journal = json.loads(journal_path.read_text())
-    stage, stamp = paper_dir / STAGING / journal["stage"], journal["stamp"]
+    stage, stamp, old = _journal(paper_dir, journal_path)
     stamp_path = stamps / f"{section}.json"
-    old = set(journal.get("old", [])) | _stamp_files(stamp_path)
+    old = old | _stamp_files(stamp_path)
     stamp_path.unlink(missing_ok=True)  # from here until the new stamp, the section counts as unfinished
-    for rel in stamp["files"]:
-        src = stage / rel
-        if src.exists():
-            (paper_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    for rel, digest in stamp["files"].items():
+        src, dst = stage / rel, paper_dir / rel
+        if src.exists() and _owned(dst, {old.get(rel), digest}):
+            dst.parent.mkdir(parents=True, exist_ok=True)
             try:
-                os.replace(src, paper_dir / rel)
+                os.replace(src, dst)
             except FileNotFoundError:  # moved meanwhile by a concurrent recover()
                 pass
     for rel in set(old) - set(stamp["files"]):
-        (paper_dir / rel).unlink(missing_ok=True)
+        if _owned(paper_dir / rel, {old[rel]}):
+            (paper_dir / rel).unlink(missing_ok=True)
     atomic_write_text(stamp_path, json.dumps(stamp, indent=1))
     shutil.rmtree(stage, ignore_errors=True)
     journal_path.unlink(missing_ok=True)
 
 
-def _stamp_files(path: Path) -> set[str]:
-    """The files a section's stamp lists (none when there is no stamp, or it is not one)."""
-    try:
-        files = json.loads(path.read_text()).get("files")
-    except (OSError, ValueError, AttributeError):
-        return set()
-    return set(files) if isinstance(files, dict) else set()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+def _owned(path: Path, digests: set) -> bool:
+    """Whether publish may replace or remove ``path``: absent, or a regular file (not a link)
+    holding bytes publish wrote (one of ``digests``)."""
+    if not os.path.lexists(path):
         return True
-    return True
+    try:
+        return _sha256(path) in digests
+    except OSError:  # a link, a FIFO, ...: not ours
+        return False
+
+
+def _not_published(paper_dir: Path, files: dict, previous: dict) -> list[str]:
+    """The files a commit of ``files`` over a section stamped with ``previous`` would replace or
+    remove without owning them: present but not the bytes the stamp lists (nor those about to be
+    written, which changes nothing)."""
+    return [
+        rel
+        for rel in sorted(set(files) | set(previous))
+        if not _owned(inside(paper_dir, rel, "output"), {previous.get(rel), files.get(rel)})
+    ]
+
+
+def _journal(paper_dir: Path, path: Path) -> tuple[Path, dict, dict]:
+    """The stage, stamp and previous files (path -> SHA-256) of the journal at ``path``, each path
+    checked to stay inside the paper folder's outputs; else :class:`BadJournal`, naming it."""
+    try:
+        journal = json.loads(read_own(path))
+        stamp, old = journal["stamp"], journal.get("old", {})
+        files = stamp["files"]
+        if not (isinstance(files, dict) and all(isinstance(d, str) for d in files.values())):
+            raise TypeError("its stamp's files are not {path: sha256}")
+        if isinstance(old, list):  # (journals written before they carried hashes: nothing is removed)
+            old = {}
+        if not (isinstance(old, dict) and all(isinstance(d, str) for d in old.values())):
+            raise TypeError("its old files are not {path: sha256}")
+        stage = inside(paper_dir / STAGING, journal["stage"], "stage")
+        for rel in [*files, *old]:
+            _output(paper_dir, rel)
+    except RefusedFile as e:
+        if isinstance(e, BadJournal):
+            raise
+        raise BadJournal(e.errno, f"{path}: not a commit journal publish wrote ({e}); {_LEFT}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        why = f"no {e}" if isinstance(e, KeyError) else quoted(e)
+        raise BadJournal(
+            0, f"{path}: not a commit journal publish wrote ({type(e).__name__}: {why}); {_LEFT}"
+        ) from None
+    return stage, stamp, old
+
+
+_LEFT = "left as it is for you to look at: remove it to publish this section again"
+
+
+def _output(paper_dir: Path, rel) -> Path:
+    """``paper_dir / rel`` for a path read from a journal or stamp: inside one of :data:`OUTPUT_DIRS`."""
+    path = inside(paper_dir, rel, "output")
+    if Path(rel).parts[0] not in OUTPUT_DIRS or len(Path(rel).parts) < 2:
+        raise RefusedFile(0, f"refusing the output {quoted(repr(rel))}: not under {', '.join(OUTPUT_DIRS)}")
+    return path
+
+
+def _stamp_files(path: Path) -> dict[str, str]:
+    """The files a section's stamp lists, with their SHA-256 (none when there is no stamp, or it is
+    not one, or a path it names leaves the paper's outputs)."""
+    try:
+        files = json.loads(read_own(path)).get("files")
+        if not isinstance(files, dict):
+            return {}
+        for rel in files:
+            _output(path.parent.parent, rel)
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {rel: d for rel, d in files.items() if isinstance(d, str)}
 
 
 def recover(paper_dir: str | Path) -> list[str]:
-    """Finish commits a kill interrupted; drop staging left by dead processes. Returns the sections finished."""
+    """Finish commits a kill interrupted and drop stages whose writers are gone, each decided by its
+    lock (a held lock: its holder is at work). Returns the sections finished."""
     paper_dir = Path(paper_dir)
     done = []
     for journal in sorted((paper_dir / STAMPS).glob("*.commit")):
-        try:
-            pid = json.loads(journal.read_text()).get("pid")
-        except (OSError, ValueError):  # finished meanwhile, or torn (cannot be: written atomically)
+        if not _SECTION.match(journal.stem):
             continue
-        if pid not in (None, os.getpid()) and _alive(pid):
-            continue  # its process is committing right now
-        _finish(paper_dir, journal.stem)
-        done.append(journal.stem)
-    for stage in (paper_dir / STAGING).glob("*.*.*") if (paper_dir / STAGING).is_dir() else []:
-        pid = stage.name.split(".")[1]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stage, ignore_errors=True)
+        with flocked(inside(paper_dir, f"{STAMPS}/{journal.stem}.lock", "section lock"), wait=False) as mine:
+            if mine and os.path.lexists(journal):  # (else its publisher is committing right now)
+                _finish(paper_dir, journal.stem)
+                done.append(journal.stem)
+    staging = paper_dir / STAGING
+    for stage in staging.iterdir() if staging.is_dir() and not staging.is_symlink() else []:
+        if stage.name.endswith(".lock") or not stage.is_dir() or stage.is_symlink():
+            continue
+        lock = stage.with_name(stage.name + ".lock")
+        with flocked(lock, wait=False) as gone:  # its Report holds it while it lives
+            if gone:
+                shutil.rmtree(stage, ignore_errors=True)
+                lock.unlink(missing_ok=True)
     return done
 
 

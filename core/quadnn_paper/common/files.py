@@ -45,6 +45,14 @@ __all__ = [
     "check_private",
     "load_private_pickle",
     "read_json",
+    "RefusedFile",
+    "quoted",
+    "open_own",
+    "read_own",
+    "inside",
+    "flock_fd",
+    "flocked",
+    "read_bounded",
 ]
 
 # Errors of the file system, not of the program: reported as one line naming the file.
@@ -59,6 +67,145 @@ _STORAGE_ERRORS = {
 
 class CacheWriteError(OSError):
     """A file could not be written (disk full, quota, read-only, permissions): one line naming it."""
+
+
+class RefusedFile(OSError):
+    """A file not opened: a symbolic link where only the project's own files belong, something
+    other than a regular file, a path leaving its folder, or a file over its bound. One line."""
+
+
+def quoted(text, limit: int = 300) -> str:
+    """``text`` read from a file, safe to put into a log or a message: every character that is not
+    printable (a newline, a terminal escape) written as its escape, so it never starts a line of
+    its own, and at most ``limit`` characters."""
+    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return s if len(s) <= limit else s[:limit] + "..."
+
+
+def _refuse_link(path, e: OSError) -> OSError:
+    if e.errno != errno.ELOOP:
+        return e
+    with contextlib.suppress(OSError):
+        return RefusedFile(
+            errno.ELOOP,
+            f"refusing {path}: a symbolic link (to {quoted(os.readlink(path))}) where quadnn_paper keeps only "
+            f"files it wrote itself; it follows no link there: remove it",
+        )
+    return RefusedFile(errno.ELOOP, f"refusing {path}: a symbolic link loop on its way; remove it")
+
+
+def open_own(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+    """A descriptor of ``path``, one of the project's own files in a cache or paper folder: a
+    symbolic link there is refused, never followed (``O_NOFOLLOW``: a teammate's link must not
+    make us write into another user's file), and so is anything but a regular file (a FIFO
+    would block, a device never end). One :class:`RefusedFile` line naming it."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as e:
+        raise _refuse_link(path, e) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise RefusedFile(
+            errno.EINVAL, f"refusing {path}: not a regular file ({_kind(st.st_mode)}) where only files belong"
+        )
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
+
+
+def read_own(path: str | os.PathLike) -> bytes:
+    """The bytes of one of the project's own files (:func:`open_own`: no link followed)."""
+    with os.fdopen(open_own(path), "rb") as f:
+        return f.read()
+
+
+def inside(folder: str | os.PathLike, relative, what: str = "path") -> Path:
+    """``folder / relative`` for a path read from a file (a journal, a stamp, a record), which is
+    data: it must be a non-empty relative path without ``..``, and no part of it below ``folder``
+    may be a symbolic link, so it resolves inside ``folder``. Else one :class:`RefusedFile` line."""
+    folder = Path(folder)
+    bad = None
+    if not isinstance(relative, str) or not relative or "\0" in relative:
+        bad = "not a non-empty path"
+    elif Path(relative).is_absolute() or ".." in Path(relative).parts:
+        bad = "it leaves the folder (an absolute path or '..')"
+    else:
+        p = folder
+        for part in Path(relative).parts:
+            p = p / part
+            if p.is_symlink():
+                bad = f"{p} is a symbolic link (a link out of the folder is never followed)"
+                break
+    if bad:
+        raise RefusedFile(errno.EINVAL, f"refusing the {what} {quoted(repr(relative))} under {folder}: {bad}")
+    return folder / relative
+
+
+def flock_fd(path: str | os.PathLike, wait: bool = True) -> int | None:
+    """A descriptor of ``path`` (created, no link followed) holding its ``flock(2)`` lock, or None
+    when ``wait`` is false and another holds it. The lock belongs to this descriptor: another one,
+    even in this process, does not get it, and closing another does not release it (unlike
+    :func:`file_lock`'s record locks), so a process can ask whether its own holder is alive.
+    Released when the descriptor is closed, or its process dies."""
+    path = Path(path)
+    try:
+        make_dirs(path.parent)
+        fd = open_own(path, os.O_RDWR | os.O_CREAT)
+    except RefusedFile:
+        raise
+    except OSError as e:
+        raise _storage_error(path, e) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def flocked(path: str | os.PathLike, wait: bool = True) -> Iterator[bool]:
+    """Hold :func:`flock_fd`'s lock of ``path`` inside the block; yields False (not held) when
+    ``wait`` is false and another holds it."""
+    fd = flock_fd(path, wait)
+    try:
+        yield fd is not None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def read_bounded(path: str | os.PathLike, bound: int, what: str = "file") -> bytes:
+    """The bytes of a data file, at most ``bound``: a regular file only (a FIFO would block, a
+    device such as /dev/zero never end), read at most ``bound`` + 1 bytes, whatever its size
+    says. Anything else is one :class:`RefusedFile` line naming it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise e.__class__(e.errno, f"{path}: cannot read it ({os.strerror(e.errno)})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RefusedFile(errno.EINVAL, f"{path}: not a regular file ({_kind(st.st_mode)}); a {what} is a file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        blob = f.read(bound + 1)
+    if len(blob) > bound:
+        raise RefusedFile(errno.EFBIG, f"{path}: more than a {what}'s bound of {bound} bytes; refused")
+    return blob
 
 
 def umask() -> int:
@@ -196,10 +343,11 @@ def remove_stale_temps(folder: str | os.PathLike, names: str = "*") -> list[Path
     return gone
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+def sha256_file(path: str | os.PathLike, own: bool = False) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks; ``own``: one of the project's own
+    files, opened without following a link (:func:`open_own`)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(path, "rb") if not own else os.fdopen(open_own(path), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -221,13 +369,16 @@ def sha256_file_cached(path: str | os.PathLike) -> str:
 def lock_holder(path: str | os.PathLike) -> str:
     """Who holds the lock at ``path``, as its holder wrote it: "host H, pid P, since T" (or less)."""
     try:
-        who = json.loads(Path(path).read_text() or "{}")
+        who = json.loads(read_own(path) or "{}")
     except (OSError, ValueError):
         who = {}
     if not isinstance(who, dict) or "pid" not in who:
         return "another process"
-    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(who.get("since", 0)))
-    return f"pid {who['pid']} on {who.get('host', '?')} since {since}"
+    try:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(who.get("since", 0))))
+    except (TypeError, ValueError, OverflowError, OSError):
+        since = "?"
+    return f"pid {quoted(who['pid'], 40)} on {quoted(who.get('host', '?'), 100)} since {since}"
 
 
 @contextlib.contextmanager
@@ -250,11 +401,13 @@ def file_lock(
     start = time.monotonic()
     try:
         make_dirs(path.parent)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides (and a setgid folder)
+        fd = open_own(path, os.O_RDWR | os.O_CREAT)  # the umask decides (and a setgid folder); no link
         extra = _team_bits(path.parent, 0o060)
         st = os.fstat(fd)
         if extra and st.st_uid == os.getuid() and (st.st_mode & extra) != extra:
             os.fchmod(fd, stat.S_IMODE(st.st_mode) | extra)
+    except RefusedFile:
+        raise
     except OSError as e:
         raise _storage_error(path, e) from None
     try:
@@ -339,7 +492,7 @@ def lock_held(path: str | os.PathLike) -> bool:
     """Whether another process holds :func:`file_lock` on ``path`` (not to be asked by the
     process that holds it: closing the probe would release its lock)."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = open_own(path, os.O_RDWR)
     except FileNotFoundError:
         return False
     try:

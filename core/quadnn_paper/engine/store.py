@@ -36,14 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from ..common.files import (
+    RefusedFile,
     atomic_write_bytes,
     atomic_write_text,
     file_lock,
+    inside,
+    open_own,
+    quoted,
+    read_own,
     remove_stale_temps,
     replace,
+    sha256_file,
     write_temp,
 )
-from ..common.files import sha256_file as _sha256
 
 __all__ = [
     "RunStore",
@@ -86,17 +91,28 @@ class WorldSizeMismatch(DataMismatch):
 QUARANTINE_LOG = "quarantine.log"  # one line per file moved aside in a folder: when, where to, why
 
 
+def _sha256(path: Path) -> str:
+    """A cache file's SHA-256, read without following a link (the cache holds only our own files)."""
+    return sha256_file(path, own=True)
+
+
 def quarantine(path: Path, why: str) -> None:
     """Report an unreadable file with its path and move it aside, never delete it, with a note
     (:data:`QUARANTINE_LOG` in its folder), so it is redone, never reused. On a read-only cache it
     cannot be moved: then it is only reported (and still not used)."""
-    path = Path(path)
+    path, why = Path(path), quoted(why, 1000)  # (a why quotes the file: one line, whatever it holds)
     aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
     try:
         os.replace(path, aside)
         done = f"moved to {aside.name}, redoing it"
-        with contextlib.suppress(OSError), open(path.with_name(QUARANTINE_LOG), "a") as note:
-            note.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {path.name} -> {aside.name}: {why}\n")
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {quoted(path.name)} -> {quoted(aside.name)}: {why}\n"
+        try:
+            with os.fdopen(open_own(path.with_name(QUARANTINE_LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a") as f:
+                f.write(line)
+        except RefusedFile as e:
+            done += f" (not noted: {e})"
+        except OSError:
+            pass
     except FileNotFoundError:
         done = "already gone, redoing it"
     except OSError as e:
@@ -155,7 +171,7 @@ def _entry(blob: bytes) -> dict:
 
 def _read_or_none(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
+        return read_own(path)
     except OSError:
         return None
 
@@ -171,19 +187,22 @@ class RunStore:
     """The runs under ``root``, addressed by configuration (anything with ``run_id`` and ``key()``)."""
 
     def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
+        from ..common.words import path_setting
+
+        self.root = path_setting(root, "cache directory")
         if self.root.exists() and not self.root.is_dir():
             raise NotADirectoryError(f"cache directory {self.root} exists and is not a directory")
 
     def dir(self, cfg) -> Path:
-        return self.root / cfg.run_id
+        """The run's folder; a symbolic link in its place is refused, never followed."""
+        return inside(self.root, cfg.run_id, "run folder")
 
     # -- results ---------------------------------------------------------------------------
     def read_json(self, path: Path, required: tuple[str, ...] = (), raw: bytes | None = None) -> Any | None:
         """JSON at ``path`` (or its bytes ``raw``, already read); None if absent; a corrupt file is
         quarantined and None returned."""
         try:
-            text = path.read_bytes() if raw is None else raw
+            text = read_own(path) if raw is None else raw
         except FileNotFoundError:
             return None
         try:
@@ -210,7 +229,7 @@ class RunStore:
         number raises :class:`WorldSizeMismatch`."""
         path = self.dir(cfg) / "result.json"
         try:
-            raw = path.read_bytes()  # one read: the hash and the record are of the same bytes
+            raw = read_own(path)  # one read: the hash and the record are of the same bytes
         except FileNotFoundError:
             return None
         res = self.read_json(path, required=("status", "history", "config"), raw=raw)
@@ -290,7 +309,7 @@ class RunStore:
         files (:meth:`_reverify`), so a finished run is not retrained for its manifest's sake."""
         path = self.dir(cfg) / "manifest.json"
         try:
-            raw = path.read_bytes()
+            raw = read_own(path)
         except FileNotFoundError:
             return {}
         try:
@@ -322,11 +341,12 @@ class RunStore:
         verified = set()
         for ck_path in sorted(d.glob("*.pt")):
             try:
-                ck = torch.load(ck_path, map_location="cpu", weights_only=True)
-            except Exception:  # noqa: BLE001  (damaged: left out, so moved aside when asked for)
+                blob = read_own(ck_path)
+                ck = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+            except Exception:  # noqa: BLE001  (damaged or a link: left out, so moved aside when asked for)
                 continue
             if isinstance(ck, dict) and ck.get("run_id") == cfg.run_id:
-                manifest[ck_path.name] = _entry(ck_path.read_bytes())
+                manifest[ck_path.name] = _entry(blob)
                 verified.add(ck_path.name)
         raw = _read_or_none(d / "result.json")
         res = _json_or_none(raw)
@@ -403,11 +423,13 @@ class RunStore:
 
         d = self.dir(cfg)
         path = d / name
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
         entry = self._manifest(cfg).get(name)
         why, foreign = None, False
-        if entry is None:
+        if path.is_symlink():
+            why = f"a symbolic link (to {quoted(os.readlink(path))}); the cache follows no link"
+        elif entry is None:
             why = "no size/hash record in manifest.json"
         elif os.path.getsize(path) != entry["size"]:
             why = f"size {os.path.getsize(path)} bytes, recorded {entry['size']}"
@@ -415,7 +437,8 @@ class RunStore:
             why = "SHA-256 differs from the recorded one"
         if why is None:
             try:
-                ck = torch.load(path, map_location="cpu", weights_only=True)
+                with os.fdopen(open_own(path), "rb") as f:
+                    ck = torch.load(f, map_location="cpu", weights_only=True)
             except Exception as e:  # noqa: BLE001  (torch raises many kinds for a damaged zip)
                 why = f"torch.load failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
         if why is None:
@@ -460,13 +483,16 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
     For the computations that are not training runs (the Runge sweeps, the benchmarks): the same
     scheme as runs, ``cache_dir/<name>/<hash of config>.json`` written atomically, an unreadable
     entry reported and recomputed, and concurrent callers of one configuration serialised on a
-    lock. ``cache_dir=None`` disables caching.
+    lock. Each entry records the size and SHA-256 of its result (:func:`_result_record`), as a
+    run's manifest does for its files: an entry whose result differs from its record, or that
+    has none, is quarantined and recomputed, never served. ``cache_dir=None`` disables caching.
     """
+    from ..common.words import path_setting
     from .config import run_id
 
     if cache_dir is None:
         return compute()
-    root = Path(cache_dir) / name
+    root = path_setting(cache_dir, "cache_dir") / name
     key = run_id(json.loads(json.dumps(config, sort_keys=True, default=str)))
     path = root / f"{key}.json"
     store = RunStore(root)
@@ -482,6 +508,14 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
                 f"not of the requested {key}",
             )
             return None
+        if entry is not None and _result_record(entry["result"]) != entry.get("record"):
+            quarantine(
+                path,
+                "its result has no size and SHA-256 record"
+                if "record" not in entry
+                else "its result differs from its recorded size and SHA-256 (damaged or edited after it was written?)",
+            )
+            return None
         return None if entry is None else entry["result"]
 
     hit = read()
@@ -491,5 +525,13 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
         hit = read()
         if hit is not None:
             return hit
-        atomic_write_text(path, json.dumps({"config": config, "result": compute()}, indent=1, default=float))
+        result = json.loads(json.dumps(compute(), default=float))  # as a hit reads it back
+        entry = {"config": config, "result": result, "record": _result_record(result)}
+        atomic_write_text(path, json.dumps(entry, indent=1, default=float))
     return read()  # the same JSON round-trip as a cache hit
+
+
+def _result_record(result) -> dict:
+    """The size and SHA-256 of a cached result, taken over its canonical JSON (sorted keys), so
+    the record is of the value, whatever the entry's layout."""
+    return _entry(json.dumps(result, sort_keys=True).encode())

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..common.words import env_boolean, path_setting
 from .runners import ACTIVE, RUNNERS, Job, make_runner
 
 if TYPE_CHECKING:  # the engine (torch) is imported where it is used: job processes start without it
@@ -73,7 +74,7 @@ def execute_work(
 
     computations = [w for w in work if isinstance(w, Computation)]
     runs = [w for w in work if not isinstance(w, Computation)]
-    return execute(runs, Path(cache_dir) / "runs", runner, computations=computations, **options)
+    return execute(runs, path_setting(cache_dir, "cache_dir") / "runs", runner, computations=computations, **options)
 
 
 def execute(
@@ -101,8 +102,7 @@ def execute(
     if not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
     if wait is None:
-        env = os.environ.get("QUADNN_WAIT", "")
-        wait = env not in ("", "0") if env else runner != "slurm"
+        wait = env_boolean("QUADNN_WAIT", default=runner != "slurm")
     from ..engine import Computation, run
     from ..engine.work import with_needs
 
