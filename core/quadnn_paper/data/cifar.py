@@ -12,6 +12,11 @@ Data sets (``load(name, data_dir, download, split_seed)``):
   normalised, a stratified 80/20 train/test split fixed by ``split_seed``. Augmentation:
   1-pixel zero padding + random 8x8 crop (shifts of at most one pixel; no flips, which
   would change digits). The CIFAR ResNets run on 8x8 inputs (stages at 8, 4, 2 pixels).
+- ``fashion_mnist<size>`` (e.g. ``fashion_mnist16``): Fashion-MNIST's 60,000 training and 10,000
+  test images (:mod:`quadnn_paper.data.fashion_mnist`, every file checked), resized from 28 to
+  ``size`` pixels, one channel; with a ``split_seed`` the training images come in an order drawn
+  from it (so ``train_limit`` takes a subset per seed), the test set is always all 10,000.
+  Augmentation: 2-pixel zero padding + random crop + horizontal flip (clothes keep their class).
 
 Augmentation draws from an explicit ``torch.Generator``, so an epoch's batches are a pure
 function of (seed, epoch): a resumed run sees exactly the batches the interrupted one saw,
@@ -31,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..common.files import RefusedFile, read_bounded
+
 __all__ = [
     "DATASETS",
     "Data",
@@ -44,7 +51,8 @@ __all__ = [
     "to_device",
 ]
 
-DATASETS = ("cifar10", "cifar100", "digits")
+DATASETS = ("cifar10", "cifar100", "digits", "fashion_mnist16", "fashion_mnist28")
+_FASHION_SIZES = {"fashion_mnist16": 16, "fashion_mnist28": 28}  # name -> pixels
 
 _CIFAR = {
     "cifar10": dict(
@@ -156,10 +164,11 @@ def load_cifar_batch(path: str | Path, label_key: bytes = b"labels") -> dict:
     labels (``label_key``) at most as many values as the file has bytes. Other entries (file
     names, which honest writers may share) are never built into arrays, so they are not counted."""
     path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_BATCH_BYTES:
-        raise BadData(f"{path}: {size} bytes, more than a CIFAR batch file's bound of {MAX_BATCH_BYTES}")
-    blob = path.read_bytes()
+    try:  # read, never trusting its reported size: a link to /dev/zero says 0 bytes, a FIFO blocks
+        blob = read_bounded(path, MAX_BATCH_BYTES, "CIFAR batch file")
+    except RefusedFile as e:
+        raise BadData(str(e)) from None
+    size = len(blob)
     try:
         _check_memo(path, blob)
         d = _DataOnlyUnpickler(io.BytesIO(blob), path).load()
@@ -254,6 +263,14 @@ def fingerprint(name: str, data_dir: str | Path = "data") -> str | None:
     scikit-learn's digits arrays. None when the files are not there."""
     from ..common.files import sha256_file_cached
 
+    if name in _FASHION_SIZES:
+        from . import fashion_mnist
+
+        try:
+            fashion_mnist.find(data_dir)
+        except fashion_mnist.Missing:
+            return None
+        return fashion_mnist.fingerprint(_FASHION_SIZES[name])
     if name == "digits":
         if not _DIGITS_FINGERPRINT:
             from sklearn.datasets import load_digits
@@ -335,12 +352,28 @@ def _load_digits(split_seed: int) -> Data:
     )
 
 
+def _load_fashion(name: str, data_dir: Path, split_seed: int | None) -> Data:
+    from . import fashion_mnist
+
+    size = _FASHION_SIZES[name]
+    (x_tr, y_tr), (x_te, y_te) = (fashion_mnist.read_split(s, data_dir) for s in ("train", "test"))
+    if split_seed is not None:  # the training images in an order of the seed's (train_limit: a subset)
+        order = np.random.default_rng(split_seed).permutation(len(y_tr))
+        x_tr, y_tr = x_tr[order], y_tr[order]
+    x_tr, x_te = (torch.from_numpy(fashion_mnist.resize(x, size))[:, None] for x in (x_tr, x_te))
+    mean, std = _channel_stats(x_tr)
+    y_tr, y_te = torch.from_numpy(y_tr), torch.from_numpy(y_te)
+    return Data(name, x_tr, y_tr, x_te, y_te, fashion_mnist.CLASSES, mean, std, pad=2, flip=True)
+
+
 def load(name: str, data_dir: str | Path = "data", download: bool = False, split_seed: int = 0) -> Data:
     """Load data set ``name`` (one of :data:`DATASETS`) into memory."""
     if name not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {name!r}")
     if name == "digits":
         return _load_digits(split_seed)
+    if name in _FASHION_SIZES:
+        return _load_fashion(name, Path(data_dir), split_seed)
     return _load_cifar(name, Path(data_dir), download)
 
 
