@@ -9,14 +9,37 @@ figure lint, variables as macros) and the notebook shows the :class:`Lines`.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Table", "Figure", "Variables", "Lines", "Overview", "Output"]
+__all__ = ["Table", "Figure", "Variables", "Lines", "Overview", "Output", "call_chain"]
+
+
+def call_chain(skip: tuple[str, ...] = (), depth: int = 12) -> tuple[str, ...]:
+    """The companion's functions on the stack here, innermost first, as ``module:qualname``
+    (frames of this module and of ``skip``'s modules left out): who made an output, or read a result."""
+    chain, frame = [], sys._getframe(1)
+    while frame is not None and len(chain) < depth:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("quadnn_paper.") and module != __name__ and module not in skip:
+            chain.append(f"{module}:{frame.f_code.co_qualname}")
+        frame = frame.f_back
+    return tuple(chain)
+
+
+def _made_by():
+    """A field holding the functions that made the output (see :func:`call_chain`); not compared."""
+    return dataclasses.field(default=(), init=False, repr=False, compare=False)
+
+
+class _Traced:
+    def __post_init__(self):
+        self.made_by = call_chain()
 
 
 @dataclasses.dataclass
-class Table:
+class Table(_Traced):
     """``header`` and ``rows`` of plain values or :class:`~quadnn_paper.common.cells.Cell`;
     ``digits``: significant digits of its numbers; ``rows_only``: its ``.tex`` holds the body alone
     (a table the report assembles from several sections)."""
@@ -26,21 +49,24 @@ class Table:
     rows: Sequence[Sequence[Any]]
     digits: int = 4
     rows_only: bool = False
+    made_by: tuple[str, ...] = _made_by()
 
 
 @dataclasses.dataclass
-class Figure:
+class Figure(_Traced):
     """``draw()`` returns the matplotlib figure; the writer calls it, lints, saves and closes it."""
 
     name: str
     draw: Callable[[], Any]
+    made_by: tuple[str, ...] = _made_by()
 
 
 @dataclasses.dataclass
-class Variables:
+class Variables(_Traced):
     """Numbers and words the text quotes: ``{Name: value}`` (a value may be ``(value, digits)``)."""
 
     values: dict[str, Any]
+    made_by: tuple[str, ...] = _made_by()
 
 
 @dataclasses.dataclass

@@ -130,10 +130,10 @@ def load_rgb(path: str):
 
     from PIL import Image
 
-    from quadnn_paper.data.kitti import EIGHT_BIT
+    from quadnn_paper.data.kitti import EIGHT_BIT, image_bytes
 
     try:
-        with open(path, "rb") as f, warnings.catch_warnings():
+        with image_bytes(path) as f, warnings.catch_warnings():
             # PIL only warns between the limit and twice it, and decodes anyway: refuse those too.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(f)
@@ -192,6 +192,11 @@ def fingerprint(data_dir: str | Path) -> str | None:
             for e in it:
                 if e.is_dir():
                     stack.append((e.path, f"{rel}{e.name}/", (*above, here)))
+                elif not e.is_file():  # a FIFO would hang the loader, a device never end
+                    raise ValueError(
+                        f"{e.path}: not a regular file (a FIFO, a device, or a link to none); an ImageFolder "
+                        f"holds image files: remove it"
+                    )
                 else:
                     names.append((rel + e.name, e))
     key = (str(root.resolve()), tuple(sorted(dirs)))

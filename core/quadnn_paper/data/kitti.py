@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..common.files import RefusedFile, read_bounded
+
 __all__ = [
     "KITTI_SIZES",
     "KittiSplit",
@@ -38,6 +40,17 @@ KITTI_SIZES = ((375, 1242), (370, 1224), (374, 1238), (376, 1241))
 
 
 # -- KITTI on-disk format --------------------------------------------------------------------------
+MAX_IMAGE_BYTES = 1 << 28  # an image file of the data sets (ImageNet, KITTI) is read to at most 256 MiB
+MAX_SPLIT_BYTES = 1 << 26  # a split file (46 k lines for Eigen's) to at most 64 MiB
+
+
+def image_bytes(path) -> io.BytesIO:
+    """An image file's bytes, read bounded (:data:`MAX_IMAGE_BYTES`): a regular file only, so a FIFO
+    or a link to a device is one line naming it, never a hang or an endless read."""
+    try:
+        return io.BytesIO(read_bounded(path, MAX_IMAGE_BYTES, "image file"))
+    except RefusedFile as e:
+        raise ValueError(str(e)) from None
 DEPTH_SCALE = 256  # KITTI's depth PNGs hold metres times this
 MIN_DEPTH = 1e-3  # metres: ground truth at or below is no measurement, predictions are clipped up to it
 
@@ -63,7 +76,7 @@ def _decoded(path):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(path)
+            img = Image.open(image_bytes(path))
             img.load()
         return img
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
@@ -140,6 +153,12 @@ class KittiSplit(torch.utils.data.Dataset):
         # every file the split will read, named now rather than when an epoch (or the test after
         # the last one) reaches it
         missing = [p for item in self.items for p in item if not (self.root / p).is_file()]
+        odd = [p for p in missing if os.path.lexists(self.root / p) and (self.root / p).exists()]
+        if odd:  # a FIFO or a device would hang or never end at the first epoch
+            raise ValueError(
+                f"{self.root / odd[0]}, listed in {split_path(self.root, split_file)}, is not a regular file; "
+                f"an image or depth map is a file"
+            )
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise FileNotFoundError(
@@ -198,7 +217,11 @@ def read_split(root, split_file) -> list[tuple[str, str]]:
     if not path.is_file():
         raise FileNotFoundError(f"no split file at {path}. {_WHERE}")
     items = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    try:
+        text = read_bounded(path, MAX_SPLIT_BYTES, "split file").decode()
+    except (RefusedFile, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a split file ({e})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if len(fields) < 2 or fields[1] == "None":
             continue

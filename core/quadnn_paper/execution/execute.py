@@ -23,12 +23,14 @@ A section's other work, its :class:`~quadnn_paper.engine.Computation` items, goe
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common.words import env_boolean, path_setting
-from .runners import ACTIVE, RUNNERS, Job, make_runner
+from .progress import Progress
+from .runners import RUNNERS, Job, make_runner
 
 if TYPE_CHECKING:  # the engine (torch) is imported where it is used: job processes start without it
     from ..engine import Computation, RunConfig
@@ -85,6 +87,7 @@ def execute(
     progress: bool = True,
     computations: list[Computation] = (),
     retries: int = RETRIES,
+    label: str = "work",
     **runner_options,
 ) -> dict[str, dict | None]:
     """Results of ``runs`` by run id (None: not done yet); see the module doc. ``computations``
@@ -95,6 +98,8 @@ def execute(
     ``retries``: while waiting, how many times a job that ended without its result (a node lost, a
     process killed, an exception) is submitted again; each failure is printed with its log's end,
     and what still fails is named in the pending note.
+    ``progress``: report counts and time left while it works (:mod:`.progress`), under ``label``
+    (the section's name).
     ``runner_options`` go to the runner (``workers``, ``gpus`` for ``local``; ``partition``, ... for ``slurm``).
     """
     if runner not in RUNNERS:
@@ -109,29 +114,45 @@ def execute(
     todo = with_dependencies(runs)
     computations = with_needs(computations)
     cache, failures = Path(out).parent, {}
-    if runner == "inline":
-        from tqdm.auto import tqdm
+    done = is_done(out)
+    shown = _progress(label, todo, computations, runner, progress)
+    shown.known_done(key for key in shown.items if done(key))
 
-        for item in tqdm([*computations, *todo], desc="work", unit="item", disable=not progress):
+    def here(item) -> None:  # one item computed in this process, reported as it starts and ends
+        key = item.key if isinstance(item, Computation) else item.run_id
+        if shown.state.get(key) == "done":
+            return
+        shown.start(key)
+        ok = False
+        try:
             item.compute(cache) if isinstance(item, Computation) else run(item, out)
-    else:
-        # A small CPU computation is not worth a job: it runs here, so its result is always there.
-        # A timing of this machine runs here too, before any job of this call is submitted.
-        quick = [c for c in computations if _in_process(c)]
-        for c in quick:
-            c.compute(cache)
-        r = make(runner, out, **runner_options)
-        work = jobs(todo, out, r.max_gpus) + [computation_job(c, cache) for c in computations if c not in quick]
-        states = r.submit(work, is_done=is_done(out))
-        if progress:
-            counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
-            print(
-                f"{runner}: {len(r.last_submitted)} run(s) submitted; "
-                + ", ".join(f"{n} {s}" for s, n in counts.items()),
-                flush=True,
-            )
-        if wait:
-            failures = _wait(r, work, out, progress, retries)
+            ok = True
+        finally:
+            shown.finish(key, ok)
+
+    with shown:
+        if runner == "inline":
+            for item in [*computations, *todo]:
+                here(item)
+        else:
+            # A small CPU computation is not worth a job: it runs here, so its result is always there.
+            # A timing of this machine runs here too, before any job of this call is submitted.
+            quick = [c for c in computations if _in_process(c)]
+            for c in quick:
+                here(c)
+            r = make(runner, out, **runner_options)
+            work = jobs(todo, out, r.max_gpus) + [computation_job(c, cache) for c in computations if c not in quick]
+            states = r.submit(work, is_done=done)
+            if progress:
+                counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
+                print(
+                    f"{runner}: {len(r.last_submitted)} run(s) submitted; "
+                    + ", ".join(f"{n} {s}" for s, n in counts.items()),
+                    flush=True,
+                )
+            shown.update(states)
+            if wait:
+                failures = _wait(r, work, out, shown, retries)
     results = {**_collected(todo, out), **{c.key: c.result(cache) for c in computations}}
     note = pending_note(results, [*runs, *computations])
     if note and failures:
@@ -144,19 +165,12 @@ def execute(
     return results
 
 
-def _wait(r, work: list[Job], out, progress: bool, retries: int) -> dict[str, str]:
-    """Wait for ``work`` on runner ``r``, submitting what ended without its result again, up to
-    ``retries`` times; ``{key: why}`` of what still has no result."""
-    from tqdm.auto import tqdm
-
+def _wait(r, work: list[Job], out, shown: Progress, retries: int) -> dict[str, str]:
+    """Wait for ``work`` on runner ``r`` (its states reported to ``shown``), submitting what ended
+    without its result again, up to ``retries`` times; ``{key: why}`` of what still has no result."""
     keys, done = [job.key for job in work], is_done(out)
     for attempt in range(retries + 1):
-        with tqdm(total=len(keys), desc=f"work ({r.name})", unit="item", disable=not progress) as bar:
-
-            def show(states):
-                bar.update(sum(s not in ACTIVE for s in states.values()) - bar.n)
-
-            states = r.wait(keys, is_done=done, on_states=show)
+        states = r.wait(keys, is_done=done, on_states=shown.update)
         failed = {k: r.state(k, done) for k, s in states.items() if s in ("failed", "missing")}
         failures = {k: reason or state for k, (state, reason) in failed.items()}
         for key, why in failures.items():
@@ -167,6 +181,14 @@ def _wait(r, work: list[Job], out, progress: bool, retries: int) -> dict[str, st
         r.submit(work, is_done=done)
     r.close()
     return failures
+
+
+def _progress(label: str, runs: list[RunConfig], computations: list[Computation], runner: str, on: bool) -> Progress:
+    """The progress report of one call's work (to nowhere when ``on`` is false)."""
+    items = [(c.key, "computation", c.describe(), c.seconds) for c in computations]
+    items += [(cfg.run_id, "run", cfg.describe(), cfg.epochs) for cfg in runs]
+    queue = "SLURM" if runner == "slurm" else ""
+    return Progress(label, items, queue=queue) if on else Progress(label, items, stream=io.StringIO(), tty=False)
 
 
 def _collected(runs: list[RunConfig], out: str | os.PathLike) -> dict[str, dict | None]:

@@ -69,3 +69,4 @@ class SectionOutputs:
     profile: str
     data: str
     outputs: list[Output]
+    trace: object = None  # a provenance.Trace: what each output read (None: not traced)
