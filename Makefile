@@ -57,6 +57,16 @@ export QUADNN_GPUS_PER_RUN ?= $(GPUS)
 
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 EXECUTED  := $(patsubst notebooks/%.ipynb,build/$(RUN_TAG)/%.ipynb,$(NOTEBOOKS))
+# SECTIONS=runge,efficiency (commas or spaces): run only those notebooks, again, then the PDF; the
+# other sections keep their outputs, and the check before LaTeX still refuses a paper/ whose
+# sections are not all of PROFILE.
+comma := ,
+SECTION_LIST := $(strip $(subst $(comma), ,$(SECTIONS)))
+NOTEBOOK_NAMES := $(patsubst notebooks/%.ipynb,%,$(NOTEBOOKS))
+ifneq ($(filter-out $(NOTEBOOK_NAMES),$(SECTION_LIST)),)
+$(error SECTIONS='$(SECTIONS)': $(filter-out $(NOTEBOOK_NAMES),$(SECTION_LIST)) is not a section; choose from: $(NOTEBOOK_NAMES))
+endif
+WANTED    := $(if $(SECTION_LIST),$(patsubst %,build/$(RUN_TAG)/%.ipynb,$(SECTION_LIST)),$(EXECUTED))
 SOURCES   := $(shell find core -name '*.py' -not -path '*/__pycache__/*')
 PAPER_SRC := paper/main.tex $(wildcard paper/sections/*.tex)
 
@@ -84,12 +94,17 @@ ifneq ($(and $(filter paper paper/main.pdf,$(MAKECMDGOALS)),$(if $(DRY_RUN),,1))
 ifneq ($(wildcard $(BIN)/python),)
 $(shell $(BIN)/python tools/paper_check.py prune --profile $(PROFILE) --build build/$(RUN_TAG) 1>&2)
 endif
+ifneq ($(SECTION_LIST),)
+$(shell rm -f $(WANTED))
+endif
 endif
 
-.PHONY: help setup test test-fast test-e2e test-faults test-fullsize lint paper tex clean status slurm-up slurm-down gpu-check
+.PHONY: help setup why test test-fast test-e2e test-faults test-fullsize lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
 	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (cpu: local, else inline)"
+	@echo "           [SECTIONS=runge,efficiency]  only those sections' notebooks, again, then the PDF"
+	@echo "make why NAME=runge_rmse             where a table, figure or macro comes from (no NAME: list them)"
 	@echo "make status [PROFILE=full] [TINY=1]  runs per section: done/running/pending/failed, GPU-hours left"
 	@echo "make test-fast                       library and engine unit tests (no SLURM, notebooks or PDF; ~3 min)"
 	@echo "make test                            everything: lint, layer contract, pytest + nbval (smoke), SLURM, the smoke PDF"
@@ -157,6 +172,10 @@ gpu-check: $(GPU_CHECK_DEPS)
 	PYTHONPATH="$(CURDIR)/core$${PYTHONPATH:+:$$PYTHONPATH}" $(GPU_CHECK_PYTHON) -m quadnn_paper.execution.gpu_check \
 	  --out build/gpu-check $(GPU_CHECK_ARGS)
 
+# Where a table, figure or macro of the built paper comes from (what the build recorded).
+why: $(INSTALLED)
+	@$(BIN)/python -m quadnn_paper.why $(if $(NAME),'$(NAME)',--list)
+
 # The plan: runs per section and their states, with the GPU-hours still to spend.
 status: $(INSTALLED)
 	@$(BIN)/python -m quadnn_paper.execution.status --profile $(PROFILE) $(if $(TINY_ON),--tiny) --cache build/cache/runs \
@@ -172,12 +191,14 @@ slurm-down:
 paper/variables/published.tex: core/quadnn_paper/common/published.py $(INSTALLED)
 	$(BIN)/python -m quadnn_paper.common.published $@
 
-paper/main.pdf: $(PAPER_SRC) $(EXECUTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
+paper/main.pdf: $(PAPER_SRC) $(WANTED) $(wildcard paper/.stamps/*.json) paper/variables/published.tex build/.tex-ok
 	$(BIN)/python tools/paper_check.py check --profile $(PROFILE)
 	@# every claim of the paper answered (a verdict, or the reason there is none), else no PDF
 	$(BIN)/python -m quadnn_paper.common.ledger --paper paper
 	@# every number in the prose a macro from data (or an allowed form), else no PDF
 	$(BIN)/python tools/paper_check.py numbers
+	@# the build's identity (commit, profile, date) for the PDF's metadata
+	$(BIN)/python -m quadnn_paper.execution.provenance paper/variables/build.tex --profile $(PROFILE) $(if $(TINY_ON),--tiny)
 	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
 	@# A PDF with a box off the page or unreadable figure fonts is set aside, not delivered.
 	$(BIN)/python tools/paper_check.py layout || { mv -f paper/main.pdf paper/main.layout-failed.pdf; exit 1; }
