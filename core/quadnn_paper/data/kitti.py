@@ -51,6 +51,8 @@ def image_bytes(path) -> io.BytesIO:
         return io.BytesIO(read_bounded(path, MAX_IMAGE_BYTES, "image file"))
     except RefusedFile as e:
         raise ValueError(str(e)) from None
+
+
 DEPTH_SCALE = 256  # KITTI's depth PNGs hold metres times this
 MIN_DEPTH = 1e-3  # metres: ground truth at or below is no measurement, predictions are clipped up to it
 
