@@ -30,24 +30,24 @@ endif
 ifneq ($(words $(RUNNER)) $(filter $(RUNNER),$(RUNNERS)),1 $(strip $(RUNNER)))
 $(error RUNNER='$(RUNNER)' is not one of: $(RUNNERS) (one word))
 endif
-# TINY is a boolean, read strictly: 1/true/yes on, 0/false/no or empty off, anything else an error
-# (a bare non-empty test would take TINY=0 for on).
+# TINY and WAIT are booleans, read strictly by one reader (as quadnn_paper.common.words.boolean reads
+# the environment): 1/true/yes on, 0/false/no or empty off, anything else an error naming the value
+# (a bare non-empty test would take TINY=0 or WAIT=no for on). $(call boolean,NAME): on's word or empty.
 TRUE_WORDS  := 1 true yes True Yes TRUE YES
 FALSE_WORDS := 0 false no False No FALSE NO
-ifneq ($(words $(TINY)),$(if $(strip $(TINY)),1,0))
-$(error TINY='$(TINY)' is not one boolean: use 1/true/yes, 0/false/no, or leave it empty)
-endif
-ifneq ($(filter $(TRUE_WORDS) $(FALSE_WORDS),$(TINY)),$(strip $(TINY)))
-$(error TINY=$(TINY) is not a boolean: use 1/true/yes, 0/false/no, or leave it empty)
-endif
-TINY_ON  := $(filter $(TRUE_WORDS),$(TINY))
+boolean = $(strip \
+  $(if $(filter-out 0 1,$(words $($1))),$(error $1='$($1)' is not one boolean: use 1/true/yes, 0/false/no, or leave it empty)) \
+  $(if $(filter-out $(TRUE_WORDS) $(FALSE_WORDS),$($1)),$(error $1=$($1) is not a boolean: use 1/true/yes, 0/false/no, or leave it empty)) \
+  $(filter $(TRUE_WORDS),$($1)))
+TINY_ON  := $(call boolean,TINY)
+WAIT_ON  := $(call boolean,WAIT)
 ifneq ($(TINY_ON),)
 ifneq ($(PROFILE),full)
 $(error TINY=$(TINY) caps the full profile; use it with PROFILE=full, not PROFILE=$(PROFILE))
 endif
 endif
 RUN_TAG  := $(PROFILE)$(if $(TINY_ON),-tiny)
-export QUADNN_WAIT := $(WAIT)
+export QUADNN_WAIT := $(if $(WAIT_ON),1,$(if $(strip $(WAIT)),0))
 export QUADNN_SLURM_PARTITION ?= $(SLURM_PARTITION)
 export QUADNN_SLURM_ACCOUNT ?= $(SLURM_ACCOUNT)
 export QUADNN_SLURM_TIME ?= $(SLURM_TIME)
