@@ -27,7 +27,8 @@ Registered in timm: ``cifar_resnet{20,32,44,56,110,1202}``, ``cifar_qresnet{20,3
 ``cifar_qresnet{20,32,56}_compact``, ``cifar_parabolic_resnet{20,32,56}``,
 ``cifar_poly_resnet{20,32,56}``; every variant takes ``width=`` (1.5, 2, 2.5 are the
 paper's widened ResNets), ``rezero=``, ``zero_init_last=``, ``num_classes=``, ``in_chans=``,
-``global_pool=`` (timm's; ``""`` returns the unpooled map), ``drop_rate=``, and
+``global_pool=`` (timm's; ``""`` returns the unpooled map), ``drop_rate=``, ``drop_path_rate=``
+(stochastic depth as timm's ResNets: rising linearly over the blocks), ``bn_momentum=``, ``bn_eps=``, and
 ``recompute_budget=`` (what the quadratic layers keep for backward, see
 :func:`quadnn.plan_recompute`; default ``quadnn.recompute.DEFAULT_BUDGET``).
 """
@@ -74,6 +75,7 @@ class BasicBlock(nn.Module):
         stride: int = 1,
         neuron: str = "conventional",
         rezero: bool = False,
+        drop_path: nn.Module | None = None,
         device=None,
         dtype=None,
     ):
@@ -88,6 +90,7 @@ class BasicBlock(nn.Module):
             self.zeta = nn.Parameter(torch.zeros((), **dd))
         else:
             self.register_parameter("zeta", None)
+        self.drop_path = drop_path or nn.Identity()  # stochastic depth on the residual branch
 
     def zero_init_last(self) -> None:
         if self.zeta is None:  # ReZero blocks already start as the identity
@@ -98,7 +101,7 @@ class BasicBlock(nn.Module):
         out = self.bn2(self.conv2(out))
         if self.zeta is not None:
             out = self.zeta * out
-        return F.relu(self.shortcut(x) + out)
+        return F.relu(self.shortcut(x) + self.drop_path(out))
 
 
 class CifarResNet(ConvClassifier):
@@ -113,8 +116,11 @@ class CifarResNet(ConvClassifier):
         neuron: str = "conventional",
         rezero: bool = False,
         drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
         global_pool: str = "avg",
         zero_init_last: bool = True,
+        bn_momentum: float | None = None,
+        bn_eps: float | None = None,
         recompute_budget: float | None = DEFAULT_BUDGET,
         device=None,
         dtype=None,
@@ -132,16 +138,18 @@ class CifarResNet(ConvClassifier):
         self.conv1 = nn.Conv2d(in_chans, widths[0], 3, 1, 1, bias=False, **dd)
         self.bn1 = nn.BatchNorm2d(widths[0], **dd)
         stages, cin, self.feature_info = [], widths[0], []
+        drop_paths = iter(self.drop_paths(drop_path_rate, 3 * n))
         for i, cout in enumerate(widths):
             blocks = []
             for j in range(n):
                 stride = 2 if (i > 0 and j == 0) else 1
-                blocks.append(BasicBlock(cin, cout, stride, neuron, rezero, **dd))
+                blocks.append(BasicBlock(cin, cout, stride, neuron, rezero, next(drop_paths), **dd))
                 cin = cout
             stages.append(nn.Sequential(*blocks))
             self.feature_info.append(dict(num_chs=cout, reduction=2**i, module=f"layer{i + 1}"))
         self.layer1, self.layer2, self.layer3 = stages
         self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
+        self.set_norm_args_(bn_momentum, bn_eps)
         self.reset_parameters()
         self.plan_recompute_(recompute_budget, in_chans, 32, **dd)
 

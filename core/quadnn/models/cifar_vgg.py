@@ -18,7 +18,8 @@ The pools use ``ceil_mode=True``, so inputs smaller than 32x32 (the 8x8 digits s
 8, 4, 2, 1, 1, 1) pass through without error; on 32x32 inputs this changes nothing.
 
 Registered in timm: ``cifar_vgg16``, ``cifar_vgg16_square``, ``cifar_qvgg16``; each takes
-``width=``, ``num_classes=`` (default 100, CIFAR-100), ``in_chans=``, ``drop_rate=``,
+``width=``, ``num_classes=`` (default 100, CIFAR-100), ``in_chans=``, ``drop_rate=``, ``bn_momentum=``,
+``bn_eps=``, ``drop_path_rate=`` (0 only: VGG has no residual branch to drop),
 ``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default ``quadnn.recompute.DEFAULT_BUDGET``).
 """
 
@@ -51,7 +52,10 @@ class CifarVGG(ConvClassifier):
         activation: str = "relu",
         neuron: str = "conventional",
         drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
         global_pool: str = "avg",
+        bn_momentum: float | None = None,
+        bn_eps: float | None = None,
         recompute_budget: float | None = DEFAULT_BUDGET,
         device=None,
         dtype=None,
@@ -60,6 +64,7 @@ class CifarVGG(ConvClassifier):
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}")
         self._check_kind(neuron, width)
+        self.drop_paths(drop_path_rate, 0, has_residual=False)  # checks the rate: VGG has no residual
         dd = dict(device=device, dtype=dtype)
         self.activation, self.neuron, self.width = activation, neuron, width
 
@@ -75,10 +80,17 @@ class CifarVGG(ConvClassifier):
             cin = cout
         self.features = nn.Sequential(*feats)
         self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
+        self.set_norm_args_(bn_momentum, bn_eps)
         self.reset_parameters()
         self.plan_recompute_(recompute_budget, in_chans, 32, **dd)
 
+    # stem: the first convolution and its batch norm; blocks: each later layer of ``features``
+    _group_stem = r"^features\.[01]\."
+    _group_blocks = (r"^features\.(\d+)", r"^features\.(\d+)")
+
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        if self.grad_checkpointing:  # stage by stage
+            return super().forward_features(x)
         return self.features(x)
 
     def _feature_stages(self):

@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from timm.layers import create_classifier
+from timm.layers import DropPath, create_classifier
 from timm.models import generate_default_cfgs, register_notrace_module
 from timm.models._features import feature_take_indices
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from ..layers import NEURONS, QuadraticConv2d, QuadraticLayer
 from ..recompute import plan_recompute
@@ -54,6 +55,10 @@ class ConvClassifier(nn.Module):
     num_features: int
     drop_rate: float
     zero_init_last: bool = False
+    grad_checkpointing: bool = False
+    # timm's group_matcher: the stem's parameters, and one group per block (coarse: per stage)
+    _group_stem = r"^conv1|^bn1"
+    _group_blocks = (r"^layer(\d+)", r"^layer(\d+)\.(\d+)")  # (coarse, fine)
 
     @staticmethod
     def _check_kind(neuron: str, width: float) -> None:
@@ -72,6 +77,30 @@ class ConvClassifier(nn.Module):
         self.global_pool, self.fc = create_classifier(
             num_features, num_classes, pool_type=global_pool, device=device, dtype=dtype
         )
+
+    @staticmethod
+    def drop_paths(rate: float, blocks: int, has_residual: bool = True) -> list[nn.Module]:
+        """timm's stochastic depth: one ``DropPath`` per residual block, its rate rising linearly
+        from 0 at the first block to ``rate`` at the last (``nn.Identity`` where it is 0)."""
+        if not 0 <= rate < 1:
+            raise ValueError(f"drop_path_rate must be in [0, 1), got {rate!r}")
+        if rate and not has_residual:
+            raise ValueError(
+                f"drop_path_rate={rate!r}: this network has no residual branch to drop "
+                "(stochastic depth needs shortcuts); use drop_path_rate=0"
+            )
+        rates = [rate * i / max(1, blocks - 1) for i in range(blocks)]
+        return [DropPath(r) if r else nn.Identity() for r in rates]
+
+    def set_norm_args_(self, bn_momentum: float | None = None, bn_eps: float | None = None) -> None:
+        """timm's ``bn_momentum``/``bn_eps`` (train.py's ``--bn-momentum``/``--bn-eps``) on every
+        batch norm; None keeps torch's default."""
+        for m in self.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                if bn_momentum is not None:
+                    m.momentum = bn_momentum
+                if bn_eps is not None:
+                    m.eps = bn_eps
 
     def plan_recompute_(self, budget: float | None, in_chans: int, size: int, device=None, dtype=None) -> None:
         """Choose what each quadratic layer keeps for backward (:func:`quadnn.plan_recompute`).
@@ -104,6 +133,18 @@ class ConvClassifier(nn.Module):
                     m.zero_init_last()
 
     # -- timm interface -----------------------------------------------------------------
+    @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> dict:
+        """Parameter groups by name (timm's layer-wise learning-rate decay, ``--layer-decay``):
+        the stem, then one group per block, or per stage when ``coarse``; the classifier last."""
+        return dict(stem=self._group_stem, blocks=self._group_blocks[0 if coarse else 1])
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """timm's gradient checkpointing (train.py's ``--grad-checkpointing``): each feature stage
+        keeps only its input for backward and runs again during it."""
+        self.grad_checkpointing = enable
+
     def get_classifier(self) -> nn.Module:
         return self.fc
 
@@ -131,8 +172,13 @@ class ConvClassifier(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         for stage in self._feature_stages():
-            x = stage(x)
+            x = self._run(stage, x)
         return x
+
+    def _run(self, stage, x: torch.Tensor) -> torch.Tensor:
+        if self.grad_checkpointing and torch.is_grad_enabled() and not torch.jit.is_scripting():
+            return checkpoint(stage, x, use_reentrant=False)
+        return stage(x)
 
     def forward_intermediates(
         self,
@@ -154,7 +200,7 @@ class ConvClassifier(nn.Module):
         if stop_early or intermediates_only:
             stages = stages[: last + 1]
         for i, stage in enumerate(stages):
-            x = stage(x)
+            x = self._run(stage, x)
             if i in take:
                 intermediates.append(x)
         return intermediates if intermediates_only else (x, intermediates)

@@ -37,7 +37,8 @@ name                       paper's label                    neuron
 =========================  ===============================  ====================
 
 Every variant takes ``width=``, ``shortcut=``, ``zero_init_last=``, ``global_pool=``, ``num_classes=``,
-``in_chans=``, ``drop_rate=``, ``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default
+``in_chans=``, ``drop_rate=``, ``drop_path_rate=`` (stochastic depth as timm's ResNets; plain nets
+refuse a rate above 0), ``bn_momentum=``, ``bn_eps=``, ``recompute_budget=`` (see :func:`quadnn.plan_recompute`; default
 ``quadnn.recompute.DEFAULT_BUDGET``), and works with ``timm.create_model(name, features_only=True)``
 (stem, then the four stages).
 """
@@ -69,6 +70,7 @@ class ImageNetBasicBlock(nn.Module):
         stride: int = 1,
         neuron: str = "conventional",
         shortcut: str = "B",
+        drop_path: nn.Module | None = None,
         device=None,
         dtype=None,
     ):
@@ -88,6 +90,7 @@ class ImageNetBasicBlock(nn.Module):
             )
         else:
             self.downsample = ShortcutA(cin, cout, stride)
+        self.drop_path = drop_path or nn.Identity()  # stochastic depth on the residual branch
 
     def zero_init_last(self) -> None:
         if not self.plain:  # a plain block zeroed would cut the network
@@ -98,7 +101,7 @@ class ImageNetBasicBlock(nn.Module):
         out = self.bn2(self.conv2(out))
         if self.plain:
             return F.relu(out)
-        return F.relu(out + (x if self.downsample is None else self.downsample(x)))
+        return F.relu(self.drop_path(out) + (x if self.downsample is None else self.downsample(x)))
 
 
 class ImageNetResNet(ConvClassifier):
@@ -113,8 +116,11 @@ class ImageNetResNet(ConvClassifier):
         neuron: str = "conventional",
         shortcut: str = "B",
         drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
         global_pool: str = "avg",
         zero_init_last: bool = True,
+        bn_momentum: float | None = None,
+        bn_eps: float | None = None,
         recompute_budget: float | None = DEFAULT_BUDGET,
         device=None,
         dtype=None,
@@ -137,15 +143,17 @@ class ImageNetResNet(ConvClassifier):
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         self.feature_info = [dict(num_chs=widths[0], reduction=2, module="act1")]
         cin = widths[0]
+        drop_paths = iter(self.drop_paths(drop_path_rate, sum(layers), has_residual=shortcut != "none"))
         for i, (n, cout) in enumerate(zip(layers, widths)):
             blocks = []
             for j in range(n):
                 stride = 2 if (i > 0 and j == 0) else 1
-                blocks.append(ImageNetBasicBlock(cin, cout, stride, neuron, shortcut, **dd))
+                blocks.append(ImageNetBasicBlock(cin, cout, stride, neuron, shortcut, next(drop_paths), **dd))
                 cin = cout
             self.add_module(f"layer{i + 1}", nn.Sequential(*blocks))
             self.feature_info.append(dict(num_chs=cout, reduction=4 * 2**i, module=f"layer{i + 1}"))
         self._init_head(cin, num_classes, global_pool, drop_rate, **dd)
+        self.set_norm_args_(bn_momentum, bn_eps)
         self.reset_parameters()
         self.plan_recompute_(recompute_budget, in_chans, 64, **dd)
 
