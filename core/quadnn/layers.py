@@ -30,7 +30,8 @@ Compilers and tracers. Under ``torch.compile``, ``torch.fx.symbolic_trace`` and
 convolution for [r, g], see ``QuadraticLayer._forward_plain``) instead of its custom autograd
 Function, so traces save and load, and FLOP counters that trace (fvcore, timm's benchmark) count
 every convolution; timm's fx feature extraction treats the layers as leaf modules
-(``timm.models.register_notrace_module``, done in :mod:`quadnn.models.common`).
+(``timm.models.register_notrace_module``, done in :mod:`quadnn.models.common`), and so does torch.ao's
+FX graph-mode quantization (``prepare_fx``), which then leaves them in float.
 ``torch.jit.script`` is not supported (TorchScript is deprecated in PyTorch).
 
 Second derivatives (``create_graph=True``: gradient penalties, Hessian-vector products) work
@@ -45,6 +46,8 @@ implementations, is :mod:`quadnn.quadratic_function`.
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -376,6 +379,11 @@ class QuadraticLayer(WeightGuards):
     def _forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input
         if isinstance(x, torch.fx.Proxy):  # torch.fx.symbolic_trace: no values to check
+            if _quantization_tracer(x.tracer):
+                # torch.ao's FX graph-mode quantization (prepare_fx, prepare_qat_fx) records the
+                # layer as a leaf module, which it leaves in float: its observers and quantized
+                # operations know torch's layers only, and would quantize the linear branch alone
+                return x.tracer.create_proxy("call_module", x.tracer.path_of_module(self), (x,), {})
             return self._forward_plain(x)
         self._check_input(x)
         impl = self.implementation
@@ -405,6 +413,13 @@ class QuadraticLayer(WeightGuards):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, neuron={self.neuron!r}"
+
+
+def _quantization_tracer(tracer) -> bool:
+    """Whether ``tracer`` is torch.ao's FX quantization tracer (looked up only once torch.ao's FX
+    quantization is imported: importing it here would load all of torch.ao)."""
+    module = sys.modules.get("torch.ao.quantization.fx.tracer")
+    return module is not None and isinstance(tracer, module.QuantizationTracer)
 
 
 class _Joined(torch.autograd.Function):
