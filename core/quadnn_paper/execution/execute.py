@@ -186,7 +186,7 @@ def _wait(r, work: list[Job], out, shown: Progress, retries: int) -> dict[str, s
 def _progress(label: str, runs: list[RunConfig], computations: list[Computation], runner: str, on: bool) -> Progress:
     """The progress report of one call's work (to nowhere when ``on`` is false)."""
     items = [(c.key, "computation", c.describe(), c.seconds) for c in computations]
-    items += [(cfg.run_id, "run", cfg.describe(), cfg.epochs) for cfg in runs]
+    items += [(cfg.run_id, "run", f"{cfg.describe()} [{cfg.run_id[:8]}]", cfg.epochs) for cfg in runs]
     queue = "SLURM" if runner == "slurm" else ""
     return Progress(label, items, queue=queue) if on else Progress(label, items, stream=io.StringIO(), tty=False)
 
