@@ -39,6 +39,7 @@ import math
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -338,7 +339,11 @@ class Report:
         recover(self.dir)  # other sections' interrupted commits, and stages whose writers are gone
         with flocked(inside(self.dir, f"{STAMPS}/{self.section}.lock", "section lock")):  # one publisher
             if os.path.lexists(self.dir / STAMPS / f"{self.section}.commit"):
-                _finish(self.dir, self.section)  # its committer is gone: we hold its lock
+                try:
+                    _finish(self.dir, self.section)  # its committer is gone: we hold its lock
+                except BadJournal:
+                    self.discard()
+                    raise
             stamp = dict(
                 section=self.section,
                 profile=self.profile,
@@ -552,7 +557,11 @@ def recover(paper_dir: str | Path) -> list[str]:
             continue
         with flocked(inside(paper_dir, f"{STAMPS}/{journal.stem}.lock", "section lock"), wait=False) as mine:
             if mine and os.path.lexists(journal):  # (else its publisher is committing right now)
-                _finish(paper_dir, journal.stem)
+                try:
+                    _finish(paper_dir, journal.stem)
+                except BadJournal as e:  # left for the user; the section's own commit refuses
+                    warnings.warn(str(e), RuntimeWarning, stacklevel=2)
+                    continue
                 done.append(journal.stem)
     staging = paper_dir / STAGING
     for stage in staging.iterdir() if staging.is_dir() and not staging.is_symlink() else []:
@@ -572,12 +581,18 @@ STAMP_FIELDS = ("section", "profile", "files")
 def _stamp_or_why(path: Path) -> tuple[dict | None, str | None]:
     """The stamp at ``path``, or why it is not one (unreadable, or lacking its fields)."""
     try:
-        st = json.loads(path.read_text())
+        st = json.loads(read_own(path))
     except (OSError, ValueError) as e:
-        return None, f"{path} is not a stamp ({type(e).__name__}); remove it, or run make paper again"
+        why = str(e) if isinstance(e, RefusedFile) else type(e).__name__
+        return None, f"{path} is not a stamp ({why}); remove it, or run make paper again"
     missing = [k for k in STAMP_FIELDS if not isinstance(st, dict) or k not in st]
     if missing or not isinstance(st["files"], dict):
         return None, f"{path} is not a stamp (no {', '.join(missing) or 'files'}); remove it, or run make paper again"
+    try:
+        for rel in st["files"]:
+            _output(path.parent.parent, rel)
+    except RefusedFile as e:
+        return None, f"{path} is not a stamp ({e}); remove it, or run make paper again"
     return st, None
 
 
@@ -625,11 +640,14 @@ def stale_notebooks(paper_dir: str | Path, profile: str, notebooks: Iterable[str
 def _stamp_problems(paper_dir: Path, section: str, st: dict, profile: str) -> list[str]:
     out = []
     if st["profile"] != profile:
-        out.append(f"section {section} (notebook {st.get('notebook')}) is from profile {st['profile']}, not {profile}")
+        out.append(
+            f"section {section} (notebook {quoted(st.get('notebook'), 100)}) is from profile "
+            f"{quoted(st['profile'], 40)}, not {profile}"
+        )
     for rel, digest in st["files"].items():
-        path = paper_dir / rel
-        if not path.is_file():
+        path = paper_dir / rel  # (inside the outputs: _stamp_or_why checked it)
+        if not os.path.lexists(path):
             out.append(f"section {section}: {rel} is missing")
-        elif _sha256(path) != digest:
+        elif not _owned(path, {digest}):
             out.append(f"section {section}: {rel} was changed after its notebook wrote it")
     return out

@@ -71,7 +71,7 @@ class CorruptFile(RuntimeError):
     """A cache file exists but cannot be read (truncated, wrong checksum, not the expected content)."""
 
     def __init__(self, path: Path, why: str):
-        super().__init__(f"{path}: {why}")
+        super().__init__(f"{path}: {quoted(why, 1000)}")  # (a why may quote the file: kept on one line)
         self.path = Path(path)
 
 
@@ -250,14 +250,14 @@ class RunStore:
             return None
         if world_size is not None and res.get("world_size", 1) != world_size:
             raise WorldSizeMismatch(
-                f"{path} was trained by {res.get('world_size', 1)} process(es), the request runs "
+                f"{path} was trained by {quoted(res.get('world_size', 1), 40)} process(es), the request runs "
                 f"{world_size}: their numbers differ, so it is not returned. Ask with as many processes, or "
                 f"train this one into another cache directory"
             )
         recorded = res.get("data_fingerprint")
         if data is not None and recorded is not None and recorded != data:
             raise DataMismatch(
-                f"{path} was trained on data {recorded}, but the data the request reads "
+                f"{path} was trained on data {quoted(recorded, 100)}, but the data the request reads "
                 f"({getattr(cfg, 'data_dir', '?')}) is {data}: not returned. Point data_dir at the data it was "
                 f"trained on, or move {path.parent} aside to train this configuration on this data"
             )
