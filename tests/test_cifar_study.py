@@ -151,8 +151,8 @@ def test_interval_and_verdicts():
     assert stats.verdict(stats.interval([-1.0, -1.2, -0.9, -1.1])) == "contradicted"
     assert stats.verdict(stats.interval([5.0])).startswith("undecided")  # one pair: no interval
     assert stats.verdict(None) == stats.NOT_TESTED
-    assert stats.combine(["supported", stats.NOT_TESTED]) == "supported"
-    assert stats.combine(["supported", "contradicted"]) == "contradicted"
+    assert stats.combine(["supported", stats.NOT_TESTED]) == "not tested at this profile (1 of 2 pairs tested)"
+    assert stats.combine(["supported", "contradicted"]) == "refuted (1 of 2 pairs contradicted)"
     assert stats.combine(["supported", "undecided (detectable: 2.0 points)"]).startswith("undecided")
     assert stats.paired_differences({0: 1.0, 1: 2.0, 2: None}, {0: 3.0, 1: 2.5, 2: 4.0}) == [2.0, 0.5]
     # more seeds, smaller detectable difference; zero spread detects anything
@@ -179,15 +179,20 @@ def test_comparison_claims_from_paired_errors():
         R("cifar_qresnet20", "ri"): _errs(9.0, 10.1, 10.9),
         R("cifar_qresnet20", "ri+rezero"): _errs(11.0, 12.1, 13.0),
         R("cifar_qresnet20", "wt"): _errs(8.0, 9.0, 10.1),
+        R("cifar_qresnet20", "wt0"): _errs(9.9, 10.9, 11.8),  # the w.t. row's frozen-terms control
     }
     params = {R("cifar_qresnet32", "wt"): 1, R("cifar_resnet110"): 2}
     verdicts = {c.text: c for c in cifar_comparison.claims(errs, params)}
     every = verdicts["QResNet20 (r.i., with and without ReZero) beats ResNet20"]
-    assert every.verdict == "contradicted"  # the ReZero row loses at every seed
-    assert "0 of 2 pairs" not in every.evidence()
+    assert every.verdict == "refuted (1 of 2 pairs contradicted)"  # the ReZero row loses at every seed
     wt = verdicts["Weight transfer beats random initialisation (QResNet, ReLinear)"]
-    assert wt.verdict == "supported" and wt.verdict_text.startswith("supported (confounded: w.t. trained")
-    assert "3 of 4 pairs full only" in wt.evidence()  # depths 32-110 are not run here
+    assert wt.verdict == "not tested at this profile (1 of 4 pairs tested)"  # depths 32-110 are not run here
+    wt20 = verdicts["At depth 20: weight transfer beats random initialisation (QResNet20, ReLinear)"]
+    # measured net of the controls at the two budgets: (ri - wt) - (ResNet20 - wt at gamma 0)
+    assert wt20.pairs[0][1] == "QResNet20 (r.i., ReLinear) (net of QResNet20 (w.t., gamma 0) vs ResNet20)"
+    assert wt20.pairs[0][2].mean == pytest.approx(((1.0 - 0.1) + (1.1 - 0.1) + (0.8 - 0.2)) / 3)
+    vs = verdicts["QResNet20 (w.t.) beats ResNet20"]
+    assert vs.pairs[0][1] == "QResNet20 (w.t., gamma 0)"  # against its same-budget control
     assert verdicts["QResNet32 beats ResNet110 with fewer parameters"].verdict == stats.NOT_TESTED
     errs[R("cifar_qresnet20", "ri+rezero")] = _errs(9.5, 10.4, 11.6)
     assert {c.text: c for c in cifar_comparison.claims(errs, params)}[every.text].verdict == "supported"

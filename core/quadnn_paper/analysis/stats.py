@@ -8,10 +8,18 @@ into words, for every section:
 
 - *supported* / *contradicted*: the interval lies above / below zero and the pair's p-value,
   Holm-adjusted over the section's family of pairs (:func:`holm`), is below ``1 - LEVEL``;
-- *no difference larger than 1 point at this scale*: the interval lies within +-:data:`MARGIN`;
+- *no difference larger than M points*: two one-sided t-tests (TOST) at the claim's margin M
+  (half the effect the paper claims, :func:`margin_of`) both reject, their larger p-value
+  Holm-adjusted over the same family; without a margin (the paper states no effect) there is
+  no equivalence verdict;
 - *undecided (detectable: X points)*: anything else, X being :func:`detectable` at the pair's
-  seeds and spread;
+  seeds and spread, at the level the family's Holm adjustment asks of its first test;
 - *not tested at this profile*: no pair ran.
+
+A claim of several pairs (:func:`combine`) is supported, contradicted or equivalent only when
+every one of its pairs was tested and says so; a single contradicted pair of a claim about every
+pair is a counterexample (*refuted*); pairs not run make it *not tested at this profile (k of n
+pairs run)*.
 
 Where an arm has runs that did not train (a network that diverged, or ended near chance), its
 errors are not a measurement of how well it trains but of whether it does: such a pair is decided
@@ -32,8 +40,8 @@ from scipy import stats as _st
 
 __all__ = [
     "LEVEL",
-    "MARGIN",
     "POWER",
+    "REFUTED",
     "SUPPORTED",
     "CONTRADICTED",
     "EQUIVALENT",
@@ -50,14 +58,38 @@ __all__ = [
     "detectable",
     "combine",
     "decided",
+    "equivalent",
+    "margin_of",
+    "holm_level",
 ]
 
 LEVEL = 0.95  # two-sided confidence level of every interval in the report
-MARGIN = 1.0  # points of error: an interval inside +-MARGIN says "no difference larger than this"
 POWER = 0.8  # the probability with which :func:`detectable`'s difference is found
 SUPPORTED, CONTRADICTED, NOT_TESTED = "supported", "contradicted", "not tested at this profile"
+REFUTED = "refuted"  # a universal claim with a measured counterexample
 NOT_TESTED_SCALE = "not tested at this scale"
-EQUIVALENT = f"no difference larger than {MARGIN:g} point at this scale"
+EQUIVALENT = "no difference larger than"  # the words every equivalence verdict starts with
+MARGIN_SHARE = 0.5  # an equivalence margin is this share of the effect the paper claims
+
+
+def equivalent(margin: float) -> str:
+    """The equivalence verdict at ``margin`` points: "no difference larger than 0.39 points (TOST)"."""
+    return f"{EQUIVALENT} {margin:.2f} points (TOST)"
+
+
+def margin_of(paper_effect: float | None) -> float | None:
+    """The equivalence margin of a claim whose paper states an effect of ``paper_effect`` points:
+    :data:`MARGIN_SHARE` of it, so that "no difference larger than the margin" excludes the effect
+    the paper claims; None where the paper states none (no equivalence verdict then)."""
+    if paper_effect is None or not math.isfinite(paper_effect) or paper_effect == 0:
+        return None
+    return MARGIN_SHARE * abs(paper_effect)
+
+
+def holm_level(family: int, level: float = LEVEL) -> float:
+    """The confidence level Holm's method asks of the first (smallest-p) test of a ``family`` of
+    hypotheses: ``1 - (1 - level) / family``; the detectable differences are stated at it."""
+    return 1 - (1 - level) / max(1, family)
 
 
 @dataclass(frozen=True)
@@ -87,6 +119,18 @@ class Interval:
             return 1.0 if self.mean == 0 else 0.0
         t = self.mean / (self.sd / math.sqrt(self.n))
         return float(2 * _st.t.sf(abs(t), self.n - 1))
+
+    def p_equivalence(self, margin: float | None) -> float:
+        """The p-value of two one-sided t-tests (Schuirmann's TOST) of ``|mean| >= margin``: the larger
+        of the two one-sided p-values (nan below two pairs or without a margin)."""
+        if margin is None or self.n < 2 or not math.isfinite(self.sd):
+            return math.nan
+        if self.sd == 0:
+            return 0.0 if abs(self.mean) < margin else 1.0
+        se = self.sd / math.sqrt(self.n)
+        lower = _st.t.sf((self.mean + margin) / se, self.n - 1)  # H0: mean <= -margin
+        upper = _st.t.cdf((self.mean - margin) / se, self.n - 1)  # H0: mean >= +margin
+        return float(max(lower, upper))
 
 
 @dataclass(frozen=True)
@@ -212,12 +256,21 @@ def undecided(detect: float, held_back: bool = False) -> str:
     return f"undecided (detectable: {x} points" + ("; clear of 0 before Holm)" if held_back else ")")
 
 
-def verdict(iv: Interval | Counts | Unmoved | None, p_adjusted: float | None = None, margin: float = MARGIN) -> str:
+def verdict(
+    iv: Interval | Counts | Unmoved | None,
+    p_adjusted: float | None = None,
+    margin: float | None = None,
+    p_equivalence: float | None = None,
+    family: int = 1,
+) -> str:
     """The verdict words of one pair's evidence (differences: positive is the paper's side).
 
     ``p_adjusted``: the pair's Holm-adjusted p-value in its family (None: no adjustment, the
     interval alone decides). An interval clear of zero whose adjusted p-value is not below
     ``1 - level`` is undecided; so are counts whose adjusted exact p-value is not below it.
+    ``margin``: the claim's equivalence margin (None: no equivalence test); ``p_equivalence``: its
+    TOST p-value Holm-adjusted like the rest (None: unadjusted). ``family``: the Holm family's
+    size, at whose first level the detectable difference of an undecided pair is stated.
     """
     if iv is None:
         return NOT_TESTED
@@ -234,32 +287,54 @@ def verdict(iv: Interval | Counts | Unmoved | None, p_adjusted: float | None = N
     clear = iv.lo > 0 or iv.hi < 0
     if clear and (p_adjusted is None or p_adjusted < alpha):
         return SUPPORTED if iv.lo > 0 else CONTRADICTED
-    if -margin <= iv.lo and iv.hi <= margin:
-        return EQUIVALENT
-    return undecided(detectable(iv.sd, iv.n, iv.level), held_back=clear)
+    p_eq = iv.p_equivalence(margin) if p_equivalence is None else p_equivalence
+    if margin is not None and p_eq < alpha:
+        return equivalent(margin)
+    return undecided(detectable(iv.sd, iv.n, holm_level(family, iv.level)), held_back=clear)
 
 
 def decided(v: str) -> bool:
-    """Whether a verdict says something: supported, contradicted, or equivalent within the margin."""
-    return v in (SUPPORTED, CONTRADICTED, EQUIVALENT)
+    """Whether a verdict says something: supported, contradicted, refuted, or equivalent within the
+    claim's margin."""
+    return v in (SUPPORTED, CONTRADICTED) or v.startswith((EQUIVALENT, REFUTED))
 
 
-def combine(verdicts: list[str]) -> str:
-    """One verdict for a claim made of several pairs ("every QResNet beats ..."): contradicted if
-    any pair is, supported if every pair that ran is, equivalent if every pair is, not tested if
-    none ran; otherwise the undecided verdict with the largest detectable difference."""
+def combine(verdicts: list[str], universal: bool = True) -> str:
+    """One verdict for a claim made of several pairs ("every QResNet beats ..."), the one rule of
+    the report: supported, contradicted or equivalent only when every pair was tested and says so.
+    Otherwise: a contradicted pair of a ``universal`` claim (about every pair) is a counterexample,
+    *refuted (k of n pairs contradicted)*; pairs not tested make the claim *not tested at this
+    profile (k of n pairs tested)* (the reason a pair was not tested at this scale, where none ran);
+    a mixture of decided pairs is *undecided (mixed: ...)*; else the undecided verdict with the
+    largest detectable difference."""
+    n = len(verdicts)
+    if n == 0:
+        return NOT_TESTED
+    if n == 1:
+        return verdicts[0]
     ran = [v for v in verdicts if not v.startswith("not tested")]
+    against = sum(v == CONTRADICTED for v in ran)
+    if against == n:
+        return CONTRADICTED
+    if against and universal:
+        return f"{REFUTED} ({against} of {n} pairs contradicted)"
     if not ran:  # the reason a pair was not tested at this scale is worth more than "not tested"
-        return next((v for v in verdicts if v.startswith(NOT_TESTED_SCALE)), NOT_TESTED)
-    for word in (CONTRADICTED,):
-        if word in ran:
-            return word
-    for word in (SUPPORTED, EQUIVALENT):
-        if all(v == word for v in ran):
-            return word
+        return next((v for v in verdicts if v.startswith(NOT_TESTED_SCALE)), f"{NOT_TESTED} (0 of {n} pairs tested)")
+    if len(ran) < n:
+        return f"{NOT_TESTED} ({len(ran)} of {n} pairs tested)"
+    if all(v == SUPPORTED for v in ran):
+        return SUPPORTED
+    if all(v.startswith(EQUIVALENT) for v in ran):
+        return max(ran, key=lambda v: float(v[len(EQUIVALENT) :].split()[0]))  # the widest margin
     open_ = [v for v in ran if v.startswith("undecided")]
-    if not open_:  # a mixture of supported and equivalent pairs
-        return "partly supported (others: " + EQUIVALENT + ")"
+    if not open_:  # a mixture of decided pairs: the claim's pairs disagree
+        words = {SUPPORTED: SUPPORTED, CONTRADICTED: CONTRADICTED, EQUIVALENT: "equivalent"}
+        parts = [
+            f"{sum(v.startswith(w) for v in ran)} {name}"
+            for w, name in words.items()
+            if any(v.startswith(w) for v in ran)
+        ]
+        return "undecided (mixed: " + ", ".join(parts) + f" of {n} pairs)"
 
     def size(v):
         if "detectable: " not in v:  # undecided on counts: no detectable difference to rank by

@@ -63,6 +63,9 @@ __all__ = [
     "Claim",
     "pair_claim",
     "adjust",
+    "decide",
+    "family_size",
+    "paper_effect",
     "not_tested",
     "claim_rows",
     "summary_rows",
@@ -218,18 +221,21 @@ class Row:
     model: str
     depth: int = 0  # 0 for VGG
     width: float = 1.0
-    method: str = "conventional"  # conventional | ri | ri+rezero | wt
+    method: str = "conventional"  # conventional | ri | ri+rezero | wt | wt0 (w.t., terms frozen)
     lr: float | None = None  # None: the recipe's
     lr_g: float | None = None  # ReLinear-sg rates (None: no ReLinear)
     lr_b: float | None = None
     paper: str = "--"  # the paper's error (%) or "no converge"
-    source: str | None = None  # model of the conventional row a "wt" row transfers from
+    source: str | None = None  # model of the conventional row a "wt"/"wt0" row transfers from
     twin: str | None = None  # conventional model whose initial weights a r.i. row starts from
 
     @property
     def key(self) -> tuple:
         """What identifies the row (never its display label): model, width, method, learning rate."""
         return (self.model, self.width, self.method, self.lr)
+
+
+TRANSFER_METHODS = ("wt", "wt0")  # rows that start from a conventional run's first stage
 
 
 def row_for(
@@ -332,6 +338,23 @@ def comparison_rows() -> list[Row]:
                 source=r,
             ),
         ]
+    # The weight-transfer rows' controls: the same QResNet transferred from the same source at the
+    # same budget (stage + rest epochs) with its quadratic terms frozen (gamma = 0): a conventional
+    # network (the float64 check of the tuning section) that differs from the w.t. row only in the
+    # terms' training. A claim whose arms differ in budget as well is measured against them.
+    rows += [
+        Row(
+            "control",
+            f"QResNet{d} (w.t., gamma 0)",
+            f"cifar_qresnet{d}",
+            d,
+            method="wt0",
+            lr_g=0.0,
+            lr_b=0.0,
+            source=f"cifar_resnet{d}",
+        )
+        for d in (20, 32, 56, 110)
+    ]
     rows += [
         Row(
             "compact",
@@ -411,7 +434,7 @@ def config_for(
         cfg["rezero"] = True
     if row.twin is not None:
         cfg["init_twin"] = row.twin
-    if row.method == "wt":
+    if row.method in TRANSFER_METHODS:
         if source is None:
             raise ValueError(f"{row.label}: weight transfer needs the conventional run of {row.source}")
         cfg.update(transfer_from=source, transfer_stage=1)
@@ -426,7 +449,8 @@ def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tu
         if not runs_at(row, protocol):
             continue
         for seed in seeds_for(row, protocol):
-            source = config_for(row_for(rows, row.source), protocol, seed, width=width) if row.method == "wt" else None
+            transfer = row.method in TRANSFER_METHODS
+            source = config_for(row_for(rows, row.source), protocol, seed, width=width) if transfer else None
             out[(row, seed)] = config_for(row, protocol, seed, source, width=width)
     return out
 
@@ -491,30 +515,41 @@ def seed_errors(result: dict | None, dataset: str) -> float | None:
 @dataclass(frozen=True)
 class Claim:
     """A claim of the paper decided pair by pair: a paired :class:`stats.Interval` where both arms
-    trained at every seed, :class:`stats.Counts` of runs that trained where one did not,
-    :class:`stats.Unmoved` where a quadratic arm did not depart from its linear twin.
+    trained at every seed, :class:`stats.Counts` of runs that trained where one did not (or where
+    the claim is about training at all), :class:`stats.Unmoved` where a quadratic arm did not depart
+    from its linear twin; None for a pair not run at this profile.
 
-    ``p_adjusted``: each pair's Holm-adjusted p-value in its section's family (:func:`adjust`;
-    empty before). ``confound``: what else differs between the arms besides what the claim names
-    (e.g. the training budget), printed with a decided verdict. ``moved``: the least departure (%
-    of test predictions changed, :func:`moved`) among the claim's quadratic arms (nan: none).
+    A pair whose arms differ in more than the factor the claim tests (a weight-transfer arm has
+    trained a source's stage first) is measured against its controls (:func:`pair_claim`): the
+    difference ``(err(b) - err(a)) - (err(b0) - err(a0))`` of two arms of one architecture that
+    differ only in that budget, so what is left is the factor's doing.
+
+    ``p_adjusted`` / ``p_equivalence``: each pair's Holm-adjusted p-values (difference and TOST) in
+    its section's ``family`` of ``family`` pairs (:func:`adjust`; empty before). ``margins``: each
+    pair's equivalence margin (points; None: the paper states no effect to put one below).
+    ``moved``: the least departure (% of test predictions changed, :func:`moved`) among the
+    claim's quadratic arms (nan: none).
     """
 
     text: str
     verdict: str  # from stats.verdict / stats.combine
     pairs: list  # [(label better, label worse, Interval | Counts | Unmoved | None)]
     paper: str = ""  # the paper's numbers behind the claim
-    note: str = ""  # e.g. how many pairs only the full profile trains
-    confound: str = ""
+    note: str = ""  # e.g. the controls a pair is measured against, the method pinning the terms
     p_adjusted: tuple = ()
     moved: float = math.nan
+    margins: tuple = ()
+    p_equivalence: tuple = ()
+    family: int = 1
+    universal: bool = True
 
     def evidence(self, most: int | None = None) -> str:
         """ "A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error); at
         most ``most`` pairs, then how many more (a claim of nine pairs would outrun a page)."""
         parts = [f"{a} vs {b}: " + (iv.text() if iv is not None else "not run") for a, b, iv in self.pairs]
         if most is not None and len(parts) > most:
-            parts = parts[:most] + [f"+{len(parts) - most} more pairs"]
+            more = len(parts) - most
+            parts = parts[:most] + [f"+{more} more pair{'s' * (more > 1)}"]
         return "; ".join(parts + ([self.note] if self.note else []))
 
     @property
@@ -528,29 +563,42 @@ class Claim:
         return min((iv.n for iv in self.intervals), default=0)
 
     @property
+    def level(self) -> float:
+        """The level Holm's method asks of the family's first test: the detectable differences' level."""
+        return stats.holm_level(self.family)
+
+    @property
     def detectable(self) -> float:
-        """The largest of the paired intervals' detectable differences (points; inf when a pair has
-        no spread; nan when no pair is an interval)."""
+        """The largest of the paired intervals' detectable differences at the Holm level of the
+        claim's family (points; inf when a pair has no spread; nan when no pair is an interval)."""
         ivs = [iv for iv in self.intervals if isinstance(iv, stats.Interval)]
-        return max((stats.detectable(iv.sd, iv.n, iv.level) for iv in ivs), default=math.nan)
+        return max((stats.detectable(iv.sd, iv.n, self.level) for iv in ivs), default=math.nan)
 
     @property
     def verdict_text(self) -> str:
-        """The verdict, qualified by the confound when it decides something."""
-        if self.confound and self.verdict in (stats.SUPPORTED, stats.CONTRADICTED):
-            return f"{self.verdict} (confounded: {self.confound})"
+        """The verdict as the tables print it."""
         return self.verdict
 
     @property
     def decided(self) -> bool:
         return stats.decided(self.verdict)
 
+    def pair_verdicts(self) -> list[str]:
+        """Each pair's own verdict (at the adjusted p-values once :func:`adjust` ran)."""
+        n = len(self.pairs)
+        ps = list(self.p_adjusted) or [None] * n
+        eq = list(self.p_equivalence) or [None] * n
+        ms = list(self.margins) or [None] * n
+        if self.p_adjusted:  # a pair left out of the family (no p-value) is never decided by it
+            ps = [1.0 if p is None else p for p in ps]
+            eq = [1.0 if p is None else p for p in eq]
+        return [stats.verdict(iv, p, m, e, self.family) for (_, _, iv), p, m, e in zip(self.pairs, ps, ms, eq)]
+
     def deciding(self) -> tuple | None:
         """The pair ``(better, worse, evidence)`` whose own verdict is the claim's (the first pair
         measured when none is alone in deciding it); None when no pair was measured."""
-        ps = list(self.p_adjusted) or [None] * len(self.pairs)
-        for (a, b, iv), p in zip(self.pairs, ps):
-            if iv is not None and stats.verdict(iv, 1.0 if self.p_adjusted and p is None else p) == self.verdict:
+        for (a, b, iv), v in zip(self.pairs, self.pair_verdicts()):
+            if iv is not None and v == self.verdict:
                 return a, b, iv
         return next(((a, b, iv) for a, b, iv in self.pairs if iv is not None), None)
 
@@ -559,67 +607,172 @@ class Claim:
         return "--" if math.isnan(self.moved) else f"{self.moved:.1f}"
 
 
-def _decide(pairs: list, p_adjusted: list | None = None) -> str:
-    ps = p_adjusted or [None] * len(pairs)
-    return stats.combine([stats.verdict(iv, p) for (_, _, iv), p in zip(pairs, ps)])
+def decide(claim: Claim) -> Claim:
+    """``claim`` with its verdict from its pairs' verdicts by :func:`stats.combine`: the one rule
+    every section's claims go through."""
+    return replace(claim, verdict=stats.combine(claim.pair_verdicts(), claim.universal))
 
 
-def _evidence(la: str, a: dict, lb: str, b: dict, limit: float, moved_by: dict, level: float):
-    """One pair's evidence: Unmoved where a quadratic arm's terms did not act, else Counts where a
-    run of either arm did not train (error at or above ``limit``), else the paired interval; None
-    when no seed has both."""
-    seeds = [s for s in sorted(set(a) & set(b)) if a[s] is not None and b[s] is not None]
+def paper_effect(better, worse) -> float | None:
+    """The effect (points) the paper claims between two of its printed errors, ``worse - better``;
+    None where either is not a number ("no converge", "--")."""
+    try:
+        return float(worse) - float(better)
+    except (TypeError, ValueError):
+        return None
+
+
+def _seeds_of(*arms: dict) -> list:
+    common = set(arms[0]).intersection(*arms[1:])
+    return [s for s in sorted(common) if all(x[s] is not None for x in arms)]
+
+
+def _evidence(
+    la: str,
+    a: dict,
+    lb: str,
+    b: dict,
+    limit: float,
+    moved_by: dict,
+    level: float,
+    control: tuple | None = None,
+    trains: bool = False,
+    pinned: tuple = (),
+):
+    """One pair's evidence: Unmoved where a quadratic arm's terms did not act (arms in ``pinned``
+    excepted: their method holds the terms at any scale, so what they measure is the method), else
+    Counts where a run of either arm did not train (error at or above ``limit``; always, for a
+    claim about training at all: ``trains``), else the paired interval, of ``b - a`` or, with a
+    ``control = (a0, b0)``, of ``(b - a) - (b0 - a0)``; None when no seed has every arm."""
+    arms = (a, b) + (tuple(control) if control else ())
+    seeds = _seeds_of(*arms)
     if not seeds:
         return None
+    xa, xb = [a[s] for s in seeds], [b[s] for s in seeds]
+    if trains:  # whether a network trains is a count, whatever its quadratic terms did
+        return stats.counts(xa, xb, limit)
     # a quadratic network whose terms did not act tests nothing quadratic, not even whether it trains
-    still = tuple((arm, moved_by[arm]) for arm in (la, lb) if moved_by.get(arm) is not None)
+    still = tuple((arm, moved_by[arm]) for arm in (la, lb) if moved_by.get(arm) is not None and arm not in pinned)
     still = tuple((arm, m) for arm, m in still if m < MOVED_THRESHOLD)
     if still:
         return stats.Unmoved(still, MOVED_THRESHOLD)
-    xa, xb = [a[s] for s in seeds], [b[s] for s in seeds]
     if any(e >= limit for e in xa + xb):
         return stats.counts(xa, xb, limit)
-    return stats.interval([y - x for x, y in zip(xa, xb)], level)
+    diffs = [y - x for x, y in zip(xa, xb)]
+    if control:
+        a0, b0 = control
+        diffs = [d - (b0[s] - a0[s]) for d, s in zip(diffs, seeds)]
+    return stats.interval(diffs, level)
 
 
 def pair_claim(
     text: str,
-    pairs: list[tuple[str, dict, str, dict]],
+    pairs: list[tuple],
     paper: str = "",
     level: float = stats.LEVEL,
-    confound: str = "",
     note: str = "",
     *,
     dataset: str = "cifar10",
     moved_by: dict | None = None,
+    margins: list | None = None,
+    trains: bool = False,
+    pinned: tuple = (),
+    universal: bool = True,
 ) -> Claim:
     """Decide the claim "each ``better`` beats its ``worse``" from ``pairs`` of
-    ``(label, {seed: error}, label, {seed: error})`` on ``dataset`` (diverged runs at chance): one
-    piece of evidence per pair (:func:`_evidence`), verdicts by :func:`stats.verdict` (unadjusted
-    until :func:`adjust`), combined by :func:`stats.combine`. ``moved_by``: each quadratic arm's
-    departure by label (:func:`moved`; conventional arms absent or None)."""
+    ``(label, {seed: error}, label, {seed: error})`` on ``dataset`` (diverged runs at chance); a
+    pair may carry a fifth element ``(label a0, {seed: error}, label b0, {seed: error})``: the
+    controls it is measured against (:func:`_evidence`). An empty dict: the arm did not run at this
+    profile (the pair counts as not tested). One piece of evidence per pair, verdicts by
+    :func:`stats.verdict` (unadjusted until :func:`adjust`), combined by :func:`stats.combine`.
+    ``moved_by``: each quadratic arm's departure by label (:func:`moved`; conventional arms absent
+    or None); ``margins``: each pair's equivalence margin (None: none)."""
     moved_by = moved_by or {}
     limit = trained_limit(dataset)
-    out = [(la, lb, _evidence(la, a, lb, b, limit, moved_by, level)) for la, a, lb, b in pairs]
+    out = []
+    for la, a, lb, b, *rest in pairs:
+        control = rest[0] if rest else None
+        ev = _evidence(
+            la,
+            a,
+            lb,
+            b,
+            limit,
+            moved_by,
+            level,
+            (control[1], control[3]) if control else None,
+            trains,
+            pinned,
+        )
+        out.append((la, f"{lb} (net of {control[0]} vs {control[2]})" if control else lb, ev))
+    # an arm whose method holds its terms at the reference at any scale is decided as what it is
+    held = [
+        f"{arm} pins its quadratic terms ({m:.1f} % of predictions changed) at any scale"
+        for arm in pinned
+        if moved_by.get(arm) is not None and (m := moved_by[arm]) < MOVED_THRESHOLD
+    ]
+    note = "; ".join(x for x in (note, *held) if x)
     # the departure shown is that of the pairs the verdict rests on (of every pair, if none was tested)
-    tested = [(la, lb) for la, lb, iv in out if not isinstance(iv, stats.Unmoved)] or [(la, lb) for la, lb, _ in out]
+    labels = [(p[0], p[2]) for p in pairs]
+    tested = [ab for ab, (_, _, iv) in zip(labels, out) if not isinstance(iv, stats.Unmoved)] or labels
     arms = [moved_by[x] for pair in tested for x in pair if moved_by.get(x) is not None]
-    return Claim(text, _decide(out), out, paper, note=note, confound=confound, moved=min(arms, default=math.nan))
+    claim = Claim(
+        text,
+        "",
+        out,
+        paper,
+        note=note,
+        moved=min(arms, default=math.nan),
+        margins=tuple(margins) if margins else (),
+        universal=universal,
+    )
+    return decide(claim)
 
 
 def adjust(claims: list[Claim]) -> list[Claim]:
     """The claims with verdicts decided at Holm-adjusted p-values over every pair of ``claims`` (the
     family): the chance that any supported or contradicted verdict among them is a false one stays
-    below ``1 - LEVEL``."""
+    below ``1 - LEVEL``. The pairs' equivalence tests (TOST, where a pair has a margin) are adjusted
+    the same way over the same pairs. Each claim records the family's size (pairs with a p-value)."""
     flat = [(i, j) for i, c in enumerate(claims) for j, (_, _, iv) in enumerate(c.pairs) if iv is not None]
-    adj = stats.holm([claims[i].pairs[j][2].p for i, j in flat])
-    per = {k: a for k, a in zip(flat, adj)}
+
+    def margin(i, j):
+        ms = claims[i].margins
+        return ms[j] if ms else None
+
+    # one hypothesis per distinct pair (its arms and their evidence): a pair two claims share is tested once
+    first: dict[tuple, tuple] = {}
+    for i, j in flat:
+        first.setdefault(claims[i].pairs[j], (i, j))
+    unique = list(first.values())
+    adj = stats.holm([claims[i].pairs[j][2].p for i, j in unique])
+    eq = stats.holm(
+        [
+            claims[i].pairs[j][2].p_equivalence(margin(i, j))
+            if isinstance(claims[i].pairs[j][2], stats.Interval)
+            else math.nan
+            for i, j in unique
+        ]
+    )
+    family = sum(not math.isnan(p) for p in adj)
+    by_pair = {claims[i].pairs[j]: (a, e) for (i, j), a, e in zip(unique, adj, eq)}
+    per = {(i, j): by_pair[claims[i].pairs[j]][0] for i, j in flat}
+    per_eq = {(i, j): by_pair[claims[i].pairs[j]][1] for i, j in flat}
     out = []
     for i, c in enumerate(claims):
-        ps = [per.get((i, j)) for j in range(len(c.pairs))]
-        ps = [None if p is None or math.isnan(p) else p for p in ps]
-        out.append(replace(c, verdict=_decide(c.pairs, [1.0 if p is None else p for p in ps]), p_adjusted=tuple(ps)))
+
+        def clean(p):
+            return None if p is None or math.isnan(p) else p
+
+        ps = tuple(clean(per.get((i, j))) for j in range(len(c.pairs)))
+        es = tuple(clean(per_eq.get((i, j))) for j in range(len(c.pairs)))
+        out.append(decide(replace(c, p_adjusted=ps, p_equivalence=es, family=max(1, family))))
     return out
+
+
+def family_size(claims: list[Claim]) -> int:
+    """The size of the Holm family the claims were adjusted in (pairs with a p-value)."""
+    return max((c.family for c in claims), default=1)
 
 
 def not_tested(text: str, reason: str, paper: str = "") -> Claim:
@@ -685,9 +838,11 @@ def param_count(model: str, num_classes: int = 10, **kwargs) -> int:
     return sum(p.numel() for p in timm.create_model(model, num_classes=num_classes, **kwargs).parameters())
 
 
-def detectable_text(claims: list[Claim], level: float = stats.LEVEL) -> tuple[float, float, int]:
+def detectable_text(claims: list[Claim], level: float | None = None) -> tuple[float, float, int]:
     """``(median sd of the paired differences, smallest difference detected with 80% power, seeds)``
-    over every pair with an interval (nan when none has one)."""
+    over every pair with an interval (nan when none has one), at ``level`` (default: the Holm level
+    of the claims' family, the level their verdicts are tested at)."""
+    level = stats.holm_level(family_size(claims)) if level is None else level
     ivs = [iv for c in claims for _, _, iv in c.pairs if isinstance(iv, stats.Interval) and iv.n > 1]
     if not ivs:
         return math.nan, math.nan, 0

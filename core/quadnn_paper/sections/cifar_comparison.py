@@ -40,7 +40,7 @@ __all__ = [
     "tables",
     "variables",
     "CLAIMS_HEADER",
-    "transfer_confound",
+    "transfer_budget",
     "claim_rows",
     "error_cell",
     "param_count",
@@ -66,13 +66,20 @@ _CPU_ROWS = {
     _key("cifar_qresnet20", "ri+rezero"): _H,
     _key("cifar_qresnet20", "wt"): _H,
     _key("cifar_qresnet20_compact", "wt"): _H,
+    _key("cifar_qresnet20", "wt0"): _H,  # the w.t. rows' controls (the tuning's stage-1 gamma-0 runs)
+    _key("cifar_qresnet32", "wt0"): _R,
     _key("cifar_resnet32"): _R,
     _key("cifar_qresnet32", "wt"): _R,
     _key("cifar_qresnet32_compact", "wt"): _R,  # "Compact-QResNet32 beats ResNet110 with fewer parameters"
     _key("cifar_resnet110"): _R,
     ("cifar_resnet32", 2.0, "conventional", None): _R,
 }
-_SMOKE_ROWS = (_key("cifar_resnet20"), _key("cifar_qresnet20", "ri"), _key("cifar_qresnet20", "wt"))
+_SMOKE_ROWS = (
+    _key("cifar_resnet20"),
+    _key("cifar_qresnet20", "ri"),
+    _key("cifar_qresnet20", "wt"),
+    _key("cifar_qresnet20", "wt0"),
+)
 PROTOCOLS = {
     "smoke": dict(
         recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 160},
@@ -184,11 +191,22 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     ]
 
 
-def transfer_confound(protocol: dict) -> str:
-    """What a weight-transfer arm has that the arm it is compared with lacks: the source's first stage."""
+def transfer_budget(protocol: dict) -> str:
+    """What a weight-transfer arm has trained that a randomly initialised one has not: the source's
+    first stage ("8+15 epochs, the other 15"), which its control arm trains too."""
     R = protocol["recipe"]
     stage = round(R["milestones"][0] * R["epochs"])
     return f"w.t. trained {stage}+{R['epochs']} epochs, the other {R['epochs']}"
+
+
+def _control_of(rows: list[cs.Row], a: cs.Row, b: cs.Row) -> tuple[cs.Row, cs.Row] | None:
+    """The controls of a pair whose first arm is a weight transfer and whose second is not: ``a0``, the
+    same QResNet transferred from the same source with its terms frozen (the same budget, the
+    quadratic terms not trained), and ``b0``, the conventional ResNet of ``a``'s depth at ``b``'s
+    budget. Their difference is what the budget alone gives; None where the arms share a budget."""
+    if a.method != "wt" or b.method in cs.TRANSFER_METHODS:
+        return None
+    return cs.row_for(rows, f"cifar_qresnet{a.depth}", "wt0"), cs.row_for(rows, f"cifar_resnet{a.depth}")
 
 
 def _claim(
@@ -196,41 +214,48 @@ def _claim(
     text: str,
     pairs: list[tuple[cs.Row, cs.Row]],
     extra: str = "",
-    confound: str = "",
     *,
     dataset: str = "cifar10",
     moved: dict | None = None,
 ) -> cs.Claim:
-    """The claim "each first row beats its second" from the pairs whose rows both ran (``errs``: per-seed
-    errors by row key); not tested when none did. ``extra`` is ours (e.g. our parameter counts): it
-    follows the evidence, never the paper's numbers; ``confound`` is kept only where a weight-transfer
-    arm ran."""
+    """The claim "each first row beats its second" over all its ``pairs`` (``errs``: per-seed errors
+    by row key; a row absent did not run at this profile, and its pairs count as not tested). A
+    pair with a weight-transfer arm against an arm of another budget is measured against its
+    controls (:func:`_control_of`); against the conventional ResNet of its own depth that is the
+    w.t. arm against its frozen-terms twin. ``extra`` is ours (e.g. our parameter counts): it
+    follows the evidence, never the paper's numbers."""
+    rows = cs.comparison_rows()
     ran = [(a, b) for a, b in pairs if a.key in errs and b.key in errs]
     # the paper's numbers of the first pair that ran (the like of ours), then how many pairs more
     a0, b0 = (ran or pairs)[0]
+    more = len(pairs) - 1
     paper = f"{a0.paper} vs {b0.paper}" + (
-        f" ({a0.label} vs {b0.label}; +{len(pairs) - 1} pair{'s' * (len(pairs) > 2)})" if len(pairs) > 1 else ""
+        f" ({a0.label} vs {b0.label}; +{more} pair{'s' * (more > 1)})" if more else ""
     )
-    full_only = f"{len(pairs) - len(ran)} of {len(pairs)} pairs full only" if len(ran) < len(pairs) else ""
-    note = "; ".join(x for x in (full_only, extra.lstrip("; ")) if x)
-    if not ran:
-        return cs.not_tested(text, "full only: " + note, paper=paper)
-    if not any(a.method == "wt" or b.method == "wt" for a, b in ran):
-        confound = ""
     moved = moved or {}
-    return cs.pair_claim(
-        text,
-        [(a.label, errs[a.key], b.label, errs[b.key]) for a, b in ran],
-        paper=paper,
-        confound=confound,
-        note=note,
-        dataset=dataset,
-        moved_by={r.label: moved.get(r.key) for a, b in ran for r in (a, b)},
-    )
+    measured, margins, controls = [], [], set()
+    for a, b in pairs:
+        margins.append(stats.margin_of(cs.paper_effect(a.paper, b.paper)))
+        ctl = _control_of(rows, a, b)
+        if ctl is not None and ctl[1].key == b.key:  # against its own depth's ResNet: the frozen twin
+            b, ctl = ctl[0], None
+        pair = (a.label, errs.get(a.key, {}), b.label, errs.get(b.key, {}))
+        if ctl is not None:
+            pair += ((ctl[0].label, errs.get(ctl[0].key, {}), ctl[1].label, errs.get(ctl[1].key, {})),)
+            controls.add(ctl[0].label)
+        elif b.method == "wt0":
+            controls.add(b.label)
+        measured.append(pair)
+    note = extra.lstrip("; ")
+    if controls:
+        note = "; ".join(x for x in (note, "controls at the w.t. budget: " + ", ".join(sorted(controls))) if x)
+    # a frozen-terms control holds its terms at the reference by construction: not a failed departure
+    moved_by = {r.label: (None if r.method == "wt0" else moved.get(r.key)) for r in rows}
+    return cs.pair_claim(text, measured, paper=paper, note=note, dataset=dataset, moved_by=moved_by, margins=margins)
 
 
 def _fewer_parameters_claim(
-    errs: dict, params: dict, rows: list[cs.Row], wt_confound: str, model: str = "cifar_qresnet32", **kw
+    errs: dict, params: dict, rows: list[cs.Row], model: str = "cifar_qresnet32", **kw
 ) -> cs.Claim:
     """``model`` (w.t.) beats ResNet110 with fewer parameters: contradicted, whatever the errors say,
     where it has not fewer (``params`` by row key)."""
@@ -242,7 +267,6 @@ def _fewer_parameters_claim(
         f"{name} beats ResNet110 with fewer parameters",
         [(q32, r110)],
         f"ours: params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,} (full width)",
-        confound=wt_confound,
         **kw,
     )
     if not fewer and c.intervals:
@@ -250,14 +274,14 @@ def _fewer_parameters_claim(
     return c
 
 
-def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str, **kw) -> list[cs.Claim]:
+def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs.Claim]:
     """The paper's claims in its order, before Holm adjustment (``errs``, ``params`` by row key)."""
 
     def row(model, method="conventional", width=1.0):
         return cs.row_for(rows, model, method, width)
 
-    def claim(text, pairs, confound=""):
-        return _claim(errs, text, pairs, confound=confound, **kw)
+    def claim(text, pairs):
+        return _claim(errs, text, pairs, **kw)
 
     return [
         claim(
@@ -267,7 +291,6 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str
         claim(
             "QResNet20 (w.t.) beats ResNet20",
             [(row("cifar_qresnet20", "wt"), row("cifar_resnet20"))],
-            confound=wt_confound,
         ),
         claim(
             "Every QResNet beats the ResNet of its depth (depths 32-110)",
@@ -276,12 +299,10 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str
                 for d in (32, 56, 110)
                 for m in ("wt", "ri", "ri+rezero")
             ],
-            confound=wt_confound,
         ),
         claim(
             "Weight transfer beats random initialisation (QResNet, ReLinear)",
             [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}", "ri")) for d in (20, 32, 56, 110)],
-            confound=wt_confound,
         ),
         claim(
             "QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)",
@@ -291,8 +312,8 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str
                 for k in ("parabolic", "poly")
             ],
         ),
-        _fewer_parameters_claim(errs, params, rows, wt_confound, **kw),
-        _fewer_parameters_claim(errs, params, rows, wt_confound, model="cifar_qresnet32_compact", **kw),
+        _fewer_parameters_claim(errs, params, rows, **kw),
+        _fewer_parameters_claim(errs, params, rows, model="cifar_qresnet32_compact", **kw),
         claim(
             "Compact-QResNet is worse than QResNet (both w.t.)",
             [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)],
@@ -312,7 +333,22 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], wt_confound: str
                 for d in (32, 56)
                 for w in (1.5, 2.0, 2.5)
             ],
-            confound=wt_confound,
+        ),
+        # The pairs of the claims above that the cpu profile trains, each a claim of its own: a
+        # claim of several pairs is decided only with all of them (stats.combine); its pairs, being
+        # the same pairs, count once in the Holm family (cs.adjust).
+        claim("At depth 32: QResNet32 (w.t.) beats ResNet32", [(row("cifar_qresnet32", "wt"), row("cifar_resnet32"))]),
+        claim(
+            "At depth 20: weight transfer beats random initialisation (QResNet20, ReLinear)",
+            [(row("cifar_qresnet20", "wt"), row("cifar_qresnet20", "ri"))],
+        ),
+        claim(
+            "At depth 20: QResNet20 beats Parabolic-ResNet20 and PolyResNet20 (r.i.)",
+            [(row("cifar_qresnet20", "ri"), row(f"cifar_{k}_resnet20", "ri")) for k in ("parabolic", "poly")],
+        ),
+        claim(
+            "At depth 32: QResNet32 (w.t.) beats the twice-wide ResNet32",
+            [(row("cifar_qresnet32", "wt"), row("cifar_resnet32", width=2.0))],
         ),
     ]
 
@@ -325,13 +361,12 @@ def claims(
 ) -> list[cs.Claim]:
     """The paper's claims, each from the paired per-seed errors ``errs[row] = {seed: error}`` (a row
     absent from ``errs`` did not run at this profile), Holm-adjusted over the section's pairs. Rows
-    are found by what they train; ``protocol`` names the weight-transfer confound (default: full)."""
+    are found by what they train; ``protocol`` gives the data set (default: full)."""
     errs = {r.key: e for r, e in errs.items()}  # by what a row trains, never by its label
     params = {r.key: n for r, n in params.items()}
     protocol = protocol or PROTOCOLS["full"]
-    wt_confound = transfer_confound(protocol)
     kw = dict(dataset=protocol["recipe"]["dataset"], moved={r.key: m for r, m in (moved or {}).items()})
-    return cs.adjust(_paper_claims(errs, params, cs.comparison_rows(), wt_confound, **kw))
+    return cs.adjust(_paper_claims(errs, params, cs.comparison_rows(), **kw))
 
 
 def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, params: dict | None = None) -> dict:
@@ -430,7 +465,7 @@ def tables(S: dict, params: dict) -> list[Table]:
     main = [
         [r.label, trained_params(r), time_cell(r), _error_cell(S, r), moved_cell(r), r.paper]
         for r in rows
-        if r.table == "main"
+        if r.table in ("main", "control")  # the w.t. rows' frozen-terms controls close the table
     ]
     compact = [
         [r.label, mparams(r), _paper_params_cell(r.model, params[r]), _error_cell(S, r), r.paper]
@@ -512,12 +547,15 @@ def variables(S: dict, params: dict) -> dict:
         Pending=S["pending"],
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
-        ClaimsEquivalent=verdicts.count(stats.EQUIVALENT),
+        ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
+        ClaimsRefuted=sum(v.startswith(stats.REFUTED) for v in verdicts),
         ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
-        ClaimsNotTested=verdicts.count(stats.NOT_TESTED),
+        ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
+        HolmFamily=cs.family_size(S["claims"]),
+        HolmLevel=f"{100 * (1 - stats.holm_level(cs.family_size(S['claims']))):.2g}",
         HeadlineSeeds=len(cs.HEADLINE_SEEDS),
         RestSeeds=len(cs.REST_SEEDS),
-        Margin=stats.MARGIN,
+        MarginShare="half" if stats.MARGIN_SHARE == 0.5 else f"{stats.MARGIN_SHARE:g} times",
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
         DetectSd="--" if math.isnan(sd) else sd,

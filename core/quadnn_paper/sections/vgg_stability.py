@@ -250,6 +250,7 @@ def _claims(
             paper=f"{qvgg.paper} vs no converge",
             dataset=dataset,
             moved_by={qvgg.label: moved},
+            trains=True,  # a claim about training at all: decided on counts, whatever the terms did
         )
         for r in square
     ]
@@ -318,8 +319,9 @@ def variables(S: dict, params: dict) -> dict:
     comparison = {
         stats.SUPPORTED: "lower than",
         stats.CONTRADICTED: "higher than",
-        stats.EQUIVALENT: "within one point of",
     }.get(S["vs_vgg"].verdict, "not distinguishable from")
+    if S["vs_vgg"].verdict.startswith(stats.EQUIVALENT):
+        comparison = "within the equivalence margin of"
     if q["pending"] or v["pending"]:
         comparison = "pending"
     verdicts = [c.verdict for c in S["claims"]]
@@ -350,6 +352,7 @@ def variables(S: dict, params: dict) -> dict:
         Verdict=cs.error_cell({"pending": S["pending"], "n": S["runs"]}) if S["pending"] else stats.combine(verdicts),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsAll=len(verdicts),
+        HolmFamily=cs.family_size([*S["claims"], S["vs_vgg"]]),
         VggError=cs.error_cell(v) if v["pending"] else (v["mean"] if v["finished"] else "no converge"),
         QvggError=cs.error_cell(q) if q["pending"] else (q["mean"] if q["finished"] else "no converge"),
         QvggComparison=comparison,
