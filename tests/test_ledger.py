@@ -84,6 +84,21 @@ def test_the_ledger_resolves_tallies_and_writes(tmp_path):
     assert f"\\newcommand{{\\ledgerAll}}{{{len(ledger.LEDGER)}}}" in tex
     rows = list(csv.DictReader((paper / "tables" / "ledger.csv").open()))
     assert [r["id"] for r in rows] == [e.id for e in ledger.LEDGER]
+    assert "\\newcommand{\\ledgerHolmFamilies}{(not built)}" in tex  # no section wrote its family
+
+
+def test_the_ledger_prints_each_holm_family_and_its_size(tmp_path):
+    paper = _fake_paper(tmp_path, _section_claims())
+    (paper / "variables" / "cifar_tuning.tex").write_text("\\newcommand{\\cifartuningHolmFamily}{9}\n")
+    (paper / "variables" / "vgg_stability.tex").write_text("\\newcommand{\\vggstabilityHolmFamily}{1}\n")
+    assert ledger.families(paper) == {"cifar_tuning": 9, "vgg_stability": 1}
+    ledger.write(paper)
+    tex = (paper / "variables" / "ledger.tex").read_text()
+    assert "\\ledgerHolmFamilies}{cifar tuning: 9 pairs; vgg stability: 1 pair}" in tex
+    r = subprocess.run(
+        [sys.executable, "-m", "quadnn_paper.common.ledger", "--paper", str(paper)], capture_output=True, text=True
+    )
+    assert r.returncode == 0 and "Holm families" in r.stdout and "cifar tuning: 9 pairs" in r.stdout
 
 
 def test_a_computed_entry_without_its_verdict_fails_the_build(tmp_path):

@@ -24,7 +24,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Entry", "Claim", "Variable", "NotTested", "Measured", "LEDGER", "resolve", "tally", "write", "main"]
+__all__ = [
+    "Entry",
+    "Claim",
+    "Variable",
+    "NotTested",
+    "Measured",
+    "LEDGER",
+    "resolve",
+    "tally",
+    "families",
+    "families_text",
+    "write",
+    "main",
+]
 
 
 @dataclass(frozen=True)
@@ -372,8 +385,28 @@ def _tex(text: str) -> str:
     return re.sub(r"([%&#_$])", r"\\\1", text)
 
 
+def families(paper: Path) -> dict[str, int]:
+    """The size of each CIFAR section's Holm family (its distinct pairs with a p-value), as the
+    section wrote it (``HolmFamily``); a section that wrote none is left out."""
+    out = {}
+    for section in CIFAR_SECTIONS:
+        try:
+            out[section] = int(_variable(paper, section, "HolmFamily"))
+        except (LedgerError, ValueError):
+            continue
+    return out
+
+
+def families_text(sizes: dict[str, int]) -> str:
+    """ "cifar tuning: 9 pairs; vgg stability: 4 pairs" (the families the verdicts are adjusted in)."""
+    if not sizes:
+        return "(not built)"
+    return "; ".join(f"{s.replace('_', ' ')}: {n} pair{'s' * (n != 1)}" for s, n in sizes.items())
+
+
 def write(paper: Path) -> dict[str, int]:
-    """Resolve every entry and write the ledger table and the tally; returns the tally."""
+    """Resolve every entry and write the ledger table, the tally and the Holm families; returns the
+    tally."""
     rows = [(e, *resolve(e, paper)) for e in LEDGER]
     counts = tally(rows)
     (paper / "tables").mkdir(parents=True, exist_ok=True)
@@ -392,6 +425,7 @@ def write(paper: Path) -> dict[str, int]:
     names = {"decided": "Decided", "undecided": "Undecided", "not tested": "NotTested", "measured": "Measured"}
     macros = [rf"\newcommand{{\ledger{names[k]}}}{{{v}}}" for k, v in counts.items()]
     macros.append(rf"\newcommand{{\ledgerAll}}{{{len(rows)}}}")
+    macros.append(rf"\newcommand{{\ledgerHolmFamilies}}{{{_tex(families_text(families(paper)))}}}")
     (paper / "variables" / "ledger.tex").write_text(
         "% written by quadnn_paper.common.ledger; do not edit\n" + "\n".join(macros) + "\n"
     )
@@ -413,6 +447,7 @@ def main(argv=None) -> int:
         print(f"claim ledger: {e}", file=sys.stderr)
         return 1
     print("claim ledger: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" of {len(LEDGER)} claims")
+    print("Holm families (verdicts adjusted within each): " + families_text(families(args.paper)))
     return 0
 
 
