@@ -341,7 +341,7 @@ class Report:
             if os.path.lexists(self.dir / STAMPS / f"{self.section}.commit"):
                 try:
                     _finish(self.dir, self.section)  # its committer is gone: we hold its lock
-                except BadJournal:
+                except RefusedFile:  # (a bad journal, or a link in its stamp's place)
                     self.discard()
                     raise
             stamp = dict(
@@ -537,7 +537,13 @@ def _stamp_files(path: Path) -> dict[str, str]:
     """The files a section's stamp lists, with their SHA-256 (none when there is no stamp, or it is
     not one, or a path it names leaves the paper's outputs)."""
     try:
-        files = json.loads(read_own(path)).get("files")
+        raw = read_own(path)  # (a link there is refused, not read as no stamp)
+    except RefusedFile:
+        raise
+    except OSError:
+        return {}
+    try:
+        files = json.loads(raw).get("files")
         if not isinstance(files, dict):
             return {}
         for rel in files:
@@ -559,7 +565,7 @@ def recover(paper_dir: str | Path) -> list[str]:
             if mine and os.path.lexists(journal):  # (else its publisher is committing right now)
                 try:
                     _finish(paper_dir, journal.stem)
-                except BadJournal as e:  # left for the user; the section's own commit refuses
+                except RefusedFile as e:  # left for the user; the section's own commit refuses
                     warnings.warn(str(e), RuntimeWarning, stacklevel=2)
                     continue
                 done.append(journal.stem)

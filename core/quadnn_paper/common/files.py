@@ -73,6 +73,9 @@ class RefusedFile(OSError):
     """A file not opened: a symbolic link where only the project's own files belong, something
     other than a regular file, a path leaving its folder, or a file over its bound. One line."""
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 def quoted(text, limit: int = 300) -> str:
     """``text`` read from a file, safe to put into a log or a message: every character that is not
