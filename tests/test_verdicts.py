@@ -329,3 +329,28 @@ def test_the_papers_column_holds_only_the_papers_numbers_of_the_pair_that_ran():
     wide = by["QResNet beats every widened ResNet of its depth"]
     x2 = cs.row_for(cs.comparison_rows(), "cifar_resnet32", width=2.0)
     assert wide.paper.startswith(f"{cs.row_for(cs.comparison_rows(), 'cifar_qresnet32', 'wt').paper} vs {x2.paper}")
+
+
+def test_tuning_trains_controls_and_the_unscaled_rate_and_labels_what_it_trained():
+    from quadnn_paper.sections import cifar_tuning
+
+    P = cifar_tuning.protocol("cpu")
+    planned = cifar_tuning.plan("cpu")
+    # every claimed transfer has its gamma-0 control at the same seeds, from the same source
+    for (e, v, s), cfg in planned.items():
+        if e.startswith("transfer") and v == cifar_tuning.SG_BEST:
+            ctl = planned[(e, 0.0, s)]
+            assert ctl.lr_g == 0 and ctl.transfer_from == cfg.transfer_from and ctl.epochs == cfg.epochs
+    unscaled = {s: c for (e, _, s), c in planned.items() if e == cifar_tuning.UNSCALED}
+    assert sorted(unscaled) == sorted(P["rest_seeds"]) and all(
+        c.lr_g == cifar_tuning.SG_BEST for c in unscaled.values()
+    )
+    results = {
+        cfg.run_id: dict(status="finished", test_error=5.0 + k[2] / 10, history=[]) for k, cfg in planned.items()
+    }
+    S = cifar_tuning.summary(results, "cpu")
+    head = S["claims"][0]
+    assert f"(trained {cifar_tuning.rate(P, cifar_tuning.SG_BEST):.2g})" in head.pairs[0][0]
+    assert "unscaled" in S["unscaled"].pairs[0][0] and S["unscaled"].pairs[0][2] is not None
+    transfer = next(c for c in S["claims"] if c.text.startswith("Weight transfer from stage 2"))
+    assert "net of transfer 2 0" in transfer.pairs[0][1]
