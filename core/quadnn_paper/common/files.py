@@ -205,7 +205,12 @@ def read_bounded(path: str | os.PathLike, bound: int, what: str = "file") -> byt
         if not stat.S_ISREG(st.st_mode):
             raise RefusedFile(errno.EINVAL, f"{path}: not a regular file ({_kind(st.st_mode)}); a {what} is a file")
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        blob = f.read(bound + 1)
+        blob = f.read(min(bound, st.st_size) + 1)  # (a buffer of the size it says, not of the bound)
+        while len(blob) <= bound:  # it grew while read: on, to the bound plus one byte
+            more = f.read(min(1 << 20, bound + 1 - len(blob)))
+            if not more:
+                break
+            blob += more
     if len(blob) > bound:
         raise RefusedFile(errno.EFBIG, f"{path}: more than a {what}'s bound of {bound} bytes; refused")
     return blob
