@@ -33,7 +33,7 @@ WRITERS = {
         "python -m quadnn_paper.common.ledger --paper paper",
     ),
     "build": (
-        "the build's identity (commit, profile, date), quadnn_paper/execution/provenance.py",
+        "the build's identity (commit, profile, date), quadnn_paper/execution/identity.py",
         "make paper (written right before LaTeX)",
     ),
 }
