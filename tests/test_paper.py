@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from notebook_run import NOTEBOOKS, ROOT, run_notebook
+from test_why import check_pdf_identity, check_why_answers_everything
 
 from quadnn_paper.common import published
 
@@ -84,6 +85,15 @@ def test_smoke_pdf_builds(tmp_path, request):
         text=True,
     )
     assert typed.returncode == 0, typed.stderr
+    # the build's identity for the PDF's metadata, as the Makefile's rule writes it before LaTeX
+    (rule,) = [line for line in MAKEFILE.read_text().splitlines() if "quadnn_paper.execution.identity" in line]
+    identity = subprocess.run(
+        [sys.executable, "-m", "quadnn_paper.execution.identity", str(paper / "variables" / "build.tex")]
+        + ["--profile", "smoke"],
+        capture_output=True,
+        text=True,
+    )
+    assert identity.returncode == 0, identity.stderr
     done = subprocess.run(
         ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "main.tex"],
         cwd=paper,
@@ -111,3 +121,6 @@ def test_smoke_pdf_builds(tmp_path, request):
         text=True,
     )
     assert layout.returncode == 0, layout.stderr
+    # `why` answers for every table, figure and macro; the PDF carries its identity and marks
+    check_why_answers_everything(paper, "smoke")
+    check_pdf_identity(paper, "smoke")

@@ -37,6 +37,8 @@ WRITERS = {
         "make paper (written right before LaTeX)",
     ),
 }
+# tables no section writes: their name's first word -> their writer in WRITERS
+TABLE_WRITERS = {"ledger": "ledger"}  # tables/ledger.csv, ledger_cifar.tex, ledger_other.tex
 _MACRO_DEF = re.compile(r"\\newcommand\{\\([A-Za-z]+)\}")
 _SHOWN = 12  # runs or computations listed by id before "and N more"
 
@@ -74,6 +76,12 @@ def lookup(name: str, paper: str | Path = "paper") -> tuple[dict | None, str, di
         for record in records:
             if key in record.get("outputs", {}):
                 return record, key, record["outputs"][key]
+    for key in _candidates(name):
+        folder, _, stem = key.partition("/")
+        writer = TABLE_WRITERS.get(stem.split("_")[0]) if folder == "tables" else None
+        if writer and any((paper / "tables" / f"{stem}.{ext}").is_file() for ext in ("csv", "tex")):
+            what, command = WRITERS[writer]
+            return None, key, dict(kind="table", writer=what, command=command, file=f"tables/{stem}.tex")
     macro = name.strip().lstrip("\\")
     for stem, (writer, command) in WRITERS.items():
         tex = paper / "variables" / f"{stem}.tex"
@@ -126,7 +134,7 @@ def explain(name: str, paper: str | Path = "paper") -> str:
     if record is None:
         return "\n".join(
             [
-                f"{key}  (macro in paper/{entry['file']})",
+                f"{key}  ({entry['kind']} in paper/{entry['file']})",
                 f"  made by:  {entry['writer']}",
                 f"  rebuild:  {entry['command']}",
             ]
