@@ -55,6 +55,7 @@ from quadnn_paper.common.files import (
     flock_fd,
     flocked,
     inside,
+    make_dirs,
     quoted,
     read_own,
     sha256_file,
@@ -168,10 +169,10 @@ class Report:
             name = f"{self.section}.{os.urandom(6).hex()}"
             self._held = os.fdopen(flock_fd(inside(self.dir, f"{STAGING}/{name}.lock", "stage lock")), "r+b")
             self._stage = self.dir / STAGING / name
-            self._stage.mkdir()
+            make_dirs(self._stage)
         self._files.add(relative)
         path = self._stage / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         return path
 
     # -- figures ------------------------------------------------------------------
@@ -459,7 +460,7 @@ def _finish(paper_dir: Path, section: str) -> None:
     for rel, digest in stamp["files"].items():
         src, dst = stage / rel, paper_dir / rel
         if src.exists() and _owned(dst, {old.get(rel), digest}):
-            dst.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(dst.parent)
             try:
                 os.replace(src, dst)
             except FileNotFoundError:  # moved meanwhile by a concurrent recover()
@@ -561,23 +562,25 @@ def recover(paper_dir: str | Path) -> list[str]:
     for journal in sorted((paper_dir / STAMPS).glob("*.commit")):
         if not _SECTION.match(journal.stem):
             continue
-        with flocked(inside(paper_dir, f"{STAMPS}/{journal.stem}.lock", "section lock"), wait=False) as mine:
-            if mine and os.path.lexists(journal):  # (else its publisher is committing right now)
-                try:
+        try:
+            with flocked(inside(paper_dir, f"{STAMPS}/{journal.stem}.lock", "section lock"), wait=False) as mine:
+                if mine and os.path.lexists(journal):  # (else its publisher is committing right now)
                     _finish(paper_dir, journal.stem)
-                except RefusedFile as e:  # left for the user; the section's own commit refuses
-                    warnings.warn(str(e), RuntimeWarning, stacklevel=2)
-                    continue
-                done.append(journal.stem)
+                    done.append(journal.stem)
+        except RefusedFile as e:  # a bad journal, a link: left for the user; the section's own commit refuses
+            warnings.warn(str(e), RuntimeWarning, stacklevel=2)
     staging = paper_dir / STAGING
     for stage in staging.iterdir() if staging.is_dir() and not staging.is_symlink() else []:
         if stage.name.endswith(".lock") or not stage.is_dir() or stage.is_symlink():
             continue
         lock = stage.with_name(stage.name + ".lock")
-        with flocked(lock, wait=False) as gone:  # its Report holds it while it lives
-            if gone:
-                shutil.rmtree(stage, ignore_errors=True)
-                lock.unlink(missing_ok=True)
+        try:
+            with flocked(lock, wait=False) as gone:  # its Report holds it while it lives
+                if gone:
+                    shutil.rmtree(stage, ignore_errors=True)
+                    lock.unlink(missing_ok=True)
+        except RefusedFile as e:  # (a link in the lock's place: that stage is left)
+            warnings.warn(str(e), RuntimeWarning, stacklevel=2)
     return done
 
 

@@ -240,7 +240,7 @@ def _team_bits(folder: Path, bits: int) -> int:
 
 def make_dirs(folder: Path) -> None:
     """``folder`` and the folders above it that are missing, each keeping the group permissions of
-    a setgid folder above it (:func:`_team_bits`)."""
+    a setgid folder above it (:func:`_team_bits`). A full disk is one line naming the folder."""
     folder = Path(folder)
     missing = []
     while not folder.exists() and folder != folder.parent:
@@ -251,6 +251,8 @@ def make_dirs(folder: Path) -> None:
             d.mkdir()
         except FileExistsError:
             continue
+        except OSError as e:
+            raise _storage_error(d, e) from None
         extra = _team_bits(d.parent, 0o070)
         if extra and (os.stat(d).st_mode & extra) != extra:
             os.chmod(d, stat.S_IMODE(os.stat(d).st_mode) | extra)
