@@ -247,6 +247,19 @@ def test_a_stamp_naming_a_path_outside_the_outputs_is_not_a_stamp(tmp_path):
     assert victim.read_bytes() == VICTIM
 
 
+def test_a_standin_record_naming_a_path_out_never_removes_it(tmp_path):
+    from quadnn_paper.data import imagefolder, standin
+
+    victim = _victim(tmp_path)
+    root = tmp_path / "digits"
+    imagefolder.write_digits_folder(root, size=8, max_per_class=1)
+    record = json.loads((root / standin.RECORD).read_text())
+    record["files"]["../home/thesis.tex"] = [files.sha256_file(victim)]  # forged, with the right hash
+    (root / standin.RECORD).write_text(json.dumps(record))
+    imagefolder.write_digits_folder(root, size=9, max_per_class=1)  # a rewrite removes what it recorded
+    assert victim.read_bytes() == VICTIM
+
+
 # -- 3. publish owns only what its stamps list with matching bytes ---------------------------------------
 def _users_file(rel):
     def case(paper):

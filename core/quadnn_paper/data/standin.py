@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from quadnn_paper.common.files import atomic_write_bytes, atomic_write_text, sha256_file
+from quadnn_paper.common.files import RefusedFile, atomic_write_bytes, atomic_write_text, inside, sha256_file
 from quadnn_paper.common.paths import GENERATED
 
 __all__ = ["RECORD", "MARKER", "ForeignFolder", "NotOwned", "Owned", "claim", "default_dir"]
@@ -60,7 +60,10 @@ class Owned:
 
     def owns(self, rel: str) -> bool:
         """True when ``rel`` is absent or holds bytes the record says this stand-in wrote there."""
-        path = self.root / rel
+        try:
+            path = inside(self.root, rel, "recorded path")  # (a record is data: a path out is never ours)
+        except RefusedFile:
+            return False
         if any(p.is_symlink() for p in path.parents if self.root in p.parents):
             return False  # (a folder of it replaced by a link: writing there would write elsewhere)
         if not (path.exists() or path.is_symlink()):
