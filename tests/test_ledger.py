@@ -69,6 +69,13 @@ def _fake_paper(tmp_path, computed, verdict="supported"):
     (tmp_path / "variables" / "efficiency.tex").write_text(
         "\\newcommand{\\efficiencyPaperRatioVerdict}{not reproduced: our lowest is 1.84 [1.77, 1.86]}\n"
     )
+    (tmp_path / "variables" / "expressivity.tex").write_text(
+        "\\newcommand{\\expressivityVarArchs}{7}\n\\newcommand{\\expressivityVarPropTwoHolds}{7}\n"
+        "\\newcommand{\\expressivityVarLemmaFails}{7}\n\\newcommand{\\expressivityVarKileelFails}{0}\n"
+    )
+    (tmp_path / "variables" / "cifar_comparison.tex").write_text(
+        "\\newcommand{\\cifarcomparisonParamsErratum}{not reproduced: 6 of 6 rows differ}\n"
+    )
     return tmp_path
 
 
@@ -77,8 +84,15 @@ def test_the_ledger_resolves_tallies_and_writes(tmp_path):
     counts = ledger.write(paper)
     n_claims = sum(isinstance(e.source, ledger.Claim) for e in ledger.LEDGER)
     n_variables = sum(isinstance(e.source, ledger.Variable) for e in ledger.LEDGER)
-    # every claims-table verdict and the efficiency ratio's decide; Runge's ranking does not
-    assert counts["decided"] == n_claims + n_variables - 1 and counts["undecided"] == 1
+    # every claims-table verdict, the efficiency ratio's and the erratum decide; Runge's ranking does not;
+    # of the universal statements checked by cases, the one with counterexamples is refuted (decided)
+    # and the two without are measurements
+    n_counted = sum(isinstance(e.source, ledger.Counted) for e in ledger.LEDGER)
+    assert counts["decided"] == n_claims + n_variables - 1 + 1 and counts["undecided"] == 1
+    assert n_counted == 3
+    answers = {r["id"]: r["Answer"] for r in csv.DictReader((paper / "tables" / "ledger.csv").open())}
+    assert answers["variety-lemma"].startswith("refuted: fails in 7 of 7")
+    assert answers["variety-kileel"].startswith("holds in all 7") and answers["variety"].startswith("holds in all 7")
     assert sum(counts.values()) == len(ledger.LEDGER)
     tex = (paper / "variables" / "ledger.tex").read_text()
     assert f"\\newcommand{{\\ledgerAll}}{{{len(ledger.LEDGER)}}}" in tex

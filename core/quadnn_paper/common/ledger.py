@@ -6,6 +6,7 @@ its answer in this build:
 - :class:`Claim`: a row of a section's claims table (``paper/tables/<table>.csv``, column
   ``Claim``), whose ``Verdict`` the section computed from paired runs;
 - :class:`Variable`: a verdict a section wrote as a variable (``paper/variables/<section>.tex``);
+- :class:`Counted`: a universal statement checked case by case (a counterexample refutes it);
 - :class:`NotTested`: no experiment of this project can answer it, and why;
 - :class:`Measured`: the report shows the measurement, but no verdict is possible, and why.
 
@@ -28,6 +29,7 @@ __all__ = [
     "Entry",
     "Claim",
     "Variable",
+    "Counted",
     "NotTested",
     "Measured",
     "LEDGER",
@@ -53,6 +55,20 @@ class Variable:
 
 
 @dataclass(frozen=True)
+class Counted:
+    """A universal statement checked case by case: the section wrote how many of ``total`` cases
+    it computed satisfy it (``holds``) or break it (``fails``). One measured counterexample
+    refutes it ("refuted: fails in k of n ..."); none leaves it consistent with every case
+    computed, which is a measurement, not a proof."""
+
+    section: str
+    count: str  # the variable counting the cases (without the section prefix)
+    total: str  # the variable counting every case computed
+    counts: str  # "fails" | "holds": what ``count`` counts
+    cases: str  # what a case is, in words ("architectures computed")
+
+
+@dataclass(frozen=True)
 class NotTested:
     reason: str
 
@@ -68,7 +84,7 @@ class Entry:
     where: str  # where the paper makes the claim
     claim: str  # the claim, in a few words
     section: str  # our section that answers it (its notebook's name)
-    source: Claim | Variable | NotTested | Measured
+    source: Claim | Variable | Counted | NotTested | Measured
 
 
 _T, _V, _C = "claims_cifar_tuning", "claims_vgg_stability", "claims_cifar_comparison"
@@ -101,10 +117,31 @@ LEDGER: list[Entry] = [
     ),
     Entry(
         "variety",
-        "Sec. III-B, Theorem",
+        "Sec. III-B, Proposition 2",
         "A quadratic network's function variety has a larger dimension than a network with quadratic activation",
         "expressivity",
-        Measured("dimensions computed from Jacobian ranks at small sizes; a theorem for all sizes has no verdict"),
+        Counted("expressivity", "VarPropTwoHolds", "VarArchs", "holds", "architectures computed"),
+    ),
+    Entry(
+        "variety-lemma",
+        "Sec. III-B, Lemma (upper bound on the quadratic network's dimension)",
+        "The dimension of the quadratic network's variety is at most the Lemma's bound",
+        "expressivity",
+        Counted("expressivity", "VarLemmaFails", "VarArchs", "fails", "architectures computed"),
+    ),
+    Entry(
+        "variety-kileel",
+        "Sec. III-B (the bound attributed to Kileel et al.)",
+        "The dimension of the quadratic-activation network's variety is at most the quoted bound",
+        "expressivity",
+        Counted("expressivity", "VarKileelFails", "VarArchs", "fails", "architectures computed"),
+    ),
+    Entry(
+        "erratum-params",
+        "Sec. V-B, CIFAR-10 table (parameter column)",
+        "Every Parabolic-/PolyResNet (depths 20-56) has 0.54M parameters",
+        "cifar_comparison",
+        Variable("cifar_comparison", "ParamsErratum"),
     ),
     Entry(
         "collapse",
@@ -362,6 +399,15 @@ def resolve(entry: Entry, paper: Path) -> tuple[str, str]:
         return "not tested", src.reason
     if isinstance(src, Measured):
         return "measured", src.reason
+    if isinstance(src, Counted):
+        try:
+            k, n = (int(_variable(paper, src.section, name)) for name in (src.count, src.total))
+        except (LedgerError, ValueError) as e:
+            raise LedgerError(f"ledger entry {entry.id!r}: {e}") from None
+        fails = k if src.counts == "fails" else n - k
+        if fails:
+            return "decided", f"refuted: fails in {fails} of {n} {src.cases} (Sec. {src.section})"
+        return "measured", f"holds in all {n} {src.cases}; a statement for every size is not proved by cases"
     try:
         if isinstance(src, Claim):
             verdicts = _claims_table(paper, src.table)
