@@ -119,6 +119,20 @@ def _cached_entry(tmp_path, victim):
     return lambda: S.cached(tmp_path / "cache", "sweep", {"n": 1}, lambda: {"v": 1}), link
 
 
+def _cache_folder(name):
+    def plant(tmp_path, victim):
+        from quadnn_paper.execution.execute import execute_work
+
+        cache = tmp_path / "cache"
+        cache.mkdir()
+        (cache / name).symlink_to(victim.parent, target_is_directory=True)
+        if name == "runs":
+            return lambda: execute_work([], cache, "inline"), cache / name
+        return lambda: S.cached(cache, name, {"n": 1}, lambda: {"v": 1}), cache / name
+
+    return plant
+
+
 def _paper_link(where):
     def plant(tmp_path, victim):
         paper = tmp_path / "paper"
@@ -145,6 +159,8 @@ LINKS = {
     "run folder": _run_folder,
     "quarantine.log": _quarantine_log,
     "cached entry": _cached_entry,
+    "computation folder": _cache_folder("sweep"),
+    "runs folder": _cache_folder("runs"),
     "paper variables file": _paper_link("variables/demo.tex"),
     "paper tables folder": _paper_link("tables"),
     "paper section lock": _paper_link(".stamps/demo.lock"),

@@ -469,9 +469,10 @@ class RunStore:
         (``.last.pt.<random>.tmp`` after a SIGTERM, ...)."""
         waiting = f"run {key}: another process trains it (or computes it)"
         with file_lock(self.root / f"{key}.lock", poll, timeout, waiting=waiting):
-            if (self.root / key).is_dir():
-                self.adopt_temps(self.root / key)
-                remove_stale_temps(self.root / key)
+            folder = inside(self.root, key, "run folder")  # (a link in its place: refused, not cleaned)
+            if folder.is_dir():
+                self.adopt_temps(folder)
+                remove_stale_temps(folder)
             remove_stale_temps(self.root, f"{key}.*")
             yield
 
@@ -492,7 +493,7 @@ def cached(cache_dir: str | os.PathLike | None, name: str, config: dict, compute
 
     if cache_dir is None:
         return compute()
-    root = path_setting(cache_dir, "cache_dir") / name
+    root = inside(path_setting(cache_dir, "cache_dir"), name, "computation folder")
     key = run_id(json.loads(json.dumps(config, sort_keys=True, default=str)))
     path = root / f"{key}.json"
     store = RunStore(root)

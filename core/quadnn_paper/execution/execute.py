@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..common.files import inside
 from ..common.words import env_boolean, path_setting
 from .progress import Progress
 from .runners import RUNNERS, Job, make_runner
@@ -76,7 +77,8 @@ def execute_work(
 
     computations = [w for w in work if isinstance(w, Computation)]
     runs = [w for w in work if not isinstance(w, Computation)]
-    return execute(runs, path_setting(cache_dir, "cache_dir") / "runs", runner, computations=computations, **options)
+    runs_dir = inside(path_setting(cache_dir, "cache_dir"), "runs", "runs folder")  # (no link planted there)
+    return execute(runs, runs_dir, runner, computations=computations, **options)
 
 
 def execute(
