@@ -332,7 +332,8 @@ class Report:
         """Make every output of this run visible in ``paper_dir`` and stamp the section.
 
         Returns the stamp's path. Outputs the section's previous run wrote and this one did
-        not are removed, so ``paper/`` never shows two profiles of one section.
+        not are removed, so ``paper/`` never shows two profiles of one section. A file it would
+        replace or remove without owning it (:class:`NotPublished`) stops it before anything moves.
         """
         if self.committed:
             raise RuntimeError(f"report {self.section!r} is already committed")
