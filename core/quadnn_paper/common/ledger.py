@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from .files import atomic_write_text
 
 __all__ = [
     "Entry",
@@ -457,23 +460,25 @@ def write(paper: Path) -> dict[str, int]:
     counts = tally(rows)
     (paper / "tables").mkdir(parents=True, exist_ok=True)
     (paper / "variables").mkdir(parents=True, exist_ok=True)
-    with (paper / "tables" / "ledger.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["id", *HEADER])
-        w.writerows([e.id, e.where, e.claim, e.section, answer, kind] for e, kind, answer in rows)
+    f = io.StringIO(newline="")  # (written by rename: no link in the paper folder is followed)
+    w = csv.writer(f)
+    w.writerow(["id", *HEADER])
+    w.writerows([e.id, e.where, e.claim, e.section, answer, kind] for e, kind, answer in rows)
+    atomic_write_text(paper / "tables" / "ledger.csv", f.getvalue())
     for part, cifar in (("cifar", True), ("other", False)):  # two floats: one would overrun a page
         body = [
             " & ".join(_tex(x) for x in (e.where, e.claim, e.section.replace("_", " "), answer, kind)) + r" \\"
             for e, kind, answer in rows
             if (e.section in CIFAR_SECTIONS) == cifar
         ]
-        (paper / "tables" / f"ledger_{part}.tex").write_text("\n".join(body) + "\n")
+        atomic_write_text(paper / "tables" / f"ledger_{part}.tex", "\n".join(body) + "\n")
     names = {"decided": "Decided", "undecided": "Undecided", "not tested": "NotTested", "measured": "Measured"}
     macros = [rf"\newcommand{{\ledger{names[k]}}}{{{v}}}" for k, v in counts.items()]
     macros.append(rf"\newcommand{{\ledgerAll}}{{{len(rows)}}}")
     macros.append(rf"\newcommand{{\ledgerHolmFamilies}}{{{_tex(families_text(families(paper)))}}}")
-    (paper / "variables" / "ledger.tex").write_text(
-        "% written by quadnn_paper.common.ledger; do not edit\n" + "\n".join(macros) + "\n"
+    atomic_write_text(
+        paper / "variables" / "ledger.tex",
+        "% written by quadnn_paper.common.ledger; do not edit\n" + "\n".join(macros) + "\n",
     )
     return counts
 

@@ -546,9 +546,6 @@ def variables(S: dict, params: dict) -> dict:
         FullRates="$" + ", ".join(power_of_ten(cs.LR_G[d], math=False) for d in (20, 32, 56, 110)) + "$",
         FullRatesRezero="$" + ", ".join(power_of_ten(cs.LR_G_REZERO[d], math=False) for d in (20, 32, 56, 110)) + "$",
         FullRatesCompact="$" + ", ".join(power_of_ten(cs.LR_B_COMPACT[d], math=False) for d in (20, 32, 56)) + "$",
-        # the rates trained at this profile beside the paper's (the stand-in's factor, cs.gamma_scale)
-        GammaScale=f"{cs.gamma_scale(R):.3g}",
-        TrainedRates=", ".join(f"{cs.LR_G[d] * cs.gamma_scale(R):.2g}" for d in (20, 32, 56, 110)),
         WarmupEpochs=_count_word(max((P.get("warmup") or {0: 0}).values())),
         Alpha=round(100 * (1 - stats.LEVEL)),
         AlphaCifar=round(100 * (1 - stats.LEVEL)) * _CIFAR_SECTIONS,

@@ -348,9 +348,6 @@ def variables(S: dict, params: dict) -> dict:
         SquareNotLearned=S["square_not_learned"],
         Chance=S["chance"],
         Margin=MARGIN,
-        # the quadratic VGG16's rate of the quadratic terms as trained here (the paper's times cs.gamma_scale)
-        QvggRateTrained=f"{cs.QVGG_LR_G * cs.gamma_scale(R):.2g}",
-        GammaScale=f"{cs.gamma_scale(R):.3g}",
         SquareRuns=S["square_runs"],
         Verdict=cs.error_cell({"pending": S["pending"], "n": S["runs"]}) if S["pending"] else stats.combine(verdicts),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
