@@ -44,9 +44,12 @@ def outputs(results, work):
 """
 
 
+FAKE = "quadnn_paper.sections." + "fake"  # a section of this test's own, traced as the real ones
+
+
 @pytest.fixture
 def fake_section(monkeypatch):
-    module = types.ModuleType("quadnn_paper.sections.fake")
+    module = types.ModuleType(FAKE)
     exec(compile(SECTION_CODE, "fake.py", "exec"), module.__dict__)
     monkeypatch.setitem(sys.modules, module.__name__, module)
     return module
@@ -61,11 +64,11 @@ def test_each_output_is_traced_to_the_results_it_read(tmp_path, fake_section):
 
     table = why.explain("fake_rows", tmp_path)
     assert work[0].key in table and work[1].key not in table and work[2].key not in table, table
-    assert "made by:  quadnn_paper.sections.fake:_table" in table
+    assert f"made by:  {FAKE}:_table" in table
     assert "configuration: lr=0.1, obj=0, seed=0" in table
     figure = why.explain("figures/fake_curve.pdf", tmp_path)
     assert work[1].key in figure and work[0].key not in figure, figure  # what its draw() read
-    assert "drawn by quadnn_paper.sections.fake:_figure.<locals>.draw" in figure
+    assert f"drawn by {FAKE}:_figure.<locals>.draw" in figure
     macro = why.explain("\\fakeBest", tmp_path)
     assert work[2].key in macro and work[0].key not in macro, macro
     assert why.explain("fakeBest", tmp_path) == macro  # the backslash is optional

@@ -110,7 +110,6 @@ def execute(
         raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
     if wait is None:
         wait = env_boolean("QUADNN_WAIT", default=runner != "slurm")
-    from ..engine import Computation, run
     from ..engine.work import with_needs
 
     todo = with_dependencies(runs)
@@ -119,29 +118,16 @@ def execute(
     done = is_done(out)
     shown = _progress(label, todo, computations, runner, progress)
     shown.known_done(key for key in shown.items if done(key))
-
-    def here(item) -> None:  # one item computed in this process, reported as it starts and ends
-        key = item.key if isinstance(item, Computation) else item.run_id
-        if shown.state.get(key) == "done":
-            return
-        shown.start(key)
-        ok = False
-        try:
-            item.compute(cache) if isinstance(item, Computation) else run(item, out)
-            ok = True
-        finally:
-            shown.finish(key, ok)
-
     with shown:
         if runner == "inline":
             for item in [*computations, *todo]:
-                here(item)
+                _here(item, shown, out)
         else:
             # A small CPU computation is not worth a job: it runs here, so its result is always there.
             # A timing of this machine runs here too, before any job of this call is submitted.
             quick = [c for c in computations if _in_process(c)]
             for c in quick:
-                here(c)
+                _here(c, shown, out)
             r = make(runner, out, **runner_options)
             work = jobs(todo, out, r.max_gpus) + [computation_job(c, cache) for c in computations if c not in quick]
             states = r.submit(work, is_done=done)
@@ -165,6 +151,23 @@ def execute(
             with open(os.environ["QUADNN_PENDING"], "a") as f:
                 f.write(f"{note}\n")
     return results
+
+
+def _here(item: RunConfig | Computation, shown: Progress, out) -> None:
+    """Compute ``item`` in this process (a run into ``out``, a computation beside it) unless it is
+    done, telling ``shown`` as it starts and ends."""
+    from ..engine import Computation, run
+
+    key = item.key if isinstance(item, Computation) else item.run_id
+    if shown.state.get(key) == "done":
+        return
+    shown.start(key)
+    ok = False
+    try:
+        item.compute(Path(out).parent) if isinstance(item, Computation) else run(item, out)
+        ok = True
+    finally:
+        shown.finish(key, ok)
 
 
 def _wait(r, work: list[Job], out, shown: Progress, retries: int) -> dict[str, str]:
