@@ -218,3 +218,25 @@ def test_check_refuses_missing_or_altered_outputs(tmp_path, monkeypatch):
     assert any("other" in p for p in problems(paper, "smoke", notebooks=["demo", "other"]))  # never ran
     (paper / "figures" / "demo_f.pdf").write_bytes(b"")  # e.g. written in place by hand
     assert any("demo_f.pdf" in p for p in problems(paper, "smoke"))
+
+
+def make_paper_plan(**var) -> subprocess.CompletedProcess:
+    """What ``make paper`` would run (``-n -B``: every target, nothing executed)."""
+    args = ["make", "-n", "-B", "--no-print-directory", "paper", *(f"{k}={v}" for k, v in var.items())]
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_sections_runs_only_those_notebooks_and_still_checks_every_section():
+    import re
+
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    ran = lambda done: sorted(re.findall(r"--progress-bar notebooks/(\w+)\.ipynb", done.stdout))  # noqa: E731
+    whole = make_paper_plan(PROFILE="smoke")
+    assert whole.returncode == 0 and ran(whole) == notebooks, whole.stderr
+    some = make_paper_plan(PROFILE="smoke", SECTIONS="runge,efficiency")
+    assert some.returncode == 0 and ran(some) == ["efficiency", "runge"], some.stderr
+    assert ran(make_paper_plan(PROFILE="smoke", SECTIONS="runge efficiency")) == ["efficiency", "runge"]
+    # the check before LaTeX is the whole paper's: one profile for every section, rebuilt or not
+    assert "paper_check.py check --profile smoke\n" in some.stdout
+    bad = make_paper_plan(PROFILE="smoke", SECTIONS="runge,rungee")
+    assert bad.returncode != 0 and "rungee is not a section" in bad.stderr and "runge" in bad.stderr.split("choose")[-1]
