@@ -149,7 +149,7 @@ tex: build/.tex-ok
 build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
 	@mkdir -p $(@D)
 	@rm -f $(basename $@).pending
-	QUADNN_NOTEBOOK=$* QUADNN_PENDING="$(CURDIR)/$(basename $@).pending" \
+	QUADNN_NOTEBOOK=$* QUADNN_PENDING="$(CURDIR)/$(basename $@).pending" QUADNN_PROGRESS=launch \
 	  TORCHINDUCTOR_CACHE_DIR="$${TORCHINDUCTOR_CACHE_DIR:-$(CURDIR)/build/inductor}" \
 	  $(BIN)/papermill --cwd notebooks --progress-bar $< $(basename $@).part.ipynb \
 	  -p profile $(PROFILE) -p paper_dir "$(CURDIR)/paper" -p cache_dir "$(CURDIR)/build/cache" \

@@ -79,3 +79,33 @@ def test_execute_reports_each_computation_to_the_progress_file(tmp_path, monkeyp
     log.unlink()
     execute_work(work, tmp_path / "cache", "inline", label="demo")  # cached: nothing measured
     assert "finished" not in log.read_text() and "2/2 done" in log.read_text()
+
+
+def test_under_papermill_progress_reaches_make_s_output_not_the_notebook(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import nbformat
+
+    code = (
+        "from quadnn_paper.execution.progress import Progress\n"
+        "p = Progress('demo', [('a', 'run', 'tiny run', 1)])\n"
+        "p.start('a'); p.finish('a'); p.close()"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    papermill = Path(sys.executable).with_name("papermill")
+    env = dict(os.environ, **{ENV: "launch"})
+    done = subprocess.run(
+        [str(papermill), "-k", "python3", str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "demo: run tiny run finished" in done.stderr  # what make paper prints
+    assert "demo" not in json.dumps(json.loads((tmp_path / "out.ipynb").read_text())["cells"][0]["outputs"])

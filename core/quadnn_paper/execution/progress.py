@@ -7,9 +7,10 @@ when it started, a cached one, is not a measurement). On a terminal it redraws o
 anything else (a CI log, a file) it writes one line each time an item finishes, and one line a
 minute while a single long item runs, so a log always says what is being computed.
 
-Where it writes (:func:`channel`): the file named by ``QUADNN_PROGRESS`` when set; in a Jupyter
-kernel, the stream the kernel was started with (papermill's stderr, that is ``make paper``'s own
-output), not the notebook's cell output; elsewhere ``sys.stderr``.
+Where it writes (:func:`channel`): ``sys.stderr`` (a script's terminal, a notebook's cell output);
+with ``QUADNN_PROGRESS=launch`` (what ``make paper`` sets), the stream the process was started with:
+in a Jupyter kernel run by papermill that is papermill's stderr, ``make paper``'s own output, and not
+the executed notebook; with ``QUADNN_PROGRESS=PATH``, that file (appended to).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import IO
 
 __all__ = ["Progress", "channel", "ENV", "HEARTBEAT_S"]
 
-ENV = "QUADNN_PROGRESS"  # a path progress is appended to (instead of the stream chosen by channel())
+ENV = "QUADNN_PROGRESS"  # "launch", or a path progress is appended to (see channel())
+LAUNCH = "launch"
 HEARTBEAT_S = 60.0  # a line while one item runs this long without a change (not on a terminal)
 _REDRAW_S = 1.0  # a terminal's bar is redrawn this often while an item runs
 WORDS = {"pending": "pending", "running": "running", "done": "done", "failed": "failed", "missing": "pending"}
@@ -31,16 +33,18 @@ WORDS = {"pending": "pending", "running": "running", "done": "done", "failed": "
 
 def channel() -> IO[str]:
     """The stream progress goes to (see the module doc)."""
-    path = os.environ.get(ENV)
-    if path:
+    where = os.environ.get(ENV, "")
+    if where == LAUNCH:
+        original = getattr(sys.stderr, "_original_stdstream_copy", None)  # ipykernel keeps the launch stderr
+        if isinstance(original, int):
+            try:
+                return os.fdopen(os.dup(original), "w", buffering=1)
+            except OSError:
+                pass
+        return sys.__stderr__ or sys.stderr
+    if where:
         try:
-            return open(path, "a", buffering=1)  # noqa: SIM115 (kept open for the section's work)
-        except OSError:
-            pass
-    original = getattr(sys.stderr, "_original_stdstream_copy", None)  # ipykernel keeps the launch stderr
-    if isinstance(original, int):
-        try:
-            return os.fdopen(os.dup(original), "w", buffering=1)
+            return open(where, "a", buffering=1)  # noqa: SIM115 (kept open for the section's work)
         except OSError:
             pass
     return sys.stderr
