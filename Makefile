@@ -99,7 +99,7 @@ $(shell rm -f $(WANTED))
 endif
 endif
 
-.PHONY: help setup why test test-fast test-e2e test-faults test-fullsize lint paper tex clean status slurm-up slurm-down gpu-check
+.PHONY: help setup data why test test-fast test-e2e test-faults test-fullsize lint paper tex clean status slurm-up slurm-down gpu-check
 help:
 	@echo "make paper [PROFILE=smoke|cpu|full]  run the notebooks and build paper/main.pdf (default PROFILE=cpu)"
 	@echo "           [RUNNER=inline|local|slurm] [WAIT=1] [TINY=1]   where runs execute (cpu: local, else inline)"
@@ -113,6 +113,7 @@ help:
 	@echo "make test-fullsize                   one engine epoch over a full-size CIFAR-10 on the CPU (part of test-e2e)"
 	@echo "make gpu-check [PYTHON=python3]      on one GPU node: a few minutes of checks, build/gpu-check/report.md"
 	@echo "make setup                           create .venv and install quadnn with its extras"
+	@echo "make data                            fetch Fashion-MNIST (the cpu profile's CIFAR stand-in) into build/data/"
 	@echo "make clean                           remove build products (keeps .venv and data/)"
 
 setup: $(INSTALLED)
@@ -141,12 +142,37 @@ build/.tex-ok:
 
 tex: build/.tex-ok
 
+# Fashion-MNIST, the cpu profile's CIFAR stand-in (quadnn_paper.data.fashion_mnist): the installed
+# copy of Debian's dataset-fashion-mnist where it is there, else that package downloaded and
+# unpacked under build/data/ (no root needed), else the command to run. The loader checks every
+# file's SHA-256, so what is fetched here is verified at its first read.
+FASHION_DIR := build/data/fashion-mnist
+FASHION_FILES := train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz
+build/.fashion-mnist-ok:
+	@mkdir -p build
+	@if [ -d /usr/share/datasets/fashion-mnist ] && \
+	  ( cd /usr/share/datasets/fashion-mnist && ls $(FASHION_FILES) >/dev/null 2>&1 ); then \
+	  echo "Fashion-MNIST: the installed copy (/usr/share/datasets/fashion-mnist)"; \
+	elif ( cd $(FASHION_DIR) 2>/dev/null && ls $(FASHION_FILES) >/dev/null 2>&1 ); then :; \
+	elif command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then \
+	  echo "Fetching Fashion-MNIST (Debian's dataset-fashion-mnist, 31 MB) into $(FASHION_DIR)/"; \
+	  tmp=$$(mktemp -d build/.fashion-mnist.XXXXXX) && \
+	  ( cd $$tmp && apt-get download -q dataset-fashion-mnist >/dev/null 2>&1 ) && \
+	  dpkg-deb -x $$tmp/dataset-fashion-mnist_*.deb $$tmp/x && mkdir -p $(FASHION_DIR) && \
+	  for f in $(FASHION_FILES); do cp $$tmp/x/usr/share/datasets/fashion-mnist/$$f $(FASHION_DIR)/$$f.part && \
+	    mv $(FASHION_DIR)/$$f.part $(FASHION_DIR)/$$f || exit 1; done; rc=$$?; rm -rf $$tmp; \
+	  if [ $$rc != 0 ]; then echo "Could not fetch Fashion-MNIST. Please run: apt-get download dataset-fashion-mnist && dpkg-deb -x dataset-fashion-mnist_*.deb x && mkdir -p $(FASHION_DIR) && cp x/usr/share/datasets/fashion-mnist/*.gz $(FASHION_DIR)/"; exit 1; fi; \
+	else echo "Fashion-MNIST is missing and apt-get is not here. Please put $(FASHION_FILES) (from https://github.com/zalandoresearch/fashion-mnist) into $(FASHION_DIR)/"; exit 1; fi
+	@touch $@
+
+data: build/.fashion-mnist-ok
+
 # One executed copy per notebook and profile; the notebook writes figures, tables and
 # variables into paper/.
 # A notebook whose runs are not all finished (submitted to SLURM, WAIT unset) keeps no executed
 # copy, so the next `make paper` runs it again and collects what has finished meanwhile.
 # torch.compile's kernels are kept under build/ too, so `make clean` starts as cold as a new machine.
-build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED)
+build/$(RUN_TAG)/%.ipynb: notebooks/%.ipynb $(SOURCES) $(INSTALLED) $(if $(filter cpu,$(PROFILE)),build/.fashion-mnist-ok)
 	@mkdir -p $(@D)
 	@rm -f $(basename $@).pending
 	QUADNN_NOTEBOOK=$* QUADNN_PENDING="$(CURDIR)/$(basename $@).pending" QUADNN_PROGRESS=launch \
@@ -223,6 +249,7 @@ test-fast: $(INSTALLED)
 
 test: $(INSTALLED) lint
 	@$(MAKE) --no-print-directory build/.tex-ok || echo "(TeX unavailable: the PDF test will be skipped)"
+	@$(MAKE) --no-print-directory build/.fashion-mnist-ok || echo "(Fashion-MNIST unavailable: its real-file tests will be skipped)"
 	@# nbval first: the smoke PDF test then builds from the outputs nbval wrote in this session.
 	QUADNN_PDF_FROM_NBVAL=1 $(PYTEST) -n $(TEST_WORKERS) $(wildcard notebooks/*.ipynb) tests --nbval-lax -m "not e2e and not faults and not fullsize"
 

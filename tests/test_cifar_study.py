@@ -75,7 +75,7 @@ def test_resnet110_warms_up_as_he_et_al_and_nothing_else_does():
         for cfg in cifar_comparison.runs(profile):
             warm.setdefault((profile, cfg.model), set()).add(cfg.warmup_epochs)
     assert warm[("full", "cifar_resnet110")] == warm[("full", "cifar_resnet1202")] == {1}
-    assert warm[("cpu", "cifar_resnet110")] == {2}  # the stand-in's 23 iterations an epoch
+    assert warm[("cpu", "cifar_resnet110")] == {1}  # the stand-in's epoch: 79 iterations of 64 images
     assert all(w == {0} for (_, model), w in warm.items() if model not in ("cifar_resnet110", "cifar_resnet1202"))
     cfg = RunConfig(epochs=10, milestones=(0.5,), warmup_epochs=2)
     assert [lr_factor(cfg, e, 0, 100) for e in (0, 1, 2, 5)] == [0.1, 0.1, 1.0, 0.1]
@@ -97,10 +97,11 @@ def test_weight_transfer_needs_a_source():
     assert cfg.quadratic_decay == "zero"  # the official code's weight decay at full
 
 
-@pytest.mark.parametrize("profile", ["smoke", "cpu"])
-def test_cheap_profiles_use_the_stand_in_and_mark_full_only(profile):
+@pytest.mark.parametrize("profile, data", [("smoke", "digits"), ("cpu", "fashion_mnist16")])
+def test_cheap_profiles_use_the_stand_in_and_mark_full_only(profile, data):
     p = cifar_comparison.protocol(profile)
-    assert vgg_stability.protocol(profile)["recipe"]["dataset"] == p["recipe"]["dataset"] == "digits"
+    assert p["recipe"]["dataset"] == cifar_tuning.protocol(profile)["dataset"] == data
+    assert vgg_stability.protocol(profile)["recipe"]["dataset"] == data
     rows = cs.comparison_rows()
     skipped = [r for r in rows if not cs.runs_at(r, p)]
     assert cs.row_for(rows, "cifar_resnet1202") in skipped and cs.row_for(rows, "cifar_qresnet110", "wt") in skipped

@@ -5,6 +5,7 @@ each arm's error, the paired spread and the CPU-seconds a run costs. Also times 
 of each arm at every resolution (the CPU convolution has slow paths at some sizes).
 
     .venv/bin/python tools/standin_protocol.py --out docs/standin-protocol.json --seeds 4 --workers 2
+    .venv/bin/python tools/standin_protocol.py --out docs/standin-protocol.json --markdown  # the table only
 
 Results are cached under ``--cache`` (engine runs by configuration), so a re-run is cheap.
 """
@@ -73,13 +74,38 @@ def _step_ms(dataset_size: int, model: str, steps: int = 15) -> float:
     return 1000 * statistics.median(times[3:])
 
 
+def markdown(measured: dict) -> str:
+    """The measurement as the table ``docs/standin-protocol.md`` shows."""
+    lines = [
+        "| data | training images x epochs | ResNet20 error % (seed SD) | QResNet20 error % (seed SD) "
+        "| mean difference | paired SD | CPU-s a pair | predictions changed % | seeds for 0.5 after Holm (10) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in measured["candidates"]:
+        lines.append(
+            f"| {r['dataset']} | {r['train_images']:,} x {r['epochs']} | {r['resnet20_error']:.2f} ({r['resnet20_seed_sd']:.2f}) "
+            f"| {r['qresnet20_error']:.2f} ({r['qresnet20_seed_sd']:.2f}) | {r['mean_difference']:+.2f} | {r['paired_sd']:.2f} "
+            f"| {r['pair_cpu_s']:.0f} | {r['changed']:.1f} | {r['seeds_for_half_point']} |"
+        )
+    steps = ", ".join(f"{k} {v:.0f} ms" for k, v in measured["step_ms"].items())
+    return (
+        "\n".join(lines)
+        + f"\n\nOne training step (batch {measured['batch']}, width {measured['width']}, one thread): {steps}.\n"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--cache", default="build/standin-protocol")
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--markdown", action="store_true", help="print the table of --out as markdown, train nothing")
     args = ap.parse_args()
+    if args.markdown:
+        with open(args.out) as fh:
+            print(markdown(json.load(fh)))
+        return
     from quadnn_paper.analysis import stats
 
     steps = {f"{s}px {m}": _step_ms(s, m) for s in (16, 28, 32) for m in ("cifar_resnet20", "cifar_qresnet20")}

@@ -5,7 +5,8 @@ paper's ImageNet augmentation and 10-crop evaluation, and an offline stand-in in
 - evaluation: ``Resize(resize)`` (shorter side) + ``TenCrop(crop)`` (four corners, centre, and their
   mirror images), stacked so a batch holds the ten crops of each image;
 - :func:`write_digits_folder` renders scikit-learn's 8x8 digits as ``size`` x ``size`` PNG files in
-  the same layout, so the same loader, augmentation and 10-crop path run end to end offline.
+  the same layout, so the same loader, augmentation and 10-crop path run end to end offline;
+  :func:`write_fashion_folder` does the same with Fashion-MNIST (the cpu profile's stand-in).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "IMAGENET_STD",
     "DATA_DEFAULTS",
     "write_digits_folder",
+    "write_fashion_folder",
     "train_transform",
     "eval_transform",
     "datasets",
@@ -85,6 +87,42 @@ def write_digits_folder(
         counts[split] = sum(kept.values())
     blobs["manifest.json"] = json.dumps(dict(spec=spec, counts=counts), indent=1).encode()
     owned.replace_all(blobs)  # our earlier images of other settings go; nobody else's file is touched
+    return owned.root
+
+
+def write_fashion_folder(
+    root: str | Path, size: int = 24, train_per_class: int | None = None, source: str | Path | None = None
+) -> Path:
+    """Fashion-MNIST (:mod:`quadnn_paper.data.fashion_mnist`, every file checked) as ``size`` x
+    ``size`` grey PNGs in ImageFolder layout under ``root``: ``train/<class>/<index>.png`` (the first
+    ``train_per_class`` training images of each class; None: all) and ``val/<class>/<index>.png``
+    (all 10,000 test images). ``source``: the data folder holding ``fashion-mnist/`` (None: where
+    the loader finds it). Ownership, manifest and rewrites as :func:`write_digits_folder`."""
+    from PIL import Image
+
+    from quadnn_paper.data import fashion_mnist
+    from quadnn_paper.data.standin import claim
+
+    owned = claim(root, "Fashion-MNIST ImageFolder")
+    spec = dict(source="fashion-mnist", size=int(size), train_per_class=train_per_class)
+    manifest = owned.root / "manifest.json"
+    if manifest.exists() and owned.owns("manifest.json") and json.loads(manifest.read_text()).get("spec") == spec:
+        return owned.root
+    counts, blobs = {}, {}
+    for split, folder in (("train", "train"), ("test", "val")):
+        x, y = fashion_mnist.read_split(split, source)
+        x = fashion_mnist.resize(x, size)
+        kept = {c: 0 for c in range(fashion_mnist.CLASSES)}
+        for i, c in enumerate(y.tolist()):
+            if split == "train" and train_per_class is not None and kept[c] >= train_per_class:
+                continue
+            kept[c] += 1
+            png = io.BytesIO()
+            Image.fromarray(x[i], mode="L").save(png, format="PNG")
+            blobs[f"{folder}/{c}/{i:05d}.png"] = png.getvalue()
+        counts[folder] = sum(kept.values())
+    blobs["manifest.json"] = json.dumps(dict(spec=spec, counts=counts), indent=1).encode()
+    owned.replace_all(blobs)
     return owned.root
 
 

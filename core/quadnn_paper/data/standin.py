@@ -166,6 +166,10 @@ def claim(root: str | os.PathLike, what: str) -> Owned:
 
 def default_dir(task: str, dataset: str) -> Path | None:
     """Where a run's generated data goes when it names no folder (None: the data is not generated)."""
-    folder = {("imagefolder", "digits"): "digits_imagefolder", ("depth", "synthetic"): "kitti_synthetic"}
+    folder = {
+        ("imagefolder", "digits"): "digits_imagefolder",
+        ("imagefolder", "fashion_mnist"): "fashion_imagefolder",
+        ("depth", "synthetic"): "kitti_synthetic",
+    }
     name = folder.get((task, dataset))
     return None if name is None else GENERATED / name

@@ -59,7 +59,7 @@ OPERATIONAL = (
 )
 # Fields added after results were cached: they enter the hash only when they differ from these
 # defaults, so every run stored before them keeps its id.
-KEY_IF_NOT = {"tf32": True, "warmup_epochs": 0, "drop_last": False}
+KEY_IF_NOT = {"tf32": True, "warmup_epochs": 0, "drop_last": False, "eval_every_epoch": True}
 
 
 @dataclass
@@ -110,6 +110,9 @@ class RunConfig:
     # (static shapes, so a compiled step is compiled and captured once)
     sync_bn: bool = False  # synchronise batch-norm statistics across DDP ranks
     diverge_factor: float = 10.0  # classification: stop when the loss exceeds this x ln(classes)
+    # the test set after every epoch (the history's curves), or after the last only (False: on a
+    # small stand-in with a large test set, evaluating every epoch costs a third of a run)
+    eval_every_epoch: bool = True
     # operational (not hashed)
     data_dir: str = ""  # "": the repository's data/, or build/data/<stand-in> for generated data
     progress: bool = True

@@ -439,7 +439,7 @@ def _train(
         bar = tqdm(total=cfg.epochs, initial=start_epoch, desc=f"{cfg.describe()} {cfg.run_id}", leave=False)
     for epoch in range(start_epoch, cfg.epochs):
         rec, status, reason = _train_one_epoch(t, epoch)
-        if status == "finished" and (task.eval_every_epoch or epoch + 1 == cfg.epochs):
+        if status == "finished" and ((task.eval_every_epoch and cfg.eval_every_epoch) or epoch + 1 == cfg.epochs):
             evaluated, seconds = _evaluate(t)
             rec.update(evaluated, eval_time=seconds)
         history.append(rec)
@@ -685,7 +685,7 @@ def _finish(t: _Training, status: str, reason: str | None, history: list, evalua
         result["implementation"] = "+".join(impls)
     if t.cfg.compile:  # every compilation this run paid (a resumed run compiles again)
         result["compile_seconds"] = sum(h.get("compile_seconds", 0.0) for h in history)
-    if t.task.eval_every_epoch and "test_error" in last:
+    if t.task.eval_every_epoch and t.cfg.eval_every_epoch and "test_error" in last:
         result["best_test_error"] = min((h["test_error"] for h in history if "test_error" in h), default=None)
     if status == "finished":  # how far the quadratic terms moved from the linear twin (None: no terms)
         moved = departure.measure(t.model, t.task, t.device, t.cfg.amp)

@@ -255,11 +255,13 @@ class ImageFolderClassification(Task):
 
         self.kw = kw = _task_kwargs("imagefolder", imagenet.DATA_DEFAULTS, cfg.task_kwargs)
         root = Path(cfg.data_dir)
-        if cfg.dataset == "digits":
-            if rank == 0:
+        if cfg.dataset in ("digits", "fashion_mnist"):
+            if rank == 0 and cfg.dataset == "digits":
                 imagenet.write_digits_folder(
                     root, kw["image_size"], split_seed=cfg.split_seed, max_per_class=kw["max_per_class"]
                 )
+            elif rank == 0:
+                imagenet.write_fashion_folder(root, kw["image_size"], train_per_class=kw["max_per_class"])
             if world > 1:
                 import torch.distributed as dist
 
@@ -494,7 +496,11 @@ def task_settings(task: str) -> dict:
 def generated_data(cfg: RunConfig) -> bool:
     """Whether the run's data is written by its task from the run's own settings (the digits
     rendered as an ImageFolder, synthetic KITTI): its content then follows from the key."""
-    return (cfg.task, cfg.dataset) in (("imagefolder", "digits"), ("depth", "synthetic"))
+    return (cfg.task, cfg.dataset) in (
+        ("imagefolder", "digits"),
+        ("imagefolder", "fashion_mnist"),
+        ("depth", "synthetic"),
+    )
 
 
 def data_fingerprint(cfg: RunConfig) -> str | None:

@@ -2,11 +2,11 @@
 configuration of a row, per-seed errors, and claims decided from paired differences.
 
 The sections (``vgg_stability``, ``cifar_comparison``, ``cifar_tuning``) hold their own
-``PROTOCOLS``; ``full`` is the paper's protocol, ``smoke`` and ``cpu`` train the same models on
-the 8x8 digits stand-in. Training goes through the engine (:mod:`quadnn_paper.engine`); this
-module only says *what* to run. Weight decay of the quadratic terms: ``full`` follows the official
-code (coupled L2 toward 0, ``quadratic_decay="zero"``); smoke/cpu keep quadnn's default (toward
-the ReLinear reference).
+``PROTOCOLS``; ``full`` is the paper's protocol, ``cpu`` trains the same models on Fashion-MNIST
+at 16x16 pixels (all 10,000 test images), ``smoke`` on scikit-learn's 8x8 digits. Training goes
+through the engine (:mod:`quadnn_paper.engine`); this module only says *what* to run. Weight decay
+of the quadratic terms: ``full`` follows the official code (coupled L2 toward 0,
+``quadratic_decay="zero"``); smoke/cpu keep quadnn's default (toward the ReLinear reference).
 
 The paired design (every profile): a network compared with another one is trained at every seed
 as a pair that shares all but the difference under test. Data order, augmentation draws and the
@@ -46,6 +46,8 @@ __all__ = [
     "VGG_RECIPE",
     "RESNET_RECIPE",
     "DIGITS",
+    "DATA_WORDS",
+    "data_words",
     "Row",
     "vgg_rows",
     "comparison_rows",
@@ -125,28 +127,50 @@ LR_G_REZERO = {20: 1e-5, 32: 1e-4, 56: 1e-4, 110: 1e-6}
 LR_B_COMPACT = {20: 1e-4, 32: 1e-5, 56: 1e-5}
 SQUARE_LRS = (0.05, 0.03, 0.01)
 QVGG_LR_G = 1e-6
-# The stand-in of the cheap profiles (scikit-learn's 8x8 digits, ten classes).
+# The smoke profile's stand-in (scikit-learn's 8x8 digits, ten classes: seconds, nothing to fetch).
 DIGITS = dict(dataset="digits", batch_size=32)
 # The cpu profile's one protocol for every CIFAR-10 ResNet (tuning and comparison share its runs,
-# which the cache then trains once): all 1,437 training images of a per-seed 80/20 split, batch
-# 64, 15 epochs (milestones at 1/2 and 3/4), channel multiplier 0.25. Chosen by measurement
-# (tmp notes in the report): among six settings of similar cost it gave the smallest paired
-# spread (about 1 point for QResNet20 - ResNet20, against 1.5-3.4 for the others), because its
-# networks are trained to a low error (about 4 %), where seeds disagree on few test images.
-STANDIN = dict(dataset="digits", batch_size=64, epochs=15, train_limit=0)
+# which the cache then trains once): Fashion-MNIST resized to 16x16 (a CPU step costs a quarter of
+# one at 28 or 32 pixels), a per-seed subset of STANDIN_IMAGES training images, every one of the
+# 10,000 test images, batch 64, channel multiplier 0.25, milestones at 1/2 and 3/4. The images,
+# epochs and seeds were chosen by measurement of the headline pair's paired spread per CPU-second
+# (tools/standin_protocol.py; docs/standin-protocol.md).
+STANDIN_IMAGES = 5_000
+# evaluated once, after the last epoch: the 10,000 test images every epoch would cost a third of a run
+STANDIN = dict(dataset="fashion_mnist16", batch_size=64, epochs=6, train_limit=STANDIN_IMAGES, eval_every_epoch=False)
 STANDIN_WIDTH = 0.25
-HEADLINE_SEEDS = tuple(range(12))  # sized from that spread: detectable <= 1 point at 80 % power
-REST_SEEDS = tuple(range(5))  # the other claims: detectable <= 2 points
+HEADLINE_SEEDS = tuple(range(8))  # the headline pairs (depth 20)
+REST_SEEDS = tuple(range(4))  # the other claims
+# What the data sets are, as tables and figures name them (``stands_for``: the data a stand-in replaces).
+DATA_WORDS = {
+    "cifar10": "CIFAR-10",
+    "cifar100": "CIFAR-100",
+    "digits": "scikit-learn 8x8 digits",
+    "fashion_mnist16": "Fashion-MNIST at 16x16",
+}
+
+
+def data_words(dataset: str, stands_for: str) -> str:
+    """``dataset`` in words, with the data set it stands in for (``"CIFAR-10"``) when it is a stand-in."""
+    words = DATA_WORDS[dataset]
+    return words if words == stands_for else f"{words} (stand-in for {stands_for})"
+
 
 # -- the quadratic terms' room to act below full ------------------------------------------------
 # The paper's rates of the quadratic terms (gamma_g = gamma_b) act over 200 epochs x 391 steps; the
-# digits stand-in trains a few hundred steps, where the paper's gamma leaves the terms at 0.3 % of
+# stand-ins train a few hundred steps, where the paper's gamma leaves the terms at 0.3 % of
 # W_r. Below full every such rate is the paper's times sqrt(paper's steps / the stand-in's): the
 # geometric middle between the paper's per-step rate (factor 1: the terms barely move) and its
 # total displacement (factor = the step ratio: 35-50 % of W_r and an unstable seed in a probe of
 # the cpu QResNet20). ReLinear-sw's shrink factors act per step toward a fixed point and are not
 # scaled. The full profile trains at the paper's rates (factor 1).
-_TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "digits": 1437}  # digits: the 80 % split of 1,797
+_TRAIN_IMAGES = {
+    "cifar10": 50_000,
+    "cifar100": 50_000,
+    "digits": 1437,  # the 80 % split of 1,797
+    "fashion_mnist16": 60_000,
+    "fashion_mnist28": 60_000,
+}
 
 
 def training_steps(recipe: dict) -> int:

@@ -94,7 +94,7 @@ PROTOCOLS = {
         threads=1,
         width=cs.STANDIN_WIDTH,
         split_per_seed=True,
-        warmup={"cifar_resnet110": 2},  # 46 iterations at a tenth of the rate (cs.WARMUP_EPOCHS)
+        warmup={"cifar_resnet110": 1},  # an epoch at a tenth of the rate (cs.WARMUP_EPOCHS)
     ),
     "full": dict(
         recipe=dict(cs.RESNET_RECIPE),
@@ -141,7 +141,7 @@ def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
 def data(profile: str, tiny: bool = False) -> str:
     """The data the section's numbers come from, in words."""
     dataset = protocol(profile, tiny)["recipe"]["dataset"]
-    words = {"digits": "scikit-learn 8x8 digits (stand-in for CIFAR-10)", "cifar10": "CIFAR-10"}[dataset]
+    words = cs.data_words(dataset, "CIFAR-10")
     return f"TINY=1: tiny generated data in the {words} format" if tiny else words
 
 
@@ -546,6 +546,9 @@ def variables(S: dict, params: dict) -> dict:
         FullRates="$" + ", ".join(power_of_ten(cs.LR_G[d], math=False) for d in (20, 32, 56, 110)) + "$",
         FullRatesRezero="$" + ", ".join(power_of_ten(cs.LR_G_REZERO[d], math=False) for d in (20, 32, 56, 110)) + "$",
         FullRatesCompact="$" + ", ".join(power_of_ten(cs.LR_B_COMPACT[d], math=False) for d in (20, 32, 56)) + "$",
+        # the rates trained at this profile beside the paper's (the stand-in's factor, cs.gamma_scale)
+        GammaScale=f"{cs.gamma_scale(R):.3g}",
+        TrainedRates=", ".join(f"{cs.LR_G[d] * cs.gamma_scale(R):.2g}" for d in (20, 32, 56, 110)),
         WarmupEpochs=_count_word(max((P.get("warmup") or {0: 0}).values())),
         Alpha=round(100 * (1 - stats.LEVEL)),
         AlphaCifar=round(100 * (1 - stats.LEVEL)) * _CIFAR_SECTIONS,

@@ -120,6 +120,7 @@ PROTOCOLS = {
         width=0.25,
         epochs=4,
         train_limit=128,
+        eval_every_epoch=True,
         seeds=[0, 1],
         rest_seeds=[0, 1],  # every profile has the same keys (one protocol shape)
         grid_seeds=[0],
@@ -140,6 +141,7 @@ PROTOCOLS = {
         epochs=cs.STANDIN["epochs"],
         batch_size=cs.STANDIN["batch_size"],
         train_limit=cs.STANDIN["train_limit"],
+        eval_every_epoch=cs.STANDIN["eval_every_epoch"],
         seeds=list(cs.HEADLINE_SEEDS),
         rest_seeds=list(cs.REST_SEEDS),
         grid_seeds=[0],
@@ -155,6 +157,7 @@ PROTOCOLS = {
         width=1.0,
         epochs=200,
         train_limit=0,
+        eval_every_epoch=True,
         seeds=[0, 1, 2],
         rest_seeds=[0, 1, 2],
         grid_seeds=[0],
@@ -177,6 +180,7 @@ _RUN_KEYS = (
     "weight_decay",
     "momentum",
     "optimizer",
+    "eval_every_epoch",
 )
 
 
@@ -788,6 +792,7 @@ def variables(S: dict, exact: dict) -> dict:
         DivergedText=_count(sum(S["diverged"].values()), "run"),
         QuadraticDecay=_DECAY_TEXT[P["quadratic_decay"]],
         FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]],
+        CurveMetric="test error" if P["eval_every_epoch"] else "training error",
         Epochs=P["epochs"],
         Width=P["width"],
         Optimizer={"sgd": "SGD (momentum 0.9)", "adam": "Adam"}[P["optimizer"]],
@@ -909,22 +914,25 @@ def _in_chans(P: dict) -> int:
 
 
 def _plot_curves(ax, S: dict, name: str, label: str) -> None:
-    """Test error per epoch of each value of sweep ``name`` (first grid seed) and of the ResNet20."""
+    """Error per epoch (test, or training where the protocol evaluates once) of each value of sweep
+    ``name`` (first grid seed) and of the ResNet20."""
     P = S["protocol"]
+    # the test error where every epoch was evaluated, else the training error (recorded every epoch)
+    metric = "test_error" if P["eval_every_epoch"] else "train_error"
     for value, res in S["curves"][name]:
         if res is None:
             continue
-        errs = [e.get("test_error", math.nan) for e in res["history"]]
+        errs = [e.get(metric, math.nan) for e in res["history"]]
         text = _setting_text(P, name, value).replace(" (trained ", ", trained ").rstrip(")")
         (line,) = ax.plot(range(1, len(errs) + 1), errs, marker=".", label=f"{label}={text}")
         if res["status"] == "diverged":
             ax.plot([len(errs)], [100], "x", color=line.get_color(), ms=9)
     conv = S["conventional"]["history"] if S["conventional"] else []
-    ax.plot(range(1, len(conv) + 1), [e["test_error"] for e in conv], "k--", lw=1, label=f"ResNet20{_width_tag(P)}")
+    ax.plot(range(1, len(conv) + 1), [e[metric] for e in conv], "k--", lw=1, label=f"ResNet20{_width_tag(P)}")
     for m in P["milestones"]:
         ax.axvline(round(m * P["epochs"]) + 0.5, color="0.85", lw=0.8, zorder=0)
     ax.set_xlabel("epoch")
-    ax.set_ylabel("test error (%)")
+    ax.set_ylabel(metric.replace("_", " ") + " (%)")
     ax.set_ylim(0, 100)
     # Beside the panel: the curves run from the top-left corner down, a diverged run along the top.
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)

@@ -31,6 +31,7 @@ from quadnn_paper.data.imagefolder import (
     eval_transform,
     train_transform,
     write_digits_folder,
+    write_fashion_folder,
 )
 from quadnn_paper.engine import Computation
 from quadnn_paper.sections._arrays import pack, unpack
@@ -104,7 +105,8 @@ _FAMILY = {
 # five guesses are half of all labels (and with five classes or fewer, top-5 is 0 by construction),
 # so a top-5 error there reads as an ImageNet number and means nothing.
 TOP5_MIN_CLASSES = 20
-_DIGIT_CLASSES = 10  # scikit-learn's digits (the notebook checks it against the folder it reads)
+_STANDIN_CLASSES = 10  # digits and Fashion-MNIST (the notebook checks it against the folder it reads)
+_STANDIN_WORDS = {"digits": "scikit-learn digits", "fashion_mnist": "Fashion-MNIST"}
 
 # One protocol per profile. full = the paper's: He et al.'s models with option-A shortcuts (the
 # setting of the numbers it quotes), batch 256, lr 0.1 / 0.9 / 1e-4, ReLinear-sg 1e-5, 10-crop at
@@ -134,7 +136,8 @@ PROTOCOLS = {
     "smoke": dict(
         _DIGITS, models=["imagenet_plain18", "imagenet_resnet18", "imagenet_qresnet18"], epochs=1, max_per_class=20
     ),
-    "cpu": dict(_DIGITS, models=MODELS[18] + MODELS[34], epochs=5, max_per_class=None),
+    # cpu: Fashion-MNIST at 24x24, 300 training images a class, every one of its 10,000 test images
+    "cpu": dict(_DIGITS, data="fashion_mnist", models=MODELS[18] + MODELS[34], epochs=5, max_per_class=300),
     "full": dict(
         _RECIPE,
         data="imagenet",
@@ -167,10 +170,11 @@ def protocol(profile: str, tiny: bool = False) -> dict:
 
 
 def folder_name(P: dict) -> str:
-    """The folder of a protocol's data: ``imagenet`` or the generated digits tree."""
+    """The folder of a protocol's data: ``imagenet`` or the generated stand-in tree."""
     if P["data"] == "imagenet":
         return "imagenet"
-    return f"digits-imagefolder-{P['image_size']}" + (f"-{P['max_per_class']}" if P.get("max_per_class") else "")
+    prefix = "digits" if P["data"] == "digits" else "fashion"
+    return f"{prefix}-imagefolder-{P['image_size']}" + (f"-{P['max_per_class']}" if P.get("max_per_class") else "")
 
 
 def _twin(model: str) -> str | None:
@@ -197,7 +201,7 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
         data_root = DATA if P["data"] == "imagenet" else GENERATED
     task_kwargs = {k: P[k] for k in ("resize", "crop", "scale")}
     task_kwargs["scale"] = list(task_kwargs["scale"])
-    if P["data"] == "digits":
+    if P["data"] != "imagenet":
         task_kwargs.update(image_size=P["image_size"], max_per_class=P["max_per_class"])
     out = []
     for s in P["seeds"]:
@@ -246,7 +250,9 @@ def data(profile: str, tiny: bool = False) -> str:
     if P["data"] == "imagenet":
         words = "ImageNet ILSVRC-2012 (ImageFolder)"
     else:
-        words = f"scikit-learn digits as {P['image_size']}x{P['image_size']} PNG ImageFolder (ImageNet stand-in)"
+        words = (
+            f"{_STANDIN_WORDS[P['data']]} as {P['image_size']}x{P['image_size']} PNG ImageFolder (ImageNet stand-in)"
+        )
     return f"TINY=1: tiny generated data in the {words} format" if tiny else words
 
 
@@ -277,6 +283,8 @@ def data_sample(
 
     if data == "digits":
         write_digits_folder(root, image_size, max_per_class=max_per_class)
+    elif data == "fashion_mnist":
+        write_fashion_folder(root, image_size, train_per_class=max_per_class)
     train_set, val_set = datasets(root, crop, resize, tuple(scale))
     with torch.random.fork_rng():
         torch.manual_seed(0)  # the training sample's random crop
@@ -340,7 +348,7 @@ def classes(profile: str, tiny: bool = False) -> int:
 
     if tiny:
         return CAPS["imagenet_classes"]
-    return 1000 if protocol(profile)["data"] == "imagenet" else _DIGIT_CLASSES
+    return 1000 if protocol(profile)["data"] == "imagenet" else _STANDIN_CLASSES
 
 
 def trained_label(model: str, width: float = 1.0) -> str:
@@ -573,7 +581,7 @@ def _curves_figure(S: dict):
             h = S["by_model"][m][0]["history"]
             # What was trained (family and depth here, width and data in the title); the paper's names: the table.
             ax.plot([e["epoch"] for e in h], [e["train_loss"] for e in h], marker="o", ms=3, label=trained_label(m))
-        data = "ImageNet" if P["data"] == "imagenet" else f"{P['crop']}-px digits (stand-in)"
+        data = "ImageNet" if P["data"] == "imagenet" else f"{P['crop']}-px {_STANDIN_WORDS[P['data']]} (stand-in)"
         ax.set_title(
             f"{d} layers at width x{P['width']:g} on {data} (paper: {d + 2 if d == 18 else d - 2})", fontsize=7
         )
