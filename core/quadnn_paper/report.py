@@ -84,6 +84,8 @@ STAGING = ".staging"
 STAMPS = ".stamps"
 NOTEBOOK_ENV = "QUADNN_NOTEBOOK"  # set by the Makefile: which notebook a stamp belongs to
 OUTPUT_DIRS = ("figures", "tables", "variables")  # the only folders publish writes into
+_LIVE: set[str] = set()  # stages of this process's live Reports: never probed (on NFS a probe of one's
+# own flock succeeds, and closing it releases the holder's), never removed
 
 
 class NotPublished(RefusedFile):
@@ -169,6 +171,7 @@ class Report:
             name = f"{self.section}.{os.urandom(6).hex()}"
             self._held = os.fdopen(flock_fd(inside(self.dir, f"{STAGING}/{name}.lock", "stage lock")), "r+b")
             self._stage = self.dir / STAGING / name
+            _LIVE.add(os.path.abspath(self._stage))
             make_dirs(self._stage)
         self._files.add(relative)
         path = self._stage / relative
@@ -387,6 +390,7 @@ class Report:
                 os.unlink(self._stage.with_name(self._stage.name + ".lock"))
             self._held.close()
             self._held = None
+            _LIVE.discard(os.path.abspath(self._stage))
 
     # -- a section's outputs, as data ----------------------------------------------------
     def write(self, output: Output) -> None:
@@ -572,7 +576,7 @@ def recover(paper_dir: str | Path) -> list[str]:
             warnings.warn(str(e), RuntimeWarning, stacklevel=2)
     staging = paper_dir / STAGING
     for stage in staging.iterdir() if staging.is_dir() and not staging.is_symlink() else []:
-        if stage.name.endswith(".lock") or not stage.is_dir() or stage.is_symlink():
+        if stage.name.endswith(".lock") or not stage.is_dir() or stage.is_symlink() or os.path.abspath(stage) in _LIVE:
             continue
         lock = stage.with_name(stage.name + ".lock")
         try:
