@@ -79,6 +79,8 @@ class Progress:
         self.section, self.queue, self.clock = section, queue, clock
         self.items = {key: (kind, label, size) for key, kind, label, size in items}
         self.prior = {"computation": 1.0} if prior is None else prior
+        # papermill's cell bar shares the launch stream and ends without a newline: start below it
+        self._pending_newline = stream is None and os.environ.get(ENV) == LAUNCH
         self.stream = stream if stream is not None else channel()
         self.tty = self.stream.isatty() if tty is None else tty
         self.state = {key: "pending" for key in self.items}
@@ -238,6 +240,8 @@ class Progress:
         return f"[{'#' * full}{'.' * (width - full)}]"
 
     def _write(self, text: str) -> None:
+        if self._pending_newline and not self.tty:
+            text, self._pending_newline = "\n" + text, False
         try:
             self.stream.write(text)
             self.stream.flush()
