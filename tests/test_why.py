@@ -38,9 +38,17 @@ def _figure(results, key):
         return fig
     return Figure("fake_curve", draw)
 
+def _variables(results, key):
+    return Variables({"Best": results[key]["error"]})
+
+def _summary(results, key):
+    return {"mean": results.get(key)["error"]}
+
 def outputs(results, work):
-    a, b, c = work
-    return [_table(results, a.key), _figure(results, b.key), Variables({"Best": results[c.key]["error"]})]
+    a, b, c, d = work
+    S = _summary(results, d.key)  # a table made here from what a helper read
+    made = [_table(results, a.key), _figure(results, b.key), _variables(results, c.key)]
+    return made + [Table("fake_summary", ["mean"], [[S["mean"]]])]
 """
 
 
@@ -56,7 +64,8 @@ def fake_section(monkeypatch):
 
 
 def test_each_output_is_traced_to_the_results_it_read(tmp_path, fake_section):
-    work = [Computation("arm", "json:dumps", {"obj": i, "seed": i, "lr": lr}) for i, lr in enumerate((0.1, 0.1, 0.2))]
+    arms = enumerate((0.1, 0.1, 0.2, 0.3))
+    work = [Computation("arm", "json:dumps", {"obj": i, "seed": i, "lr": lr}) for i, lr in arms]
     reads = Reads({c.key: {"error": 10.0 + i} for i, c in enumerate(work)})
     outputs = fake_section.outputs(reads, work)
     trace = Trace("fake", "smoke", False, "inline", work, reads)
@@ -70,9 +79,11 @@ def test_each_output_is_traced_to_the_results_it_read(tmp_path, fake_section):
     assert work[1].key in figure and work[0].key not in figure, figure  # what its draw() read
     assert f"drawn by {FAKE}:_figure.<locals>.draw" in figure
     macro = why.explain("\\fakeBest", tmp_path)
-    assert work[2].key in macro and work[0].key not in macro, macro
+    assert work[2].key in macro and work[0].key not in macro and work[1].key not in macro, macro
     assert why.explain("fakeBest", tmp_path) == macro  # the backslash is optional
-    for text in (table, figure, macro):
+    summary = why.explain("tables/fake_summary.csv", tmp_path)  # what outputs() read, itself or through helpers
+    assert work[3].key in summary and work[1].key not in summary, summary
+    for text in (table, figure, macro, summary):
         assert "rebuild:  make paper PROFILE=smoke SECTIONS=fake" in text
         assert re.search(r"built:    commit ([0-9a-f]{40}|unknown)", text), text
     # the figure's numbers are beside it

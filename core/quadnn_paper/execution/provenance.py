@@ -71,24 +71,15 @@ class Reads(Mapping):
             self._drawing = before
 
     def by(self, chain: tuple[str, ...]) -> list[str]:
-        """What the output made by ``chain`` read: for its innermost section function that read
-        anything, the keys it read itself, else those it read through the functions it called (all
-        keys read, when none did; none when no section function made it: the executor's outputs)."""
-        functions = [f for f in chain if f.startswith(_SECTIONS)]
+        """What the output made by ``chain`` read: the keys read while the innermost section function
+        of ``chain`` that read any was running (itself or the functions it called); all keys read
+        when none did; none when no section function made it (the executor's own outputs)."""
+        functions = [f for f in chain if f.startswith("quadnn_paper.sections.")]
         for function in functions:
-            direct = sorted(k for k, chains in self.read.items() if any(_reader(c) == function for c in chains))
-            nested = sorted(k for k, chains in self.read.items() if any(function in c for c in chains))
-            if direct or nested:
-                return direct or nested
+            keys = sorted(k for k, chains in self.read.items() if any(function in c for c in chains))
+            if keys:
+                return keys
         return sorted(self.read) if functions else []
-
-
-_SECTIONS = "quadnn_paper.sections."
-
-
-def _reader(chain: tuple[str, ...]) -> str | None:
-    """The innermost section function of a read's ``chain``: the one that read it."""
-    return next((f for f in chain if f.startswith(_SECTIONS)), None)
 
 
 class Trace:
