@@ -7,7 +7,10 @@ of each arm at every resolution (the CPU convolution has slow paths at some size
     .venv/bin/python tools/standin_protocol.py --out docs/standin-protocol.json --seeds 4 --workers 2
     .venv/bin/python tools/standin_protocol.py --out docs/standin-protocol.json --markdown  # the table only
 
-Results are cached under ``--cache`` (engine runs by configuration), so a re-run is cheap.
+A candidate evaluates the 10,000 test images after every epoch or after the last only (as the cpu
+profile trains: ``eval_every_epoch=False``); its CPU-seconds include what it evaluates. Results are
+cached under ``--cache`` (engine runs by configuration) and each finished run's
+record (error, CPU-seconds) is kept in ``<out>.runs.jsonl``, so a re-run trains only what is missing.
 """
 
 from __future__ import annotations
@@ -19,19 +22,22 @@ import math
 import statistics
 import time
 from dataclasses import replace
+from pathlib import Path
 
-CANDIDATES = [  # (dataset, training images, epochs)
-    ("fashion_mnist16", 5_000, 8),
-    ("fashion_mnist16", 10_000, 6),
-    ("fashion_mnist16", 20_000, 5),
+CANDIDATES = [  # (dataset, training images, epochs, test set after every epoch); the cpu profile's last
+    ("fashion_mnist16", 5_000, 8, True),
+    ("fashion_mnist16", 10_000, 6, True),
+    ("fashion_mnist16", 5_000, 6, False),
+    ("fashion_mnist16", 4_000, 6, False),
 ]
 WIDTH, BATCH = 0.25, 64
 
 
-def _configs(dataset: str, images: int, epochs: int, seed: int):
+def _configs(dataset: str, images: int, epochs: int, every_epoch: bool, seed: int):
     from quadnn_paper.sections import _cifar as cs
 
     recipe = {**cs.RESNET_RECIPE, "dataset": dataset, "batch_size": BATCH, "epochs": epochs, "train_limit": images}
+    recipe["eval_every_epoch"] = every_epoch
     protocol = dict(recipe=recipe, threads=1, split_per_seed=True)
     rows = cs.comparison_rows()
     conv, quad = cs.row_for(rows, "cifar_resnet20"), cs.row_for(rows, "cifar_qresnet20", "ri")
@@ -83,7 +89,7 @@ def markdown(measured: dict) -> str:
     ]
     for r in measured["candidates"]:
         lines.append(
-            f"| {r['dataset']} | {r['train_images']:,} x {r['epochs']} | {r['resnet20_error']:.2f} ({r['resnet20_seed_sd']:.2f}) "
+            f"| {r['dataset']} | {r['train_images']:,} x {r['epochs']}{'' if r['eval_every_epoch'] else ' (tested once)'} | {r['resnet20_error']:.2f} ({r['resnet20_seed_sd']:.2f}) "
             f"| {r['qresnet20_error']:.2f} ({r['qresnet20_seed_sd']:.2f}) | {r['mean_difference']:+.2f} | {r['paired_sd']:.2f} "
             f"| {r['pair_cpu_s']:.0f} | {r['changed']:.1f} | {r['seeds_for_half_point']} |"
         )
@@ -112,12 +118,20 @@ def main() -> None:
     print("step ms:", {k: round(v, 1) for k, v in steps.items()}, flush=True)
     jobs = [(c, cfg) for c in CANDIDATES for seed in range(args.seeds) for cfg in _configs(*c, seed)]
     jobs = [(c, replace(cfg, progress=False)) for c, cfg in jobs]
+    # every finished run's record, kept as it comes (a cached run costs nothing the second time)
+    log = Path(args.out).with_suffix(".runs.jsonl")
+    seen = {r["run_id"]: r for r in map(json.loads, log.read_text().splitlines())} if log.exists() else {}
     done: dict = {}
-    with cf.ProcessPoolExecutor(args.workers) as pool:
-        futures = {pool.submit(_train, cfg, args.cache): c for c, cfg in jobs}
+    for c, cfg in jobs:
+        if cfg.run_id in seen:
+            done.setdefault(c, []).append(seen[cfg.run_id])
+    with cf.ProcessPoolExecutor(args.workers) as pool, log.open("a") as fh:
+        futures = {pool.submit(_train, cfg, args.cache): c for c, cfg in jobs if cfg.run_id not in seen}
         for f in cf.as_completed(futures):
             r = f.result()
             done.setdefault(futures[f], []).append(r)
+            fh.write(json.dumps(r) + "\n")
+            fh.flush()
             print(futures[f], r, flush=True)
     rows = []
     for c in CANDIDATES:
@@ -132,6 +146,7 @@ def main() -> None:
                 dataset=c[0],
                 train_images=c[1],
                 epochs=c[2],
+                eval_every_epoch=c[3],
                 seeds=args.seeds,
                 resnet20_error=statistics.mean(errs["cifar_resnet20"]),
                 resnet20_seed_sd=statistics.stdev(errs["cifar_resnet20"]),
