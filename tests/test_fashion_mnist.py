@@ -62,7 +62,8 @@ def fake(tmp_path, monkeypatch):
     files = {}
     for name, (magic, dims, _) in FILES.items():
         small = (30, 28, 28) if len(dims) == 3 else (30,)
-        payload = rng.integers(0, 256 if len(dims) == 3 else 10, size=small, dtype=np.uint8).tobytes()
+        images = rng.integers(0, 256, size=small, dtype=np.uint8)
+        payload = (images if len(dims) == 3 else np.arange(30, dtype=np.uint8) % 10).tobytes()  # every class
         blob = _idx(magic, small, payload)
         (folder / f"{name}.gz").write_bytes(gzip.compress(blob))
         files[name] = (magic, small, hashlib.sha256(blob).hexdigest())
@@ -154,3 +155,16 @@ def test_missing_files_name_every_place_looked_and_the_command(fake):
 def test_an_unknown_split_names_the_valid_ones():
     with pytest.raises(ValueError, match="'test', 'train'"):
         fashion_mnist.read_split("val")
+
+
+def test_the_imagenet_stand_in_tree_holds_every_test_image_and_the_training_images_asked(fake, tmp_path):
+    from quadnn_paper.data.imagefolder import datasets, write_fashion_folder
+
+    root = write_fashion_folder(tmp_path / "tree", 12, train_per_class=2, source=fake.parent)
+    train, val = datasets(root, 10, 12, (0.35, 1.0))
+    _, y_train = fashion_mnist.read_split("train", fake.parent)
+    _, y_test = fashion_mnist.read_split("test", fake.parent)
+    assert len(val) == len(y_test) and sorted(val.targets) == sorted(y_test.tolist())
+    assert len(train) == sum(min(2, n) for n in np.bincount(y_train, minlength=10))
+    x, _ = val[0]
+    assert tuple(x.shape) == (10, 3, 10, 10)  # ten crops of 10 px inside 12
