@@ -155,3 +155,15 @@ def check_pdf_identity(paper: Path, profile: str) -> None:
     for name in shown_figures:
         assert f"makewhyNAME={name}" in text, f"figure {name}: no why mark in the PDF"
         assert f"figures/{name}.data.json" in urls, f"figure {name}: no link to its numbers"
+
+
+def test_the_build_identity_names_the_commit_profile_and_date():
+    from quadnn_paper.execution.identity import build_identity, identity_tex
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    who = build_identity()
+    assert who["commit"] == (head or "unknown") and re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", who["date"])
+    tex = identity_tex("full", tiny=True)
+    assert rf"\newcommand{{\buildCommit}}{{{who['commit'][:12]}" in tex
+    assert r"\newcommand{\buildProfile}{full TINY=1}" in tex
+    assert r"pdfsubject={quadnn companion report: profile \buildProfile, commit \buildCommit" in tex
