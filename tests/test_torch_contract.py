@@ -12,6 +12,8 @@ Legitimate differences from torch's layer, and how the checks take them:
   the output with every term random is compared with the plain formula (tests/plain_formula.py);
 - the layer has more parameters (``weight_g``, ``bias_g``, ``weight_b``, ``bias_b``), so
   gradcheck runs over all of them and state dicts hold them;
+- torch's convolution samples set neither ``groups`` nor dilation, strides or a padding mode:
+  :data:`EXTRA_CONV` adds samples that set them all (batched gradients of grouped layers included);
 - gradcheck runs in its fast mode (random projections of the Jacobian) to keep 96 checks within
   the test tiers' time (the default implementation's in ``make test-fast``, all in ``make test``);
   torch's own module tests run the slow mode for these layers.
@@ -53,9 +55,37 @@ INFOS = {mi.module_cls.__name__: mi for mi in common_modules.module_db if mi.mod
 MAKERS = [(k, i) for k in NEURONS for i in QuadraticLayer.IMPLEMENTATIONS] + [(k, "quadratize") for k in NEURONS]
 
 
+# torch's convolution samples never set groups, dilation, strides or a padding mode; these do, and
+# every test below runs them too: (constructor args, kwargs, spatial size of the input)
+EXTRA_CONV = {
+    "groups-stride-dilation-circular": (
+        (4, 6, 3),
+        dict(stride=2, padding=2, dilation=2, groups=2, padding_mode="circular"),
+        7,
+    ),
+    "groups-same-even-kernel-reflect": (
+        (4, 4, 2),
+        dict(padding="same", dilation=2, groups=2, padding_mode="reflect"),
+        5,
+    ),
+}
+
+
 def samples(name, dtype=torch.float64, requires_grad=True, training=True):
     mi = INFOS[name]
-    return mi.module_inputs_func(mi, device="cpu", dtype=dtype, requires_grad=requires_grad, training=training)
+    out = list(mi.module_inputs_func(mi, device="cpu", dtype=dtype, requires_grad=requires_grad, training=training))
+    if name.startswith("Conv"):
+        nd, gen = int(name[-2]), torch.Generator().manual_seed(0)
+        for desc, (args, kwargs, size) in EXTRA_CONV.items():
+            x = torch.randn(2, args[0], *[size] * nd, generator=gen, dtype=dtype).requires_grad_(requires_grad)
+            out.append(
+                common_modules.ModuleInput(
+                    common_modules.FunctionInput(*args, **kwargs),
+                    forward_input=common_modules.FunctionInput(x),
+                    desc=desc,
+                )
+            )
+    return out
 
 
 def make(name, sample, kind, how, dtype=torch.float64, random_terms=True, **extra):
@@ -211,6 +241,25 @@ def expected_layout(t, in_fmt, module_fmt, affects_out):
     return torch.contiguous_format
 
 
+def layout_of(t):
+    """The memory format ``t`` is laid out in: channels-last (not also contiguous), or contiguous."""
+    fmt = channels_last_of(t.dim())
+    if fmt is not None and not t.is_contiguous() and t.is_contiguous(memory_format=fmt):
+        return fmt
+    return torch.contiguous_format
+
+
+def torch_layouts(name, sample, x, weight):
+    """The memory formats of the output, the input's gradient and the weight's gradient that
+    torch's own layer gives for ``sample`` at input ``x``, its weight laid out as ``weight``."""
+    conventional = INFOS[name].module_cls(*sample.constructor_input.args, **sample.constructor_input.kwargs)
+    conventional = conventional.double().to(memory_format=layout_of(weight))
+    x = x.detach().clone().requires_grad_()
+    y = conventional(x)
+    dx, dw = torch.autograd.grad(y, (x, conventional.weight), torch.ones_like(y))
+    return {"output": layout_of(y), "input": layout_of(dx), "weight": layout_of(dw)}
+
+
 @pytest.mark.parametrize("name", list(INFOS))
 @pytest.mark.parametrize("kind,how", GRAD_MAKERS)
 def test_memory_format_as_torch_tests_its_layers(name, kind, how):
@@ -239,6 +288,13 @@ def test_memory_format_as_torch_tests_its_layers(name, kind, how):
                 names = ["output", "input", *(n for n, _ in layer.named_parameters())]
                 for n, t in zip(names, (y, *grads)):
                     expected = expected_layout(t, in_fmt, module_fmt, affects_out)
+                    if getattr(layer, "padding_mode", "zeros") != "zeros" and t.dim() > 1:
+                        # torch's own layer pads through F.pad first, which lays out its output
+                        # and its gradient as it does (circular: contiguous), not by the rule: the
+                        # quadratic layer lays them out as torch's layer does
+                        expected = torch_layouts(name, sample, x, layer.weight)[
+                            n if n in ("output", "input") else "weight"
+                        ]
                     assert t.is_contiguous(memory_format=expected), (n, in_fmt, module_fmt, t.stride())
 
 

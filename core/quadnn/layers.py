@@ -53,6 +53,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import nn
+from torch._prims_common import suggest_memory_format
 from torch.nn.utils import parametrize
 from torch.nn.utils._expanded_weights import ExpandedWeight
 
@@ -63,9 +64,12 @@ from .quadratic_function import (
     _apply,
     _autocast_on,
     _batched,
+    _flatten,
     _functorch_wrapped,
+    _laid_out,
     _Op,
     _quadratic_forward,
+    _unflatten,
 )
 from .weight_guards import WeightGuards
 
@@ -276,11 +280,11 @@ class QuadraticLayer(WeightGuards):
 
         # Grouped convolution: interleave r and g per group so each group sees its own input slice.
         def join(a, b):
-            return torch.stack([a.unflatten(0, (groups, -1)), b.unflatten(0, (groups, -1))], 1).flatten(0, 2)
+            return _flatten(torch.stack([_unflatten(a, 0, (groups, -1)), _unflatten(b, 0, (groups, -1))], 1), 0, 2)
 
-        def split(w):  # reshape, not unflatten: vmap's batched gradients (gradcheck) know it
-            v = w.reshape(groups, 2, -1, *w.shape[1:])
-            return v.select(1, 0).flatten(0, 1), v.select(1, 1).flatten(0, 1)
+        def split(w):
+            v = _unflatten(w, 0, (groups, 2, -1))
+            return _flatten(v.select(1, 0), 0, 1), _flatten(v.select(1, 1), 0, 1)
 
         return _joined(join, split, self.weight, self.weight_g, view), join(b_r, self.bias_g)
 
@@ -290,14 +294,14 @@ class QuadraticLayer(WeightGuards):
         if groups == 1:
             join = lambda a, b: torch.cat([a, b], 1)
         else:  # (out, 2 * in/groups, *k): per group [x, x*x]
-            join = lambda a, b: (
-                torch.stack([a.unflatten(0, (groups, -1)), b.unflatten(0, (groups, -1))], 2).flatten(0, 1).flatten(1, 2)
+            join = lambda a, b: _flatten(
+                _flatten(torch.stack([_unflatten(a, 0, (groups, -1)), _unflatten(b, 0, (groups, -1))], 2), 0, 1), 1, 2
             )
 
-        def split(w):  # narrow and reshape, not unflatten: vmap's batched gradients know them
+        def split(w):
             if groups == 1:
                 return w.narrow(1, 0, n_in), w.narrow(1, n_in, n_in)
-            v = w.reshape(w.shape[0], 2, n_in, *w.shape[2:])
+            v = _unflatten(w, 1, (2, n_in))
             return v.select(1, 0), v.select(1, 1)
 
         return _joined(join, split, self.weight, self.weight_b, view)
@@ -323,14 +327,15 @@ class QuadraticLayer(WeightGuards):
             return self._linear_op(x, self.weight, self.bias) + self._linear_op(x * x, self.weight_b, self.bias_b)
         op = self._op()
         w, b = self._fused_gate_params()
-        r, g = op.split(self._linear_op(x, w, b))
+        rg = self._linear_op(x, w, b)
+        r, g = op.split(rg)
         if neuron == "parabolic":
             y = r * g
         elif neuron == "poly":
             y = r * (g + 1)
         else:
             y = r * g + op.grouped(self._linear_op(x * x, self.weight_b, self.bias_b))
-        return op.ungrouped(y)
+        return op.ungrouped(y, like=rg)
 
     def _fused_params(self, view: bool = True):
         """(w, b, w_b, b_b) of :func:`_quadratic_forward`: the fused [r, g] (or compact [x, x*x])
@@ -453,7 +458,9 @@ def _layout(t):
 
 def _joined(join, split, a, b, view=True):
     """``join(a, b)``, through :class:`_Joined` where autograd will differentiate it; tracers,
-    compilers and forward-mode AD see the plain operations."""
+    compilers and forward-mode AD see the plain operations. The joint weight keeps ``a``'s
+    channels-last layout (stacking per group makes it contiguous), so the convolution's output
+    is laid out as torch's layer lays it out."""
     if (
         not view
         or not torch.is_grad_enabled()
@@ -462,8 +469,12 @@ def _joined(join, split, a, b, view=True):
         or torch.jit.is_tracing()
         or fwAD._current_level >= 0
     ):
-        return join(a, b)
-    return _Joined.apply(join, split, a, b)
+        joint = join(a, b)
+    else:
+        joint = _Joined.apply(join, split, a, b)
+    if isinstance(a, torch.fx.Proxy):
+        return joint
+    return _laid_out(joint, suggest_memory_format(a))
 
 
 class _QuadraticConvNd(QuadraticLayer):

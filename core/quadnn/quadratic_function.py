@@ -12,10 +12,44 @@ and second derivatives (``create_graph=True``).
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch import nn
+from torch._prims_common import suggest_memory_format
+
+
+def _unflatten(t, dim: int, sizes):
+    """``t.unflatten(dim, sizes)`` as a reshape (a view: one dimension split): the legacy vmap of
+    batched gradients (``gradcheck(check_batched_grad=True)``, ``is_grads_batched=True``) has no
+    rule for ``unflatten`` or ``flatten``, and the backward passes run them on batched gradients."""
+    if isinstance(t, torch.fx.Proxy):  # torch.fx.symbolic_trace: no sizes to work with
+        return t.unflatten(dim, sizes)
+    dim = dim % t.dim()
+    sizes = list(sizes)
+    if -1 in sizes:  # worked out here: reshape cannot infer it for an empty tensor
+        known = math.prod([s for s in sizes if s != -1])
+        sizes[sizes.index(-1)] = t.shape[dim] // known if known else 0
+    return t.reshape(*t.shape[:dim], *sizes, *t.shape[dim + 1 :])
+
+
+def _flatten(t, start: int = 0, end: int = -1):
+    """``t.flatten(start, end)`` as a reshape; see :func:`_unflatten`."""
+    if isinstance(t, torch.fx.Proxy):
+        return t.flatten(start, end)
+    start, end = start % t.dim(), end % t.dim()
+    return t.reshape(*t.shape[:start], math.prod(t.shape[start : end + 1]), *t.shape[end + 1 :])
+
+
+def _laid_out(t, fmt):
+    """``t`` laid out in memory format ``fmt`` as the convolution reads a layout
+    (``suggest_memory_format``); ``t.contiguous(memory_format=fmt)`` would keep strides that are
+    ambiguous (a dimension of size 1) and read as contiguous."""
+    if fmt == torch.contiguous_format or suggest_memory_format(t) == fmt:
+        return t
+    return torch.empty_like(t, memory_format=fmt).copy_(t)
 
 
 class _Op:
@@ -75,19 +109,19 @@ class _Op:
         if self.groups == 1:
             return w.narrow(0, self.n, self.n), b.narrow(0, self.n, self.n)
         return (
-            w.unflatten(0, (self.groups, 2, -1)).select(1, 1).flatten(0, 1),
-            b.unflatten(0, (self.groups, 2, -1)).select(1, 1).flatten(),
+            _flatten(_unflatten(w, 0, (self.groups, 2, -1)).select(1, 1), 0, 1),
+            _flatten(_unflatten(b, 0, (self.groups, 2, -1)).select(1, 1)),
         )
 
     def cross(self, dy, rg):
         """[dy*g, dy*r] in the fused layout, from the fused [r, g]: dy times [r, g] in one
         product, its two halves swapped by one roll (per group)."""
         if not self.conv:
-            v = rg.unflatten(-1, (2, self.n))
-            return (dy.unsqueeze(-2) * v).roll(1, -2).flatten(-2, -1)
-        v = rg.unflatten(1, (self.groups, 2, -1))
-        d = dy.unflatten(1, (self.groups, 1, -1))
-        return (d * v).roll(1, 2).flatten(1, 3)
+            v = _unflatten(rg, -1, (2, self.n))
+            return _flatten((dy.unsqueeze(-2) * v).roll(1, -2), -2, -1)
+        v = _unflatten(rg, 1, (self.groups, 2, -1))
+        d = _unflatten(dy, 1, (self.groups, 1, -1))
+        return _flatten((d * v).roll(1, 2), 1, 3)
 
     def new_fused(self, y):
         """An empty tensor shaped like [r, g] for an output like ``y`` (same memory format)."""
@@ -105,20 +139,27 @@ class _Op:
         if self.groups == 1:
             dim = 1 if self.conv else -1
             return rg.narrow(dim, 0, self.n), rg.narrow(dim, self.n, self.n)
-        v = rg.unflatten(1, (self.groups, 2, -1))
+        v = _unflatten(rg, 1, (self.groups, 2, -1))
         return v.select(2, 0), v.select(2, 1)
 
     def fuse(self, r, g):
         """The fused [r, g] tensor of (r, g) as :meth:`split` returns them (a new tensor)."""
         if self.groups == 1:
             return torch.cat([r, g], 1 if self.conv else -1)
-        return torch.stack([r, g], 2).flatten(1, 3)
+        return _flatten(torch.stack([r, g], 2), 1, 3)
 
     def grouped(self, y):
-        return y if self.groups == 1 else y.unflatten(1, (self.groups, -1))
+        return y if self.groups == 1 else _unflatten(y, 1, (self.groups, -1))
 
-    def ungrouped(self, y):
-        return y if self.groups == 1 else y.flatten(1, 2)
+    def ungrouped(self, y, like=None):
+        """``y`` in the layer's output shape; a grouped output laid out as ``like`` (the fused
+        [r, g]) where the product per group lost its layout (sizes of 1 make strides ambiguous)."""
+        if self.groups == 1:
+            return y
+        y = _flatten(y, 1, 2)
+        if like is None or isinstance(y, torch.fx.Proxy):
+            return y
+        return _laid_out(y, suggest_memory_format(like))
 
     def cat_square(self, x):
         """[x, x*x] along channels (per group for grouped convolutions)."""
@@ -129,7 +170,7 @@ class _Op:
         dim = 1 if self.conv else -1
         if self.groups == 1:
             return torch.cat([a, b], dim)
-        out = torch.stack([a.unflatten(1, (self.groups, -1)), b.unflatten(1, (self.groups, -1))], 2).flatten(1, 3)
+        out = _flatten(torch.stack([_unflatten(a, 1, (self.groups, -1)), _unflatten(b, 1, (self.groups, -1))], 2), 1, 3)
         # stacking per group gives channels-first memory; a channels-last input keeps its layout,
         # so the convolution's output is laid out as torch's layer would lay it out
         fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(a.dim())
@@ -143,8 +184,8 @@ class _Op:
         if self.groups == 1:
             half = t.shape[dim] // 2
             return t.narrow(dim, 0, half), t.narrow(dim, half, half)
-        v = t.unflatten(1, (self.groups, 2, -1))
-        return v.select(2, 0).flatten(1, 2), v.select(2, 1).flatten(1, 2)
+        v = _unflatten(t, 1, (self.groups, 2, -1))
+        return _flatten(v.select(2, 0), 1, 2), _flatten(v.select(2, 1), 1, 2)
 
 
 def _conv_padding(layer):
@@ -264,7 +305,7 @@ def _quadratic_forward(x, w, b, w_b, b_b, op):
         y = torch.addcmul(r, r, g)
     else:
         y = op.grouped(op.forward(x * x, w_b, b_b)).addcmul_(r, g)
-    return op.ungrouped(y), rg
+    return op.ungrouped(y, like=rg), rg
 
 
 class _QuadraticFunction(torch.autograd.Function):
