@@ -22,6 +22,8 @@ import re
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 # -- the front door and the links of the manuals --------------------------------------------------
@@ -209,3 +211,54 @@ def test_the_walk_reads_what_it_should():
         "docs/gpu.md",
         "docs/gpu/.",
     ]
+
+
+# -- every documented snippet runs as written -------------------------------------------------------
+
+PYTHON_FENCE = re.compile(r"^ {0,3}```python[^\n]*\n(.*?)^ {0,3}```", re.M | re.S)
+
+# (file, the snippet's first line): why it is not run. Each entry must still be found.
+NOT_RUN = {
+    (
+        "docs/CONTRIBUTING.md",
+        'NAME = "cifar_comparison"          # = notebooks/<NAME>.ipynb = paper/sections/<NAME>.tex = report section',
+    ): ("a listing of the names and signatures a section module defines, not a program"),
+    ("docs/CONTRIBUTING.md", "from quadnn_paper.execution import run_section"): (
+        "a notebook's template: `<name>` stands for a section's name"
+    ),
+}
+NOT_RUN[("README.md", "from quadnn_paper.execution import run_section")] = (
+    "computes the runge section at its cpu profile (30,000 iterations a network, minutes); "
+    "notebooks/runge.ipynb makes the same two calls at the smoke profile under nbval"
+)
+NOT_RUN[("docs/full-protocol.md", "from quadnn_paper.engine import RunConfig, run")] = (
+    "trains two networks for 12 epochs each (minutes on a CPU); tests/test_engine.py runs "
+    "RunConfig with transfer_from through run at a tiny size"
+)
+
+
+def snippets():
+    """(file, first line, code) of every ```python block of the manuals."""
+    for rel in MANUALS:
+        for code in PYTHON_FENCE.findall((REPO / rel).read_text()):
+            yield rel, code.splitlines()[0], code
+
+
+SNIPPETS = [
+    pytest.param(code, id=f"{rel}:{i}")
+    for i, (rel, first, code) in enumerate(snippets())
+    if (rel, first) not in NOT_RUN
+]
+
+
+def test_the_snippet_lists_name_snippets_that_exist():
+    found = {(rel, first) for rel, first, _ in snippets()}
+    assert set(NOT_RUN) <= found, set(NOT_RUN) - found
+    assert {"core/README.md", "README.md"} <= {rel for rel, _, _ in snippets()}
+    assert len(SNIPPETS) >= 7
+
+
+@pytest.mark.parametrize("code", SNIPPETS)
+def test_every_documented_snippet_runs_as_written(code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # what a snippet writes (build/...) lands here
+    exec(compile(code, "<snippet>", "exec"), {"__name__": "__snippet__"})
