@@ -1,6 +1,6 @@
 """quadnn: quadratic neurons, the ReLinear training strategy and the paper's models."""
 
-from . import fusion, integrations, models, relinear
+from . import fusion, integrations, models, neurons, relinear
 from .convert import quadratize
 from .layers import NEURONS, QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear, Square
 from .recompute import plan_recompute
@@ -18,6 +18,7 @@ __all__ = [
     "QuadraticLinear",
     "Square",
     "fusion",
+    "neurons",
     "relinear",
     "quadratize",
     "plan_recompute",

@@ -23,11 +23,13 @@ import torch
 from torch import nn
 
 from .layers import QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear
+from .neurons import NEURONS, neuron_kind
 
 __all__ = ["layer_macs", "macs", "forward_gflops", "thop_ops", "ptflops_hooks", "torchinfo_macs", "LINEAR_MAPS"]
 
-# Linear maps of the size of the conventional layer's, per neuron kind.
-LINEAR_MAPS = {"full": 3, "compact": 2, "parabolic": 2, "poly": 2}
+# Linear maps of the size of the conventional layer's, per neuron kind of the paper (any kind's:
+# quadnn.neurons.neuron_kind(name).linear_maps).
+LINEAR_MAPS = {name: neuron_kind(name).linear_maps for name in NEURONS}
 _TYPES = (QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLinear)
 
 
@@ -37,7 +39,7 @@ def layer_macs(layer: QuadraticLayer, output: torch.Tensor) -> int:
         per_output = layer.in_features
     else:
         per_output = layer.in_channels // layer.groups * math.prod(layer.kernel_size)
-    return LINEAR_MAPS[layer.neuron] * output.numel() * per_output
+    return neuron_kind(layer.neuron).linear_maps * output.numel() * per_output
 
 
 def _flops(model: nn.Module, *inputs) -> int:

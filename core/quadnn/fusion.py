@@ -31,6 +31,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from .layers import QuadraticConv1d, QuadraticConv2d, QuadraticConv3d, QuadraticLayer, QuadraticLinear
+from .neurons import NEURONS, neuron_kind
 
 __all__ = ["fuse_conv_bn_eval", "fuse_linear_bn_eval", "register_with_torch_ao"]
 
@@ -109,6 +110,11 @@ def _fold(layer: QuadraticLayer, bn) -> QuadraticLayer:
         raise TypeError(f"expected a quadratic layer, got {type(layer).__name__}: use torch.nn.utils.fusion")
     if layer.training:
         raise ValueError("fusion is for eval mode: call .eval() on the layer (and the batch norm)")
+    if not neuron_kind(layer.neuron).hand_written:
+        raise ValueError(
+            f"{type(layer).__name__}: batch norm folds into the kinds {NEURONS}, not into neuron={layer.neuron!r}; "
+            "keep the batch norm as a layer"
+        )
     fused = _plain_copy(layer)
     s, t = _bn_affine(bn, layer._out, layer.weight)
     kind = fused.neuron

@@ -57,6 +57,7 @@ from torch._prims_common import suggest_memory_format
 from torch.nn.utils import parametrize
 from torch.nn.utils._expanded_weights import ExpandedWeight
 
+from .neurons import NEURONS, neuron_kind
 from .quadratic_function import (
     _KEEP,
     _Adjacent,
@@ -84,20 +85,9 @@ __all__ = [
     "relinear_reference",
 ]
 
-NEURONS = ("full", "compact", "parabolic", "poly")
-
-# Which extra terms each neuron kind has: (gate g, power term W_b, constant c)
-_TERMS = {
-    "full": (True, True, True),
-    "compact": (False, True, True),
-    "parabolic": (True, False, False),
-    "poly": (True, False, False),
-}
-
 
 def check_neuron(neuron: str) -> str:
-    if neuron not in NEURONS:
-        raise ValueError(f"neuron must be one of {NEURONS}, got {neuron!r}")
+    neuron_kind(neuron)
     return neuron
 
 
@@ -105,11 +95,9 @@ def relinear_reference(neuron: str, name: str) -> float:
     """The value of quadratic term ``name`` at which a ``neuron`` computes its linear branch.
 
     full/parabolic: w_g = 0, b_g = 1, w_b = 0, c = 0; poly: w_g = 0, b_g = 0
-    (its output is r*g + r); compact: w_b = 0.
+    (its output is r*g + r); compact: w_b = 0 (:attr:`quadnn.neurons.Neuron.gate_bias`).
     """
-    if name == "bias_g" and neuron in ("full", "parabolic"):
-        return 1.0
-    return 0.0
+    return neuron_kind(neuron).gate_bias if name == "bias_g" else 0.0
 
 
 class QuadraticLayer(WeightGuards):
@@ -126,9 +114,9 @@ class QuadraticLayer(WeightGuards):
         return self.out_features if isinstance(self, nn.Linear) else self.out_channels
 
     def _init_quadratic(self, neuron: str, bias: bool, factory_kwargs: dict) -> None:
-        has_gate, has_power, has_const = _TERMS[neuron]
+        kind = neuron_kind(neuron)
         shape, out = self.weight.shape, self._out
-        present = {"weight_g": has_gate, "bias_g": has_gate, "weight_b": has_power, "bias_b": has_const and bias}
+        present = {"weight_g": kind.gate, "bias_g": kind.gate, "weight_b": kind.power, "bias_b": kind.constant and bias}
         for name, here in present.items():
             size = shape if name.startswith("weight") else (out,)
             self.register_parameter(name, nn.Parameter(torch.empty(size, **factory_kwargs)) if here else None)
@@ -310,16 +298,11 @@ class QuadraticLayer(WeightGuards):
         return _Op(self, keep=_KEEP.get(self.implementation, "rg"))
 
     def _forward_naive(self, x):
-        op, neuron = self._linear_op, self.neuron
-        r = op(x, self.weight, self.bias)
-        if neuron == "compact":
-            return r + op(x * x, self.weight_b, self.bias_b)
-        g = op(x, self.weight_g, self.bias_g)
-        if neuron == "parabolic":
-            return r * g
-        if neuron == "poly":
-            return r * g + r
-        return r * g + op(x * x, self.weight_b, self.bias_b)
+        """The kind's plain form: one operation per linear map, combined (:mod:`quadnn.neurons`)."""
+        op, kind = self._linear_op, neuron_kind(self.neuron)
+        g = op(x, self.weight_g, self.bias_g) if kind.gate else None
+        p = op(x * x, self.weight_b, self.bias_b) if kind.power else None
+        return kind.combine(op(x, self.weight, self.bias), g, p)
 
     def _forward_fused(self, x):
         neuron = self.neuron
@@ -383,6 +366,10 @@ class QuadraticLayer(WeightGuards):
 
     def _forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input
+        if not neuron_kind(self.neuron).hand_written:  # a kind of one's own: its plain form
+            if not isinstance(x, torch.fx.Proxy):
+                self._check_input(x)
+            return self._forward_naive(x)
         if isinstance(x, torch.fx.Proxy):  # torch.fx.symbolic_trace: no values to check
             if _quantization_tracer(x.tracer):
                 # torch.ao's FX graph-mode quantization (prepare_fx, prepare_qat_fx) records the
