@@ -82,6 +82,7 @@ class Progress:
         # papermill's cell bar shares the launch stream and ends without a newline: start below it
         self._pending_newline = stream is None and os.environ.get(ENV) == LAUNCH
         self.stream = stream if stream is not None else channel()
+        self._owned = stream is None and self.stream not in (sys.stderr, sys.__stderr__)  # closed by close()
         self.tty = self.stream.isatty() if tty is None else tty
         self.state = {key: "pending" for key in self.items}
         self.started: dict[str, float] = {}  # key -> when it was first seen running
@@ -147,8 +148,8 @@ class Progress:
                 self._write(self.line() + "\n")
             elif any(s != "done" for s in self.state.values()):
                 self._write(self.line() + "\n")
-            if self.stream not in (sys.stderr, sys.stdout):
-                self.stream.flush()
+            if self._owned:
+                self.stream.close()
 
     def _tick(self) -> None:
         period = _REDRAW_S if self.tty else HEARTBEAT_S
