@@ -47,6 +47,9 @@ def test_computations_use_their_declared_seconds_scaled_by_what_was_measured():
     clock.now = 20.0
     p.finish("a")
     assert p.seconds_left() == 80.0  # a took twice its estimate: so will b
+    p.start("b")
+    clock.now = 50.0
+    assert p.line().endswith("; 50 s left; now sweep b (30 s of ~1 min 20 s)"), p.line()  # what runs, how far
 
 
 def test_slurm_states_are_named_as_the_queue_s():

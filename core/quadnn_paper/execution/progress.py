@@ -218,7 +218,11 @@ class Progress:
         running = [k for k, s in self.state.items() if s == "running"]
         if len(running) == 1:
             key = running[0]
-            line += f"; now {self.items[key][1]} ({_duration(self.clock() - self.started.get(key, self.begun))})"
+            kind, label, size = self.items[key]
+            ran = _duration(self.clock() - self.started.get(key, self.begun))
+            rate = self.rate(kind)
+            expected = f" of ~{_duration(size * rate)}" if rate is not None and size is not None else ""
+            line += f"; now {label} ({ran}{expected})"
         return line
 
     def _show(self, finished: list[str]) -> None:
