@@ -332,3 +332,74 @@ def test_segment_geometry_against_sampling():
             assert np.any(
                 (pts[:, 0] >= grown[0]) & (pts[:, 0] <= grown[2]) & (pts[:, 1] >= grown[1]) & (pts[:, 1] <= grown[3])
             )
+
+
+def _labelled(ax):
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+
+
+def test_an_axis_offset_text_over_the_title_is_flagged_and_one_clear_of_it_is_not():
+    fig, ax = plt.subplots(figsize=(3.5, 2.4))
+    ax.plot([0, 1, 2], [1.00001, 1.00002, 1.00003], "o-")  # y ticks get an offset text above the axes
+    _labelled(ax)
+    # a title at a fixed height (matplotlib moves only a title left at its default height)
+    ax.set_title("a title at the left edge, long enough to reach the offset", loc="left", fontsize=7, y=1.0, pad=2)
+    fig.canvas.draw()
+    if not ax.yaxis.get_offset_text().get_text():
+        pytest.skip("this matplotlib drew no offset text")
+    assert any("offset text" in p for p in L.lint(fig)), L.lint(fig)
+    ax.set_title("", loc="left")
+    ax.set_title("short", loc="right", fontsize=7, y=1.12)
+    assert not any("offset text" in p for p in L.lint(fig)), L.lint(fig)
+    plt.close(fig)
+
+
+def test_a_boxed_annotation_over_data_is_flagged_a_bare_label_beside_a_point_is_not():
+    fig, ax = plt.subplots(figsize=(3.5, 2.4))
+    ax.plot(np.linspace(0, 1, 50), np.linspace(0, 1, 50), "-")
+    _labelled(ax)
+    ax.text(0.5, 0.5, "a note in a box", bbox=dict(facecolor="w"), ha="center", va="center")
+    assert any("boxed text" in p for p in L.lint(fig))
+    ax.texts[0].remove()
+    ax.text(0.5, 0.5, "label", ha="center")  # names the point it stands on
+    assert L.lint(fig) == []
+    plt.close(fig)
+
+
+def test_empty_and_nearly_empty_axes_are_flagged_unless_they_say_why():
+    fig, axes = plt.subplots(1, 3, figsize=(7, 2))
+    for ax in axes:
+        _labelled(ax)
+    axes[0].plot([0, 1], [0, 1])
+    axes[1].plot([0.5], [0.5], "o")  # one point
+    found = L.lint(fig)
+    assert any("axes 2 of 3" in p and "nearly empty" in p for p in found)
+    assert any("axes 3 of 3" in p and "empty axes" in p for p in found)
+    assert not any("axes 1 of 3" in p for p in found)
+    axes[2].text(0.5, 0.5, "pending", transform=axes[2].transAxes)
+    axes[1].text(0.1, 0.9, "one seed", transform=axes[1].transAxes)
+    assert L.lint(fig) == []
+    plt.close(fig)
+
+
+def test_curves_told_apart_only_by_a_shade_are_flagged():
+    fig, ax = plt.subplots(figsize=(3.5, 2.4))
+    _labelled(ax)
+    x = np.linspace(0, 1, 10)
+    blues = plt.get_cmap("Blues")
+    ax.plot(x, x, "-", color=blues(0.4))
+    ax.plot(x, x + 1, "-", color=blues(0.9))
+    assert any("shade of one colour" in p for p in L.lint(fig))
+    ax.lines[1].set_linestyle("--")  # told apart by the dash
+    assert L.lint(fig) == []
+    ax.lines[1].set_linestyle("-")
+    ax.lines[1].set_color("C1")  # or by hue (orange against blue)
+    assert L.lint(fig) == []
+    plt.close(fig)
+
+
+def test_the_default_categorical_palette_has_no_two_shades_of_one_colour():
+    colours = [f"C{i}" for i in range(10)]
+    assert [(a, b) for a in colours for b in colours if a < b and L._same_shade(a, b)] == []
+    assert L._same_shade("0.2", "0.7") and not L._same_shade("0.5", "C0")

@@ -16,7 +16,18 @@ axes (its title and labels) and the problem:
   their width), markers (with their radius), scatter offsets, line collections (error bars,
   ``vlines``), filled areas and bars (as polygons), images. A legend outside every axes is fine;
 - **legends and colour bars over text**: neither may overlap a text of another artist (titles, axis
-  and tick labels, annotations, other legends' entries, the figure's titles).
+  and tick labels, annotations, other legends' entries, the figure's titles);
+- **offset text over a title**: an axis's offset or scale text ("1e-5", "+3.2") may not meet a
+  title, an axis label or the figure's title;
+- **annotation boxes over data**: a text drawn in a box (an annotation's ``bbox``) may not meet its
+  axes' data (a bare text label beside a point is allowed: it names the point);
+- **empty or near-empty axes**: an axes with its axis drawn shows data, and more than one point of it
+  (an axes that only says why it has none, a text such as "pending", is allowed);
+- **curves told apart by shade alone**: two lines of one axes with the same line style and marker
+  need colours of different hue (a sequential colour map's shades cannot be told apart in print).
+
+Fonts below 6 pt at the printed size are ``tools/paper_check.py layout``'s check (it knows the width
+the report includes the figure at).
 
 :func:`record` is what the figure drew, per axes, written beside the figure as ``NAME.lint.json``:
 titles, labels, number of lines, and how many error bars (error-bar segments longer than half a
@@ -229,6 +240,95 @@ def _unit_problem(label: str) -> str | None:
     return None
 
 
+def _points(ax) -> int:
+    """How many finite data points ``ax`` draws (lines' vertices, scatter offsets); patches and
+    images count as many (they fill an area)."""
+    n = sum(int(np.all(np.isfinite(np.asarray(ln.get_xydata(), float)), 1).sum()) for ln in _lines(ax))
+    for c in ax.collections:
+        if c.get_visible():
+            offsets = np.asarray(c.get_offsets(), float).reshape(-1, 2)
+            n += max(len(offsets), 2 * len(c.get_paths()))
+    if [p for p in ax.patches if p.get_visible()] or [i for i in ax.images if i.get_visible()]:
+        n += 2
+    return n
+
+
+def _hls(colour) -> tuple[float, float, bool]:
+    """Hue, lightness, and whether the colour is a grey (no hue to tell it by)."""
+    import colorsys
+
+    from matplotlib.colors import to_rgb
+
+    h, lightness, sat = colorsys.rgb_to_hls(*to_rgb(colour))
+    return h, lightness, sat < 0.15 or lightness < 0.08 or lightness > 0.95
+
+
+SHADE_HUE = 0.04  # hues closer than this (of a turn) read as one colour in print
+SHADE_LIGHTNESS = 0.12  # ... and lightnesses this far apart make them two shades of it
+
+
+def _same_shade(a, b) -> bool:
+    """Do two colours differ only in shade: the same hue (or both grey) at another lightness, as
+    a sequential colour map's steps do? (A categorical palette's neighbours, such as tab10's red
+    and brown, differ in saturation at a similar lightness, and pass.)"""
+    (ha, la, grey_a), (hb, lb, grey_b) = _hls(a), _hls(b)
+    if grey_a != grey_b:
+        return False
+    same_hue = grey_a or min(abs(ha - hb), 1 - abs(ha - hb)) < SHADE_HUE
+    return same_hue and abs(la - lb) >= SHADE_LIGHTNESS
+
+
+def _shade_problems(ax) -> list[str]:
+    """Pairs of lines of ``ax`` that only a shade of one colour tells apart."""
+    from matplotlib.colors import to_rgb
+
+    lines = [ln for ln in _lines(ax) if ln.get_linestyle() not in ("None", "", " ", "none") or ln.get_marker()]
+    out = []
+    for i, a in enumerate(lines):
+        for b in lines[i + 1 :]:
+            same_style = a.get_linestyle() == b.get_linestyle() and str(a.get_marker()) == str(b.get_marker())
+            if (
+                same_style
+                and to_rgb(a.get_color()) != to_rgb(b.get_color())
+                and _same_shade(a.get_color(), b.get_color())
+            ):
+                out.append(f"lines {_name(a)} and {_name(b)} differ only by a shade of one colour")
+    return out
+
+
+def _extra_problems(fig, axes, renderer, dpi) -> list[str]:
+    """Offset text over titles, boxed annotations over data, empty axes, curves told apart by shade."""
+    found = []
+    heads = [t for t in (getattr(fig, "_suptitle", None),) if t is not None and t.get_visible() and t.get_text()]
+    for ax in axes:
+        heads += [t for t in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label)]
+    heads = [t for t in heads if t.get_visible() and t.get_text().strip()]
+    for ax in axes:
+        if not ax.axison:
+            continue
+        for axis in (ax.xaxis, ax.yaxis):
+            off = axis.get_offset_text()
+            if not (off.get_visible() and off.get_text().strip()):
+                continue
+            box = _extents(off.get_window_extent(renderer))
+            for t in heads:
+                if t is not off and overlaps_rect(box, _extents(t.get_window_extent(renderer))):
+                    found.append(f"{_describe(ax)}: the axis offset text {off.get_text()!r} covers {t.get_text()!r}")
+        for t in ax.texts:
+            if t.get_visible() and t.get_bbox_patch() is not None and t.get_text().strip():
+                r = _clip(_extents(t.get_window_extent(renderer)), _extents(ax.get_window_extent(renderer)))
+                if r is not None and (hit := _data_hits(ax, r, dpi)):
+                    found.append(f"{_describe(ax)}: the boxed text {t.get_text()[:30]!r} covers its data ({hit})")
+        says_why = any(t.get_visible() and t.get_text().strip() for t in ax.texts)
+        if not _shows_data(ax):
+            if not says_why:
+                found.append(f"{_describe(ax)}: an empty axes (no data, and no text saying why)")
+        elif _points(ax) <= 1 and not says_why:
+            found.append(f"{_describe(ax)}: a nearly empty axes (one data point); say why or drop the panel")
+        found += [f"{_describe(ax)}: {p}" for p in _shade_problems(ax)]
+    return found
+
+
 def lint(fig) -> list[str]:
     """The problems of ``fig`` (empty: none); draws the figure once, writes nothing."""
     fig.draw_without_rendering()
@@ -273,7 +373,7 @@ def lint(fig) -> list[str]:
             if overlaps_rect(rect, _extents(t.get_window_extent(renderer))):
                 where = _describe(owner) if hasattr(owner, "get_xlabel") else "the figure"
                 found.append(f"{where}: the {name} covers the text {t.get_text()!r}")
-    return found
+    return found + _extra_problems(fig, axes, renderer, dpi)
 
 
 def record(fig) -> dict:

@@ -796,7 +796,8 @@ def _fits_figure(S: dict):
     for j, s in enumerate(STRATEGIES):
         rmse_ = S["rmse"][s]
         ax = axes[0, j]
-        ax.plot(xf, runge(xf), color="k", lw=1.0, label="R(x)")
+        # dashed: the target is told from the fits by its dash, not by a shade (a strategy's colour may be grey)
+        ax.plot(xf, runge(xf), color="k", lw=1.0, ls="--", label="R(x)")
         for k, m in enumerate(S["models"][s]):
             with torch.no_grad():
                 ax.plot(xf, m(xt).numpy()[:, 0], color=COLOR[s], lw=0.7, alpha=0.55, label="fits" if k == 0 else None)
