@@ -167,7 +167,8 @@ def test_a_pair_with_controls_is_measured_net_of_them():
     raw = cs.pair_claim("A beats B", [("A", a, "B", b)])
     net = cs.pair_claim("A beats B", [("A", a, "B", b, ("A0", a0, "B0", b0))])
     assert raw.verdict == stats.SUPPORTED and not net.decided
-    assert net.pairs[0][1] == "B (net of A0 vs B0)" and abs(net.pairs[0][2].mean) < 0.2
+    assert net.pairs[0][1] == "B, net of controls" and "A vs B net of A0 vs B0" in net.note
+    assert abs(net.pairs[0][2].mean) < 0.2
     # an arm not run at this profile leaves the claim not tested, with the count
     part = cs.pair_claim("every A beats B", [("A", a, "B", b), ("C", {}, "B", b)])
     assert part.verdict == "not tested at this profile (1 of 2 pairs tested)"
@@ -353,4 +354,32 @@ def test_tuning_trains_controls_and_the_unscaled_rate_and_labels_what_it_trained
     assert f"(trained {cifar_tuning.rate(P, cifar_tuning.SG_BEST):.2g})" in head.pairs[0][0]
     assert "unscaled" in S["unscaled"].pairs[0][0] and S["unscaled"].pairs[0][2] is not None
     transfer = next(c for c in S["claims"] if c.text.startswith("Weight transfer from stage 2"))
-    assert "net of transfer 2 0" in transfer.pairs[0][1]
+    assert "net of controls" in transfer.pairs[0][1] and "net of transfer 2 0" in transfer.note
+
+
+@pytest.mark.parametrize(
+    "text, bad",
+    [
+        ("a standard deviation of -- points", True),
+        ("a standard deviation of \u2013 points", True),  # LaTeX's "--" as pdftotext prints it
+        ("so at 0 seeds it decides", True),
+        ("and 1 points apart", True),
+        ("\\cifartuningDiverged{} run(s) diverged", True),
+        ("1.5 points, 11 points, 1 point, 0 of 4 pairs tested, at 10 seeds", False),
+        ("detectable: 1.0 points", False),
+    ],
+)
+def test_the_prose_check_fails_a_sentence_that_shows_its_template(text, bad):
+    assert bool(paper_check.template_prose(text)) == bad
+
+
+def test_the_power_sentence_is_computed_from_the_claims_and_never_prints_a_template():
+    empty = cs.adjust([cs.pair_claim("A beats B", [("A", {0: 1.0}, "B", {0: 2.0})])])
+    text = cs.power_sentence(empty)
+    assert text.startswith("No pair of this profile has an interval") and not paper_check.template_prose(text)
+    a, b = {s: 5.0 + 0.1 * s for s in range(6)}, {s: 6.0 + 0.05 * s for s in range(6)}
+    claims = cs.adjust([cs.pair_claim("A beats B", [("A", a, "B", b)])])
+    sd, mde, n = cs.detectable_text(claims)
+    text = cs.power_sentence(claims)
+    assert f"{sd:.2f} points" in text and f"at {n} seeds" in text and f"{mde:.1f} points" in text
+    assert "family's 1 pair," in text and not paper_check.template_prose(text)

@@ -11,8 +11,10 @@
         exit 1, naming each problem, on an overfull box wider than 1 pt in paper/main.log, a float
         taller than the page by more than 1 pt, a table shrunk to fit so far that its text prints
         below 6 pt, a figure whose smallest font prints below 6 pt at the width the report
-        includes it, or a figure whose caption promises error bars it does not draw (its
-        NAME.lint.json, written by Report.figure after the figure lint) (run right after LaTeX);
+        includes it, a figure whose caption promises error bars it does not draw (its
+        NAME.lint.json, written by Report.figure after the figure lint), or a sentence of the PDF
+        that shows its template (TEMPLATE_PROSE: "(s)", "1 points", "at 0 seeds", "of -- points")
+        (run right after LaTeX);
     python tools/paper_check.py numbers
         exit 1, naming file, line and number, on each number typed in the prose of paper/main.tex
         and paper/sections/*.tex outside the forms of NUMBER_FORMS (run before LaTeX): the report's
@@ -289,6 +291,44 @@ def typed_numbers(tex: str) -> list[tuple[int, str, str]]:
     return found
 
 
+# Sentences a template prints when a macro it was built from is empty, zero or of the wrong number
+# (pdftotext's text of the PDF: LaTeX's "--" is an en dash there).
+_NOUNS = r"(?:point|seed|run|pair|image|epoch|claim|step|row|network|setting|page)"
+TEMPLATE_PROSE = {
+    "a plural left open": re.compile(r"\w\(s\)"),
+    "one with a plural noun": re.compile(r"(?<![\d.,])\b1 " + _NOUNS + r"s\b"),
+    "zero where a count belongs": re.compile(r"\b(?:at|over|with|from|on|of) 0 " + _NOUNS + r"s\b"),
+    "an empty value in a sentence": re.compile(
+        r"\b(?:of|at|is|was|by|to|reaches|reached|took|about) [\u2013\u2014-]{1,2} ?(?:points?|seeds?|runs?|%|s\b)"
+    ),
+}
+
+
+def template_prose(text: str) -> list[str]:
+    """``what: ...context...`` for each template defect of :data:`TEMPLATE_PROSE` in ``text``
+    (the report's text, lines joined)."""
+    text = re.sub(r"-\n", "", text)  # words hyphenated at a line's end
+    text = re.sub(r"\s+", " ", text)
+    found = []
+    for what, pattern in TEMPLATE_PROSE.items():
+        for m in pattern.finditer(text):
+            found.append(f"{what}: ...{text[max(0, m.start() - 50) : m.end() + 30]}...")
+    return found
+
+
+def pdf_prose(pdf: Path) -> list[str]:
+    """:func:`template_prose` of ``pdf``'s text (pdftotext), or one line saying it cannot be read."""
+    import shutil
+    import subprocess
+
+    if shutil.which("pdftotext") is None:
+        return [f"{pdf}: pdftotext is not installed (poppler-utils): the prose check cannot read the PDF"]
+    r = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"{pdf}: pdftotext failed: {r.stderr.strip()[:200]}"]
+    return template_prose(r.stdout)
+
+
 def numbers(paper: Path) -> list[str]:
     """``FILE:LINE: typed number N: text`` for each number typed in the prose of ``paper``'s
     ``main.tex`` and ``sections/*.tex`` (see :data:`NUMBER_FORMS` for what is not one)."""
@@ -319,6 +359,9 @@ def main(argv=None) -> int:
         text = log.read_text(errors="replace")
         found = overfull_boxes(text) + small_tables(text) + small_fonts(Path(a.paper))
         found += promised_error_bars(Path(a.paper))  # a caption's error bars drawn (figures/NAME.lint.json)
+        pdf = Path(a.paper) / "main.pdf"
+        if pdf.is_file():  # the report's sentences, as printed: no template shows through
+            found += [f"prose: {p}" for p in pdf_prose(pdf)]
         for p in found:
             print(f"layout check: {p}", file=sys.stderr)
         return 1 if found else 0

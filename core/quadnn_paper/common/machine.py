@@ -36,7 +36,8 @@ def compute_device(threads: int | None = None) -> str:
 
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    return f"{cpu_name()}, {threads or torch.get_num_threads()} thread(s)"
+    n = threads or torch.get_num_threads()
+    return f"{cpu_name()}, {n} thread" + ("" if n == 1 else "s")
 
 
 @contextlib.contextmanager

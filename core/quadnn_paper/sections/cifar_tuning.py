@@ -811,6 +811,7 @@ def variables(S: dict, exact: dict) -> dict:
         DetectSd="--" if math.isnan(sd) else sd,
         Detectable="--" if math.isnan(mde) else mde,
         DetectSeeds=n,
+        PowerSentence=cs.power_sentence(S["claims"]),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
         ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
@@ -822,6 +823,7 @@ def variables(S: dict, exact: dict) -> dict:
         ClaimsAll=len(verdicts),
         RestSeeds=len(P.get("rest_seeds", P["seeds"])),
         GammaZeroFloat="--" if g0 is None else g0.text(),
+        ResultsSentence=results_sentence(S),
         **_unscaled_variables(S),
         ExactSteps=exact["steps"],
         ExactLogits=exact["logits"],
@@ -841,6 +843,32 @@ def _count(n: int, noun: str) -> str:
     """ "one seed", "3 runs", "no runs": a count with its noun in the number it takes."""
     word = _NUMBER_WORDS[n] if 0 <= n < len(_NUMBER_WORDS) else f"{n:,d}"
     return f"{word} {noun}" + ("" if n == 1 else "s")
+
+
+def results_sentence(S: dict) -> str:
+    """The results paragraph's sentence: each sweep's best error and setting (the rate trained beside
+    the paper's), from the rows of the summary table; a sweep none of whose runs trained says so
+    instead of printing a number."""
+    P = S["protocol"]
+
+    def best(e, name, symbol):
+        b = S["best"].get(e, _NO_BEST)
+        if math.isnan(b.mean):
+            return f"no run of {name} trained"
+        return f"{name} reaches {b.mean:.2f}% at {symbol} {_setting_text(P, e, b.value)}"
+
+    conv = S["conv_error"]
+    parts = [
+        f"The conventional ResNet20 reaches {conv:.2f}%"
+        if not math.isnan(conv)
+        else "The conventional ResNet20 did not train",
+        best("sg", "ReLinear-sg", "gamma"),
+        best("sw-l1", "ReLinear-sw (l1)", "alpha"),
+        best("sw-l2", "ReLinear-sw (l2)", "beta"),
+        *(best(e, f"weight transfer from stage {e[-1]}", "gamma") for e in S["stages"]),
+        best("rezero", "ReLinear-sg with ReZero", "gamma"),
+    ]
+    return "; ".join(parts) + "."
 
 
 def _unscaled_variables(S: dict) -> dict:

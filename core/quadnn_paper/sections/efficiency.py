@@ -805,6 +805,7 @@ def _compile_variables(compile_rows: list[dict]) -> dict:
     cq, cb, eq = _compiled(compile_rows)
     return dict(
         CompileMeasured="yes" if cq else "no",
+        CompiledBoth=int(bool(cq and cb)),  # the text's numbers of the compiled step exist (1) or not (0)
         CompiledBaseEagerRatio=ratio(_get(cb, "eager_ratio")),
         CompiledQuadEagerRatio=ratio(_get(cq, "eager_ratio")),
         CompiledEagerTimeRatio=ratio(_get(eq, "time_ratio")),  # eager, same run

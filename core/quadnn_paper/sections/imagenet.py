@@ -479,6 +479,10 @@ def _protocol_variables(P: dict, full_params: dict[str, int]) -> dict:
         Crop=P["crop"],
         Resize=P["resize"],
         Seeds=len(P["seeds"]),
+        # counts as the prose prints them ("one epoch", "5 epochs"); the depths trained (the text's
+        # comparisons across depth need two)
+        EpochsText="one epoch" if P["epochs"] == 1 else f"{P['epochs']} epochs",
+        Depths=len({depth_of(m) for m in P["models"]}),
         # one run per network cannot tell its difference from seed-to-seed variation
         MarginWords=(
             "With one seed per network we cannot tell a difference of a few points from seed-to-seed "

@@ -373,6 +373,7 @@ def variables(S: dict, params: dict) -> dict:
         DetectSd="--" if math.isnan(sd) else sd,
         Detectable="--" if math.isnan(mde) else mde,
         DetectSeeds=n,
+        PowerSentence=cs.power_sentence([*S["claims"], S["vs_vgg"]]),
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
     )
