@@ -461,7 +461,7 @@ def _joined(join, split, a, b, view=True):
         joint = _Joined.apply(join, split, a, b)
     if isinstance(a, torch.fx.Proxy):
         return joint
-    return _laid_out(joint, suggest_memory_format(a))
+    return joint if torch.jit.is_tracing() else _laid_out(joint, suggest_memory_format(a))
 
 
 class _QuadraticConvNd(QuadraticLayer):

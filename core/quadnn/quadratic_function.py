@@ -47,8 +47,8 @@ def _laid_out(t, fmt):
     """``t`` laid out in memory format ``fmt`` as the convolution reads a layout
     (``suggest_memory_format``); ``t.contiguous(memory_format=fmt)`` would keep strides that are
     ambiguous (a dimension of size 1) and read as contiguous."""
-    if fmt == torch.contiguous_format or suggest_memory_format(t) == fmt:
-        return t
+    if fmt == torch.contiguous_format or torch.jit.is_tracing() or suggest_memory_format(t) == fmt:
+        return t  # torch.jit.trace: sizes are traced tensors, which suggest_memory_format cannot read
     return torch.empty_like(t, memory_format=fmt).copy_(t)
 
 
@@ -157,7 +157,7 @@ class _Op:
         if self.groups == 1:
             return y
         y = _flatten(y, 1, 2)
-        if like is None or isinstance(y, torch.fx.Proxy):
+        if like is None or isinstance(y, torch.fx.Proxy) or torch.jit.is_tracing():
             return y
         return _laid_out(y, suggest_memory_format(like))
 
