@@ -191,7 +191,7 @@ def test_comparison_claims_from_paired_errors():
     wt20 = verdicts["At depth 20: weight transfer beats random initialisation (QResNet20, ReLinear)"]
     # measured net of the controls at the two budgets: (ri - wt) - (ResNet20 - wt at gamma 0)
     assert wt20.pairs[0][1] == "QResNet20 (r.i., ReLinear), net of controls"
-    assert "net of QResNet20 (w.t., gamma 0) vs ResNet20" in wt20.note  # the controls, named once
+    assert "net of controls: QResNet20 (w.t., gamma 0) vs ResNet20" in wt20.note  # the controls, named once
     assert wt20.pairs[0][2].mean == pytest.approx(((1.0 - 0.1) + (1.1 - 0.1) + (0.8 - 0.2)) / 3)
     vs = verdicts["QResNet20 (w.t.) beats ResNet20"]
     assert vs.pairs[0][1] == "QResNet20 (w.t., gamma 0)"  # against its same-budget control
@@ -280,3 +280,10 @@ def test_a_claims_row_lists_at_most_two_pairs_and_says_how_many_more():
     (row,) = cs.claim_rows([c])
     assert "A1 vs B1" in row[2] and "A2 vs B2" not in row[2] and "+3 more pairs" in row[2]
     assert c.evidence().count(" vs ") == 5  # the full evidence keeps every pair
+
+
+def test_pairs_not_run_are_counted_not_listed():
+    run = {0: 1.0, 1: 2.0}
+    c = cs.pair_claim("every A beats B", [("A", run, "B", {0: 2.0, 1: 3.5}), ("C", {}, "B", run), ("D", {}, "B", run)])
+    assert c.evidence() == "A vs B: +1.25 [-1.93, 4.43]; 2 pairs not run at this profile"
+    assert c.verdict == "not tested at this profile (1 of 3 pairs tested)"

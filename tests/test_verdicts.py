@@ -167,7 +167,7 @@ def test_a_pair_with_controls_is_measured_net_of_them():
     raw = cs.pair_claim("A beats B", [("A", a, "B", b)])
     net = cs.pair_claim("A beats B", [("A", a, "B", b, ("A0", a0, "B0", b0))])
     assert raw.verdict == stats.SUPPORTED and not net.decided
-    assert net.pairs[0][1] == "B, net of controls" and "A vs B net of A0 vs B0" in net.note
+    assert net.pairs[0][1] == "B, net of controls" and net.note == "net of controls: A0 vs B0"
     assert abs(net.pairs[0][2].mean) < 0.2
     # an arm not run at this profile leaves the claim not tested, with the count
     part = cs.pair_claim("every A beats B", [("A", a, "B", b), ("C", {}, "B", b)])
@@ -354,7 +354,7 @@ def test_tuning_trains_controls_and_the_unscaled_rate_and_labels_what_it_trained
     assert f"(trained {cifar_tuning.rate(P, cifar_tuning.SG_BEST):.2g})" in head.pairs[0][0]
     assert "unscaled" in S["unscaled"].pairs[0][0] and S["unscaled"].pairs[0][2] is not None
     transfer = next(c for c in S["claims"] if c.text.startswith("Weight transfer from stage 2"))
-    assert "net of controls" in transfer.pairs[0][1] and "net of transfer 2 0" in transfer.note
+    assert "net of controls" in transfer.pairs[0][1] and "net of controls: transfer 2 0 vs ResNet20" in transfer.note
 
 
 @pytest.mark.parametrize(

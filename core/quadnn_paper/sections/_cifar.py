@@ -570,10 +570,13 @@ class Claim:
     def evidence(self, most: int | None = None) -> str:
         """ "A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error); at
         most ``most`` pairs, then how many more (a claim of nine pairs would outrun a page)."""
-        parts = [f"{a} vs {b}: " + (iv.text() if iv is not None else "not run") for a, b, iv in self.pairs]
+        parts = [f"{a} vs {b}: {iv.text()}" for a, b, iv in self.pairs if iv is not None]
+        idle = sum(iv is None for _, _, iv in self.pairs)
         if most is not None and len(parts) > most:
             more = len(parts) - most
             parts = parts[:most] + [f"+{more} more pair{'s' * (more > 1)}"]
+        if idle:  # the pairs this profile does not run, counted rather than listed
+            parts.append(f"{idle} pair{'s' * (idle > 1)} not run at this profile")
         return "; ".join(parts + ([self.note] if self.note else []))
 
     @property
@@ -713,7 +716,7 @@ def pair_claim(
     or None); ``margins``: each pair's equivalence margin (None: none)."""
     moved_by = moved_by or {}
     limit = trained_limit(dataset)
-    out = []
+    out, controls = [], {}
     for la, a, lb, b, *rest in pairs:
         control = rest[0] if rest else None
         ev = _evidence(
@@ -729,8 +732,10 @@ def pair_claim(
             pinned,
         )
         out.append((la, f"{lb}, net of controls" if control else lb, ev))
-        if control:  # named once, in the note: the table's evidence column stays short
-            note = "; ".join(x for x in (note, f"{la} vs {lb} net of {control[0]} vs {control[2]}") if x)
+        if control and ev is not None:  # named once, in the note: the evidence column stays short
+            controls.setdefault(f"{control[0]} vs {control[2]}", None)
+    if controls:
+        note = "; ".join(x for x in (note, "net of controls: " + ", ".join(controls)) if x)
     # an arm whose method holds its terms at the reference at any scale is decided as what it is
     held = [
         f"{arm} pins its quadratic terms ({m:.1f} % of predictions changed) at any scale"

@@ -233,7 +233,7 @@ def _claim(
         f" ({a0.label} vs {b0.label}; +{more} pair{'s' * (more > 1)})" if more else ""
     )
     moved = moved or {}
-    measured, margins, controls = [], [], set()
+    measured, margins = [], []
     for a, b in pairs:
         margins.append(stats.margin_of(cs.paper_effect(a.paper, b.paper)))
         ctl = _control_of(rows, a, b)
@@ -242,13 +242,8 @@ def _claim(
         pair = (a.label, errs.get(a.key, {}), b.label, errs.get(b.key, {}))
         if ctl is not None:
             pair += ((ctl[0].label, errs.get(ctl[0].key, {}), ctl[1].label, errs.get(ctl[1].key, {})),)
-            controls.add(ctl[0].label)
-        elif b.method == "wt0":
-            controls.add(b.label)
         measured.append(pair)
-    note = extra.lstrip("; ")
-    if controls:
-        note = "; ".join(x for x in (note, "controls at the w.t. budget: " + ", ".join(sorted(controls))) if x)
+    note = extra.lstrip("; ")  # the controls a pair is measured net of are pair_claim's note
     # a frozen-terms control holds its terms at the reference by construction: not a failed departure
     moved_by = {r.label: (None if r.method == "wt0" else moved.get(r.key)) for r in rows}
     return cs.pair_claim(text, measured, paper=paper, note=note, dataset=dataset, moved_by=moved_by, margins=margins)
