@@ -65,6 +65,8 @@ def test_a_terminal_gets_one_bar_redrawn_in_place():
     p.update({"r0": "done"})
     assert out.getvalue().count("\r\x1b[K") >= 2 and "\n" not in out.getvalue()
     assert "[##########..........]" in out.getvalue()
+    p.close()  # the last state stays on the bar's line
+    assert out.getvalue().endswith("\r\x1b[K[##########..........] runge: runs 1/2 done, 1 pending; 0 s left\n")
 
 
 def test_execute_reports_each_computation_to_the_progress_file(tmp_path, monkeypatch):

@@ -144,8 +144,9 @@ class Progress:
             self._ticker.join()
             self._ticker = None
         with self._lock:
-            if self.tty:
-                self._write(self.line() + "\n")
+            if self.tty:  # the bar's last state, kept on its line
+                self._show([])
+                self._write("\n")
             elif any(s != "done" for s in self.state.values()):
                 self._write(self.line() + "\n")
             if self._owned:
