@@ -766,17 +766,9 @@ def variables(S: dict, exact: dict) -> dict:
         return "--" if v is None else f"{v:g}"
 
     sd, mde, n = S["detectable"]
-    out = dict(
-        ConvError=S["conv_error"],
-        SgError=err("sg"),
-        SgBest=setting("sg"),
-        SwlOneError=err("sw-l1"),
-        SwlOneBest=setting("sw-l1"),
-        SwlTwoError=err("sw-l2"),
-        SwlTwoBest=setting("sw-l2"),
-        RezeroError=err("rezero"),
-        RezeroBest=setting("rezero"),
-    )
+    out = dict(ConvError=S["conv_error"])
+    for name, e in dict(Sg="sg", SwlOne="sw-l1", SwlTwo="sw-l2", Rezero="rezero").items():
+        out[f"{name}Error"], out[f"{name}Best"] = err(e), setting(e)
     for word in _WORDS:  # placeholders if a stage is missing
         out[f"Transfer{word}Error"] = out[f"Transfer{word}Best"] = "--"
     for e, word in zip(S["stages"], _WORDS):
