@@ -586,8 +586,9 @@ def _curves_figure(S: dict):
             # What was trained (family and depth here, width and data in the title); the paper's names: the table.
             ax.plot([e["epoch"] for e in h], [e["train_loss"] for e in h], marker="o", ms=3, label=trained_label(m))
         data = "ImageNet" if P["data"] == "imagenet" else f"{P['crop']}-px {_STANDIN_WORDS[P['data']]} (stand-in)"
+        # two lines: on one, a stand-in's name ran past the column and the figure printed below 6 pt
         ax.set_title(
-            f"{d} layers at width x{P['width']:g} on {data} (paper: {d + 2 if d == 18 else d - 2})", fontsize=7
+            f"{d} layers at width x{P['width']:g} (paper: {d + 2 if d == 18 else d - 2})\non {data}", fontsize=7
         )
         ax.set_xlabel("epoch", fontsize=7)
         ax.set_ylabel("training loss", fontsize=7)
