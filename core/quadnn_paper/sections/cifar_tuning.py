@@ -425,7 +425,7 @@ def _setting_claims(arms_of: Callable, proto: dict) -> list[cs.Claim]:
     large = _Arm(_rate_label(proto, "sg", SG_LARGE), "sg", SG_LARGE)
     rezero = _Arm(_rate_label(proto, "ReZero", REZERO_LARGE), "rezero", REZERO_LARGE)
     resnet20 = published.CIFAR_MAIN["ResNet20"]
-    pinned = (sw.label,)
+    pinned = tuple(a.label for a in (sg, sw, large, rezero) if a.experiment in PINNING)
     claim = functools.partial(_claim, arms_of, dataset=dataset, pinned=pinned)
     return [
         claim(
