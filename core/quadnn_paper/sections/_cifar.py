@@ -306,6 +306,67 @@ _PAPER_COMPACT = published.CIFAR_COMPACT
 _PAPER_WIDTH = published.CIFAR_WIDTH
 
 
+def _qresnet_rows(d: int) -> list[Row]:
+    """The QResNet rows of depth ``d``: random initialisation with ReLinear, with ReZero, weight transfer."""
+    P = _PAPER_MAIN
+    q, r = f"cifar_qresnet{d}", f"cifar_resnet{d}"
+    return [
+        Row(
+            "main",
+            f"QResNet{d} (r.i., ReLinear)",
+            q,
+            d,
+            method="ri",
+            lr_g=LR_G[d],
+            lr_b=LR_G[d],
+            paper=P[f"QResNet{d} (r.i., ReLinear)"],
+            twin=r,
+        ),
+        Row(
+            "main",
+            f"QResNet{d} (r.i., ReLinear+ReZero)",
+            q,
+            d,
+            method="ri+rezero",
+            lr_g=LR_G_REZERO[d],
+            lr_b=LR_G_REZERO[d],
+            paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"],
+            twin=r,
+        ),
+        Row(
+            "main",
+            f"QResNet{d} (w.t., ReLinear)",
+            q,
+            d,
+            method="wt",
+            lr_g=LR_G[d],
+            lr_b=LR_G[d],
+            paper=P[f"QResNet{d} (w.t., ReLinear)"],
+            source=r,
+        ),
+    ]
+
+
+def _transfer_controls() -> list[Row]:
+    """The weight-transfer rows' controls: the same QResNet transferred from the same source at the
+    same budget (stage + rest epochs) with its quadratic terms frozen (gamma = 0): a conventional
+    network (the float64 check of the tuning section) that differs from the w.t. row only in the
+    terms' training. A claim whose arms differ in budget as well is measured against them."""
+    return [
+        Row(
+            "control",
+            f"QResNet{d} (w.t., gamma 0)",
+            f"cifar_qresnet{d}",
+            d,
+            method="wt0",
+            lr_g=0.0,
+            lr_b=0.0,
+            source=f"cifar_resnet{d}",
+        )
+        for d in (20, 32, 56, 110)
+    ]
+
+
 def comparison_rows() -> list[Row]:
     """All rows of the three CIFAR-10 tables, in table order (full protocol)."""
     P = _PAPER_MAIN
@@ -326,59 +387,8 @@ def comparison_rows() -> list[Row]:
             for d in (20, 32, 56)
         ]
     for d in (20, 32, 56, 110):
-        q, r = f"cifar_qresnet{d}", f"cifar_resnet{d}"
-        rows += [
-            Row(
-                "main",
-                f"QResNet{d} (r.i., ReLinear)",
-                q,
-                d,
-                method="ri",
-                lr_g=LR_G[d],
-                lr_b=LR_G[d],
-                paper=P[f"QResNet{d} (r.i., ReLinear)"],
-                twin=r,
-            ),
-            Row(
-                "main",
-                f"QResNet{d} (r.i., ReLinear+ReZero)",
-                q,
-                d,
-                method="ri+rezero",
-                lr_g=LR_G_REZERO[d],
-                lr_b=LR_G_REZERO[d],
-                paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"],
-                twin=r,
-            ),
-            Row(
-                "main",
-                f"QResNet{d} (w.t., ReLinear)",
-                q,
-                d,
-                method="wt",
-                lr_g=LR_G[d],
-                lr_b=LR_G[d],
-                paper=P[f"QResNet{d} (w.t., ReLinear)"],
-                source=r,
-            ),
-        ]
-    # The weight-transfer rows' controls: the same QResNet transferred from the same source at the
-    # same budget (stage + rest epochs) with its quadratic terms frozen (gamma = 0): a conventional
-    # network (the float64 check of the tuning section) that differs from the w.t. row only in the
-    # terms' training. A claim whose arms differ in budget as well is measured against them.
-    rows += [
-        Row(
-            "control",
-            f"QResNet{d} (w.t., gamma 0)",
-            f"cifar_qresnet{d}",
-            d,
-            method="wt0",
-            lr_g=0.0,
-            lr_b=0.0,
-            source=f"cifar_resnet{d}",
-        )
-        for d in (20, 32, 56, 110)
-    ]
+        rows += _qresnet_rows(d)
+    rows += _transfer_controls()
     rows += [
         Row(
             "compact",
