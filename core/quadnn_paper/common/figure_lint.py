@@ -44,11 +44,18 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["lint", "record", "promised_error_bars", "FigureLintError", "overlaps_rect"]
+__all__ = ["lint", "record", "promised_error_bars", "FigureLintError", "overlaps_rect", "say_empty"]
 
 
 class FigureLintError(ValueError):
     """A figure the report refuses: its name and every problem found."""
+
+
+def say_empty(ax, why: str = "pending: no run has finished") -> None:
+    """Write in an axes with nothing to plot why it is empty (an empty axes that says nothing is
+    refused by :func:`lint`)."""
+    if not ax.get_lines():
+        ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", fontsize=7, color="0.4")
 
 
 # ------------------------------------------------------------------------ geometry (display coords)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from quadnn_paper.common import published
+from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 
@@ -596,6 +597,7 @@ def _curves_figure(S: dict):
         if ax.get_lines():  # below the panel: the curves may pass through any corner, and beside it the
             # figure would print wider than the column (its fonts scaled below 6 pt)
             ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, frameon=False)
+        say_empty(ax)
     fig.tight_layout()
     return fig
 

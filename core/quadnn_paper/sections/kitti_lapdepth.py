@@ -18,6 +18,7 @@ import numpy as np
 
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
+from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 
@@ -344,7 +345,9 @@ def _curves_figure(S: dict, profile: str, tiny: bool):
     ax.tick_params(labelsize=6.5)
     ax.set_title(trained_what(profile, tiny), fontsize=6.5)  # a stand-in says what it trained
     # beside: curves may fill any corner
-    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    if ax.get_lines():
+        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    say_empty(ax)
     fig.tight_layout()
     return fig
 
