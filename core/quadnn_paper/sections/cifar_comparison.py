@@ -583,6 +583,7 @@ def variables(S: dict, params: dict) -> dict:
         TrainImages=R.get("train_limit") or "all",
         TestImages=S["test_images"] or "--",
         BatchSize=R["batch_size"],
+        Lr=R["lr"],
         Width=P.get("width") or 1.0,
         FullSeeds=len(PROTOCOLS["full"]["seeds"]),
         RowsRun=S["rows_run"],

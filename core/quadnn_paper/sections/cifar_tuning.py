@@ -137,6 +137,7 @@ PROTOCOLS = {
     "cpu": dict(
         _COMMON,
         dataset=cs.STANDIN["dataset"],
+        lr=cs.STANDIN["lr"],
         width=cs.STANDIN_WIDTH,
         epochs=cs.STANDIN["epochs"],
         batch_size=cs.STANDIN["batch_size"],
@@ -786,6 +787,7 @@ def variables(S: dict, exact: dict) -> dict:
         FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]],
         CurveMetric="test error" if P["eval_every_epoch"] else "training error",
         Epochs=P["epochs"],
+        Lr=P["lr"],
         Width=P["width"],
         Optimizer={"sgd": "SGD (momentum 0.9)", "adam": "Adam"}[P["optimizer"]],
         GridValues={
