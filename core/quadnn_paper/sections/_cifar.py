@@ -873,7 +873,9 @@ def summary_rows(section: str, claims: list[Claim]) -> list[list]:
             ours = c.note or "--"
         else:
             a, b, iv = first
-            ours = f"{a} vs {b}: {iv.text()}" + (f" (+{others} pair{'s' * (others > 1)})" if others else "")
+            # the count in words: a table cell's "+1" can run into the next column's "points" in the text
+            more = "one more pair" if others == 1 else f"{others} more pairs"
+            ours = f"{a} vs {b}: {iv.text()}" + (f" ({more})" if others else "")
         det = "--" if not ivs or not math.isfinite(c.detectable) else f"{c.detectable:.1f}"
         out.append([section, c.text, c.paper, ours, c.seeds or "--", det, c.moved_text(), c.verdict_text])
     return out

@@ -964,7 +964,8 @@ def _sg_figure(S: dict):
     import matplotlib.pyplot as plt
 
     P = S["protocol"]
-    fig, ax = plt.subplots(figsize=(3.5, 2.4))  # one column
+    # one column with the legend beside the axes: drawn narrower than the column, so it prints unscaled
+    fig, ax = plt.subplots(figsize=(3.1, 2.4))
     _plot_curves(ax, S, "sg", r"$\gamma_g$")
     ax.set_title(f"ReLinear-sg, QResNet20{_width_tag(P)} (seed {P['grid_seeds'][0]:d}; x = diverged)", fontsize=7)
     return fig

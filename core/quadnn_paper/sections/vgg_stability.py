@@ -131,7 +131,8 @@ def _loss_figure(S: dict):
 
     P = S["protocol"]
     R = P["recipe"]
-    fig, ax = plt.subplots(figsize=(3.5, 2.4))  # printed size: one column
+    # one column with the legend beside the axes: drawn narrower than the column, so it prints unscaled
+    fig, ax = plt.subplots(figsize=(3.1, 2.4))
     for row in [r for r in S["rows"] if S["history"][r]]:
         h = S["history"][row][0]["history"]
         ep = [x["epoch"] for x in h]
