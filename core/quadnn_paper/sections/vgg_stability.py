@@ -61,7 +61,8 @@ PROTOCOLS = {
         recipe={**cs.VGG_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 192}, width=0.125, seeds=(0,), threads=1
     ),
     # cpu: the CIFAR stand-in's data (Fashion-MNIST at 16x16, every test image), a per-seed subset of
-    # 5,000 training images, batch 64, 6 epochs (470 steps), REST_SEEDS.
+    # 5,000 training images, batch 64, 6 epochs (470 steps), HEADLINE_SEEDS: a trains-or-not claim is
+    # decided on counts, and 4 of 4 against 0 of 4 (Fisher's p 0.029) does not survive Holm over three.
     "cpu": dict(
         recipe={
             **cs.VGG_RECIPE,
@@ -72,7 +73,7 @@ PROTOCOLS = {
             "eval_every_epoch": False,
         },
         width=0.125,
-        seeds=cs.REST_SEEDS,
+        seeds=cs.HEADLINE_SEEDS,
         threads=1,
         split_per_seed=True,
     ),
