@@ -317,42 +317,15 @@ _PAPER_WIDTH = published.CIFAR_WIDTH
 
 def _qresnet_rows(d: int) -> list[Row]:
     """The QResNet rows of depth ``d``: random initialisation with ReLinear, with ReZero, weight transfer."""
-    P = _PAPER_MAIN
     q, r = f"cifar_qresnet{d}", f"cifar_resnet{d}"
+    variants = (  # (label, method, the paper's rate of the terms, where the row's weights start)
+        (f"QResNet{d} (r.i., ReLinear)", "ri", LR_G[d], dict(twin=r)),
+        (f"QResNet{d} (r.i., ReLinear+ReZero)", "ri+rezero", LR_G_REZERO[d], dict(twin=r)),
+        (f"QResNet{d} (w.t., ReLinear)", "wt", LR_G[d], dict(source=r)),
+    )
     return [
-        Row(
-            "main",
-            f"QResNet{d} (r.i., ReLinear)",
-            q,
-            d,
-            method="ri",
-            lr_g=LR_G[d],
-            lr_b=LR_G[d],
-            paper=P[f"QResNet{d} (r.i., ReLinear)"],
-            twin=r,
-        ),
-        Row(
-            "main",
-            f"QResNet{d} (r.i., ReLinear+ReZero)",
-            q,
-            d,
-            method="ri+rezero",
-            lr_g=LR_G_REZERO[d],
-            lr_b=LR_G_REZERO[d],
-            paper=P[f"QResNet{d} (r.i., ReLinear+ReZero)"],
-            twin=r,
-        ),
-        Row(
-            "main",
-            f"QResNet{d} (w.t., ReLinear)",
-            q,
-            d,
-            method="wt",
-            lr_g=LR_G[d],
-            lr_b=LR_G[d],
-            paper=P[f"QResNet{d} (w.t., ReLinear)"],
-            source=r,
-        ),
+        Row("main", label, q, d, method=method, lr_g=rate, lr_b=rate, paper=_PAPER_MAIN[label], **start)
+        for label, method, rate, start in variants
     ]
 
 
