@@ -224,10 +224,10 @@ paper/main.pdf: $(PAPER_SRC) $(WANTED) $(wildcard paper/.stamps/*.json) paper/va
 	@# every number in the prose a macro from data (or an allowed form), else no PDF
 	$(BIN)/python tools/paper_check.py numbers
 	@# the build's identity (commit, profile, date) for the PDF's metadata
-	$(BIN)/python -m quadnn_paper.execution.identity paper/variables/build.tex --profile $(PROFILE) $(if $(TINY_ON),--tiny)
+	$(BIN)/python -m quadnn_paper.execution.identity paper/variables/build.tex --profile $(PROFILE) $(if $(TINY_ON),--tiny) --build build/$(RUN_TAG)
 	cd paper && latexmk -g -pdf -interaction=nonstopmode -halt-on-error -quiet main.tex
 	@# A PDF with a box off the page or unreadable figure fonts is set aside, not delivered.
-	$(BIN)/python tools/paper_check.py layout || { mv -f paper/main.pdf paper/main.layout-failed.pdf; exit 1; }
+	$(BIN)/python tools/paper_check.py layout --build build/$(RUN_TAG) || { mv -f paper/main.pdf paper/main.layout-failed.pdf; exit 1; }
 	@echo "paper/main.pdf built from the $(PROFILE)$(if $(TINY_ON), (TINY=1)) profile"
 
 paper: paper/main.pdf

@@ -373,6 +373,22 @@ def test_the_prose_check_fails_a_sentence_that_shows_its_template(text, bad):
     assert bool(paper_check.template_prose(text)) == bad
 
 
+def test_a_dash_passes_the_prose_check_only_while_runs_are_pending(tmp_path):
+    from quadnn_paper.execution.identity import pending_notebooks
+
+    prose = paper_check.template_prose("its error is \u2013 % with SGD, and 1 points apart")
+    assert sorted(p.split(":")[0] for p in prose) == [paper_check.EMPTY_VALUE, "one with a plural noun"]
+    assert paper_check.pending_dashes(prose, {}) == (prose, None)  # nothing pending: every finding stands
+    (tmp_path / "kitti_lapdepth.pending").write_text("pending (1 of 2 runs)\n")
+    (tmp_path / "runge.pending").write_text("")  # make's empty file: that notebook finished
+    (tmp_path / "imagenet.pending").symlink_to(tmp_path / "kitti_lapdepth.pending")  # not make's
+    pending = pending_notebooks(tmp_path)
+    assert pending == {"kitti_lapdepth": "pending (1 of 2 runs)"}
+    kept, notice = paper_check.pending_dashes(prose, pending)
+    assert kept == [p for p in prose if "plural" in p]  # only the dash is excused; the plural still fails
+    assert notice.startswith("1 sentence(s) show a dash") and "kitti_lapdepth" in notice
+
+
 def test_the_power_sentence_is_computed_from_the_claims_and_never_prints_a_template():
     empty = cs.adjust([cs.pair_claim("A beats B", [("A", {0: 1.0}, "B", {0: 2.0})])])
     text = cs.power_sentence(empty)

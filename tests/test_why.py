@@ -167,3 +167,6 @@ def test_the_build_identity_names_the_commit_profile_and_date():
     assert rf"\newcommand{{\buildCommit}}{{{who['commit'][:12]}" in tex
     assert r"\newcommand{\buildProfile}{full TINY=1}" in tex
     assert r"pdfsubject={quadnn companion report: profile \buildProfile, commit \buildCommit" in tex
+    assert "\\def\\buildPending{}\n" in tex  # the first page's note on pending runs stays away
+    pending = identity_tex("full", pending={"cifar_comparison": "pending (3 of 108 runs)", "k_d": "50%"})
+    assert "\\def\\buildPending{cifar\\_comparison: pending (3 of 108 runs); k\\_d: 50\\%}\n" in pending

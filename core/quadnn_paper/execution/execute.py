@@ -359,5 +359,5 @@ def pending_note(results: dict[str, dict | None], work: list) -> str | None:
     ):
         missing = sum(results.get(key(w)) is None for w in items)
         if missing:
-            parts.append(f"{missing} of {len(items)} {kind}")
+            parts.append(f"{missing} of {len(items)} {kind if len(items) != 1 else kind[:-1]}")
     return f"pending ({', '.join(parts)})" if parts else None

@@ -12,7 +12,7 @@ import datetime
 import subprocess
 from pathlib import Path
 
-__all__ = ["build_identity", "identity_tex", "main"]
+__all__ = ["build_identity", "identity_tex", "main", "pending_notebooks"]
 
 _ROOT = Path(__file__).resolve().parents[3]  # the checkout (core/quadnn_paper/execution/ is three below)
 
@@ -34,9 +34,25 @@ def build_identity(root: Path = _ROOT) -> dict:
     return dict(commit=commit or "unknown", dirty=bool(status), date=date)
 
 
-def identity_tex(profile: str, tiny: bool = False) -> str:
+def pending_notebooks(build: Path | None) -> dict[str, str]:
+    """``{notebook: its pending note}`` for each notebook of ``build`` (``make paper``'s folder of
+    executed copies) whose runs are not all finished: the ``NAME.pending`` files the Makefile keeps."""
+    if build is None or not Path(build).is_dir():
+        return {}
+    return {
+        p.stem: " ".join(p.read_text(errors="replace").split())
+        for p in sorted(Path(build).glob("*.pending"))
+        if p.is_file() and not p.is_symlink() and p.stat().st_size
+    }
+
+
+def identity_tex(profile: str, tiny: bool = False, pending: dict[str, str] | None = None) -> str:
     """``paper/variables/build.tex``: the build's identity in the PDF's metadata (hyperref's Subject,
-    Keywords and custom entries), and as ``\\buildCommit``, ``\\buildProfile``, ``\\buildDate``."""
+    Keywords and custom entries), and as ``\\buildCommit``, ``\\buildProfile``, ``\\buildDate``;
+    ``\\buildPending`` names the notebooks whose runs are still pending (empty when none is), which the
+    first page prints: their cells show a dash until a later ``make paper`` collects them."""
+    from ..common.cells import latex_escape
+
     who = build_identity()
     commit = who["commit"][:12] + ("+modified" if who["dirty"] else "")
     profile = f"{profile}{' TINY=1' if tiny else ''}"
@@ -46,6 +62,7 @@ def identity_tex(profile: str, tiny: bool = False) -> str:
             rf"\newcommand{{\buildCommit}}{{{commit}}}",
             rf"\newcommand{{\buildProfile}}{{{profile}}}",
             rf"\newcommand{{\buildDate}}{{{who['date']}}}",
+            rf"\def\buildPending{{{latex_escape('; '.join(f'{k}: {v}' for k, v in (pending or {}).items()))}}}",
             r"\hypersetup{pdfsubject={quadnn companion report: profile \buildProfile, commit \buildCommit, built \buildDate},",
             r"  pdfkeywords={quadnn; profile=\buildProfile; commit=\buildCommit; built=\buildDate},",
             r"  pdfinfo={QuadnnCommit={\buildCommit}, QuadnnProfile={\buildProfile}, QuadnnBuilt={\buildDate}}}",
@@ -61,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", help="the file to write, e.g. paper/variables/build.tex")
     ap.add_argument("--profile", required=True)
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument(
+        "--build", type=Path, help="the folder of executed notebooks, whose NAME.pending files name pending runs"
+    )
     a = ap.parse_args(argv)
-    atomic_write_text(Path(a.out), identity_tex(a.profile, a.tiny))
+    atomic_write_text(Path(a.out), identity_tex(a.profile, a.tiny, pending_notebooks(a.build)))
     return 0
 
 
