@@ -426,8 +426,8 @@ def test_efficiency_dominates_needs_less_memory_and_a_resolved_faster_step():
 
 
 def test_bench_on_cuda_n_makes_it_the_current_device(monkeypatch):
-    """Issue 30 item 7: events are recorded on the current device; --device cuda:1 must make GPU 1
-    current before anything is timed (before, it timed GPU 0's stream while computing on GPU 1)."""
+    """Events are recorded on the current device; --device cuda:1 must make GPU 1
+    current before anything is timed, or GPU 0's stream is timed while GPU 1 computes."""
     from standin_device import StrictCuda
 
     fake = StrictCuda(2).install(monkeypatch)
@@ -457,7 +457,7 @@ def _count_step(name, impl=None):
 
 def test_launch_count_of_a_training_step():
     """By the method: a step of one convolution counted by hand; then ResNet20 and QResNet20 near
-    the issue's counts at batch 8 (177 for ResNet20, taken with another tally of the loss and SGD)."""
+    counts taken independently at batch 8 (177 for ResNet20, with another tally of the loss and SGD)."""
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, bias=False), torch.nn.Flatten())
     x, y = torch.randn(2, 3, 4, 4), torch.randint(0, 16, (2,))
     step = bench.make_step(net, x, y)
@@ -472,8 +472,8 @@ def test_launch_count_of_a_training_step():
     }
     base, default, naive = counts.values()
     assert abs(base - 177) <= 5 and naive > default
-    # 357 (2.03x) before the gate's weight became a view of one fused tensor and backward's two
-    # products one launch each (issue 30); 318 (1.83x) after: a rise above 1.9x is a regression
+    # 318 (1.83x) with the gate's weight a view of one fused tensor and backward's two products one
+    # launch each, 357 (2.03x) without: a rise above 1.9x means a fusion was lost
     assert default / base < 1.9
     assert bench.aten_launches(_count_step("cifar_resnet20")) == base  # a count, not a sample
 
@@ -543,8 +543,8 @@ def test_compiled_rows_compare_with_tf32_off(monkeypatch):
 
 
 def test_efficiency_tables_keep_the_papers_seconds_and_gpu_rows_apart(tmp_path):
-    """Issue 32 item 1 (the overfull table lost the paper's columns) and issue 30 item 3: the paper's
-    10.43/10.87/21.61/27.72 s are in the models table at every profile; GPU rows are their own table."""
+    """The paper's 10.43/10.87/21.61/27.72 s are in the models table at every profile (a table too wide
+    for the page loses columns); GPU rows are their own table."""
     from quadnn_paper.data import gpu_bench
     from quadnn_paper.sections import efficiency as E
 

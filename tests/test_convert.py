@@ -180,7 +180,7 @@ def test_transfer_weights_structure_mismatch_names_the_layer():
         )
 
 
-# -- what quadratize reports (issue 14) ------------------------------------------------------
+# -- what quadratize reports -------------------------------------------------------------------
 class StdConv2d(nn.Conv2d):
     """A subclass with its own forward (weight standardisation), as timm's StdConv2d."""
 

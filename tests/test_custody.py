@@ -1,4 +1,4 @@
-"""Nothing lost, nothing forged, nothing unbounded (issue 40): each principle enforced by one test
+"""Nothing lost, nothing forged, nothing unbounded: each principle enforced by one test
 over every place it applies.
 
 1. Ownership by record: every stand-in writer removes or rewrites only the files its own record lists.

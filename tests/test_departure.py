@@ -1,4 +1,4 @@
-"""The stand-in tests the quadratic network, not its linear twin (issue 36): the departure of the
+"""The stand-in tests the quadratic network, not its linear twin: the departure of the
 quadratic terms measured against a plain reference, the paper's gamma scaled by a stated rule below
 full (and only there), train-or-not claims decided on counts, and claims whose quadratic arm did not
 move never read as an equivalence."""

@@ -1,4 +1,4 @@
-"""What a user met that the layer-by-layer tests did not (issue 27): string padding in backward,
+"""What a user met that the layer-by-layer tests did not: string padding in backward,
 forward-mode AD, torch.func with respect to any one parameter, meta-device loading, per-sample
 gradients, and quadratize on shared, hooked, frozen and already-quadratic modules."""
 

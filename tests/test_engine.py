@@ -41,7 +41,7 @@ def curve(result):
 
 
 # -- CLI -------------------------------------------------------------------------------------
-def test_help_documents_every_flag_of_the_issue():
+def test_help_documents_every_training_flag():
     text = _parser().format_help()
     for flag in (
         "--model",

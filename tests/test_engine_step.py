@@ -1,4 +1,4 @@
-"""The engine's training step against the plain one (issue 38, items 1 and 2).
+"""The engine's training step against the plain one: launches and host synchronisations per step.
 
 Launches are counted as quadnn_paper.bench counts them (ATen operations that launch a kernel, with torch's
 multi-tensor optimiser path as on CUDA); the engine step is a two-step epoch less a one-step epoch
@@ -86,7 +86,7 @@ def device_counts(cifar, tmp_path_factory):
 
 @pytest.mark.parametrize("case", list(step_cost.CASES))
 def test_engine_step_within_plain_step_plus_20_on_a_gpu(device_counts, case):
-    """Issue 38's goal: the engine step launches at most the plain step's + 20 (augmentation and
+    """The goal: the engine step launches at most the plain step's + 20 (augmentation and
     metrics) on a GPU, where the batch draw's host-side index building launches nothing."""
     c = device_counts[case]
     assert c["engine"] <= c["plain"] + 20, c
@@ -282,7 +282,7 @@ def test_one_pass_sgd_is_torch_sgd_bit_for_bit(nesterov):
 
 @pytest.mark.parametrize("mode", [None, "l1", "l2"])
 def test_relinear_decay_and_shrink_are_the_per_tensor_rules_bit_for_bit(mode):
-    def per_tensor(model):  # the rules as written per tensor (quadnn before issue 38)
+    def per_tensor(model):  # the rules as written per tensor: what the multi-tensor ones must equal
         terms = [(p, g, ref) for _, p, g, ref in relinear.quadratic_terms(model)]
 
         @torch.no_grad()

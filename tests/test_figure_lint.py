@@ -1,4 +1,4 @@
-"""The figure lint (quadnn_paper.common.figure_lint, run by Report.figure; issue 37 item 6).
+"""The figure lint (quadnn_paper.common.figure_lint, run by Report.figure on every figure).
 
 Legends at every ``loc`` over data that fills or avoids that spot are flagged exactly when a plain
 reference computation (the data sampled densely, each sample tested against the legend's box) finds

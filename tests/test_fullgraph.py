@@ -1,5 +1,5 @@
 """torch.compile(fullgraph=True) over forward and backward of every neuron kind, in fp32 and under
-bf16 autocast (issue 38 item 3): no graph break in quadnn's layers, so a compiled step can run
+bf16 autocast: no graph break in quadnn's layers, so a compiled step can run
 under CUDA graphs. AOTAutograd traces the backward (backend ``aot_eager``: the graphs inductor
 would get, without its code generation, so the test takes seconds)."""
 

@@ -1,4 +1,4 @@
-"""Full-size data through the engine (issue 38 item 4): a CIFAR-10 of the real size, written in the
+"""Full-size data through the engine: a CIFAR-10 of the real size, written in the
 real on-disk format, loaded under a memory bound and trained for one whole epoch on the CPU at a
 small width. Minutes: run by `make test-fullsize` (and test-e2e), not by `make test`."""
 

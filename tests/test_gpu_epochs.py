@@ -1,4 +1,4 @@
-"""Issue 38 item 5: the engine's epoch measured on a GPU, committed under docs/gpu/ (epoch*.json),
+"""The engine's epoch measured on a GPU, committed under docs/gpu/ (epoch*.json),
 read with validation, shown in the efficiency section and used for the full profile's GPU-hours."""
 
 from __future__ import annotations

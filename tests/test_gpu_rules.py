@@ -1,4 +1,4 @@
-"""The full profile against CUDA's rules, on a CPU-only machine (issue 22).
+"""The full profile against CUDA's rules, on a CPU-only machine.
 
 A strict fake of the ``torch.cuda`` calls the engine makes, a stand-in compute device on which
 whole runs train (every tensor of a step must be on it, as on a GPU), NCCL's collective rule,
@@ -601,7 +601,7 @@ def test_gpu_check_fp32_mode_keeps_tf32_off_through_backward(monkeypatch):
     assert seen == [False, True] and torch.backends.cudnn.allow_tf32
 
 
-# -- 8. a second review's hazards (issue 30) ------------------------------------------------------------
+# -- 8. the CPUs a job is given, the GPU a rank can see --------------------------------------------
 FAKE_SBATCH = """#!/bin/sh
 cp "$1" "{keep}"
 echo "Submitted batch job 4242"

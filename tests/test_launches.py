@@ -1,4 +1,4 @@
-"""Kernel-launching ATen operations per eager training step (issue 30, item 2): what a GPU pays
+"""Kernel-launching ATen operations per eager training step: what a GPU pays
 per operation whatever its size, so it dominates small batches. Counted with a TorchDispatchMode
 (view operations launch nothing and are left out); the counts are the same on every device."""
 

@@ -295,7 +295,7 @@ def test_square():
     assert torch.equal(Square()(x), torch.tensor([4.0, 0.25, 9.0]))
 
 
-# -- the fast implementation (issue 7) against the naive formulation ------------------------
+# -- the fast implementation against the naive formulation ----------------------------------
 IMPL_CASES = {
     "conv2d-g2-s2": (lambda k: QuadraticConv2d(4, 6, 3, stride=2, padding=1, groups=2, neuron=k), (2, 4, 9, 9)),
     "conv2d-nobias": (lambda k: QuadraticConv2d(3, 5, 3, padding=1, bias=False, neuron=k), (2, 3, 8, 8)),

@@ -1,4 +1,4 @@
-"""The claim ledger (issue 37): every claim of the paper has an entry, every entry an answer, every
+"""The claim ledger: every claim of the paper has an entry, every entry an answer, every
 claim a section computes is in the ledger, and the build refuses a ledger entry without one."""
 
 import csv
@@ -10,7 +10,7 @@ import pytest
 from quadnn_paper.common import ledger
 from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
 
-# claims of the paper a referee found missing from the report (issue 37), by ledger id
+# claims of the paper a referee once found missing from the report, by ledger id: each keeps its entry
 ONCE_MISSING = {
     "convergence",  # the appendix's convergence theorems
     "oscillation",  # l1 is not good at stabilising; beta 0.9 and 0.99 remove the oscillation

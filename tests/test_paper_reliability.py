@@ -1,4 +1,4 @@
-"""paper/ is consistent or untouched (issue 15, item 1).
+"""paper/ is consistent or untouched: after any interruption it holds one whole build of one profile.
 
 Each test is the reproduction of a failure seen before the fix:
 - a kill while a figure is saved left a 0-byte ``paper/figures/*.pdf`` in place of the good one;
@@ -188,7 +188,7 @@ def _check(*args):
 
 
 def test_mixed_profiles_are_refused_and_rebuilt(tmp_path, monkeypatch):
-    """The issue's reproduction: smoke everywhere, then cpu interrupted after one notebook wrote."""
+    """The failure reproduced: smoke everywhere, then cpu interrupted after one notebook wrote."""
     paper, build, nbs = tmp_path / "paper", tmp_path / "build", tmp_path / "notebooks"
     nbs.mkdir()
     (build / "smoke").mkdir(parents=True)

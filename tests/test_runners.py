@@ -160,7 +160,7 @@ def test_local_cpu_slot_runs_its_jobs_in_one_worker_and_a_job_that_kills_it_fail
 
 def test_local_running_counts_jobs_holding_slots_not_jobs_still_recording_their_exit(tmp_path, monkeypatch):
     # A finished job gives its slot back, then records its exit: slowed down here, the next job runs
-    # in that slot meanwhile, and a count of phases said 2 jobs ran on 1 worker (issue 28, case 8).
+    # in that slot meanwhile; a count of phases would then say 2 jobs ran on 1 worker.
     from quadnn_paper.execution.runners import local
 
     real = local.read_json

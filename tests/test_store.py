@@ -79,7 +79,7 @@ def test_corrupt_transfer_source_is_redone_not_misadvised(tmp_path):
     text = " ".join(str(w.message) for w in caught)
     assert str(stage) in text and "weights_only" not in text
     assert res["status"] == "finished" and RunStore(out).load_checkpoint(source, "stage1.pt") is not None
-    # the source's finished result was moved aside with a note, never deleted (issue 40.2)
+    # the source's finished result was moved aside with a note, never deleted: nothing is lost
     assert list(RunStore(out).dir(source).glob("result.json.corrupt-*"))
 
 

@@ -1,4 +1,4 @@
-"""Results you can trust on a shared cluster (issue 19): the store answers only for the run asked
+"""Results you can trust on a shared cluster: the store answers only for the run asked
 for, a result is checked against the data it was trained on, bad data is named at load, a team can
 share the cache, full or read-only disks and dead writers leave one line and nothing broken, two
 `make paper` wait for each other, and the CLI refuses values it cannot run."""

@@ -1,4 +1,4 @@
-"""Runs that tell the truth and destroy nothing (issue 28): stand-ins never write into a user's
+"""Runs that tell the truth and destroy nothing: stand-ins never write into a user's
 folder, a result is bound to its bytes and its own curve, one training has one id however it is
 spelt, a complete checkpoint whose writer died is adopted, and the store survives a kill at every
 one of its writes (the fault-injection tier at the end)."""
@@ -195,7 +195,7 @@ def test_two_configurations_share_an_id_exactly_when_they_train_the_same(a, b):
     assert (ca.run_id == cb.run_id) == (effective(ca) == effective(cb)), (a, b)
 
 
-def test_the_spellings_the_issue_found_give_one_id():
+def test_the_spellings_once_given_two_ids_give_one_id():
     base = small_run(relinear="sg", epochs=12)
     same = [
         base.replace(lr_b=base.lr_g),

@@ -1,4 +1,4 @@
-"""The figure lint (issue 37 item 6): what :meth:`quadnn_paper.report.Report.figure` checks on every
+"""The figure lint: what :meth:`quadnn_paper.report.Report.figure` checks on every
 figure a notebook saves, and what it records of it for the checks that read the captions.
 
 :func:`lint` draws the figure (no file is written) and returns the problems it finds, each naming the

@@ -9,7 +9,7 @@ section shows these rows apart from the CPU rows it measures itself and never mi
 
 :func:`load` reads the newest such folder (by name, so by date); None when there is none.
 
-The engine's epoch on a GPU (``make gpu-check``'s ``epoch`` check, issue 38): ``epoch*.json`` files
+The engine's epoch on a GPU (``make gpu-check``'s ``epoch`` check): ``epoch*.json`` files
 in such a folder, one row per line exactly as the check's child process prints it and as the check
 writes ``build/gpu-check/epoch.json``, for example::
 

@@ -1038,8 +1038,9 @@ def _departure_rows(S: dict) -> list[SweepRow]:
 
 
 def _departure_figure(S: dict):
-    """How far the quadratic terms moved from the linear twin, against gamma (issue 36): the share of
-    test predictions that change when the terms are reset, and the terms' size relative to W_r."""
+    """How far the quadratic terms moved from the linear twin, against gamma: the share of test
+    predictions that change when the terms are reset, and the terms' size relative to W_r; it shows
+    whether a stand-in trained the quadratic network or only its linear twin."""
     import matplotlib.pyplot as plt
 
     P, rows = S["protocol"], _departure_rows(S)

@@ -78,7 +78,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # Protocols
 # --------------------------------------------------------------------------------------
-#: Architectures of the variety-dimension table (issue 3's list; the paper gives no table).
+#: Architectures of the variety-dimension table (our choice of small networks; the paper gives no table).
 VARIETY_ARCHS = [(1, 1, 1), (1, 2, 1), (2, 2, 1), (2, 3, 1), (3, 3, 1), (2, 2, 2, 1), (3, 2, 2, 1)]
 VARIETY_ARCHS_EXTRA = [(1, 1, 1, 1), (4, 2, 1), (5, 2, 1), (4, 4, 1), (2, 2, 2, 2, 1)]
 
