@@ -11,10 +11,14 @@
   So does every ``docs/...`` path and every ``quadnn/...py`` or ``quadnn_paper/...py`` path.
   A name that must stay unresolved is in :data:`ALLOWED` with its reason; CHANGELOG.md, a
   history of names, is not read.
+- The companion's layers are import-linter's ``layers`` contract in pyproject.toml (what ``make
+  test`` enforces); README.md, CONTRIBUTING.md and docs/layout.md state that many and name only
+  its modules, and every module docs/layout.md places, and every name it places in a module, is there.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -23,6 +27,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -110,7 +115,7 @@ ALLOWED = {
 
 
 # Modules that moved, old name -> new: what a record of a past run under docs/gpu/ calls them.
-MOVED = {"quadnn.bench": "quadnn_paper.bench"}  # the benchmark harness left the library (issue 41)
+MOVED = {"quadnn.bench": "quadnn_paper.bench"}  # the benchmark harness left the library: it is the companion's
 
 
 def as_recorded(rel: str, name: str) -> str:
@@ -211,6 +216,122 @@ def test_the_walk_reads_what_it_should():
         "docs/gpu.md",
         "docs/gpu/.",
     ]
+
+
+# -- the companion's layers, as the docs state them --------------------------------------------------
+
+LAYER_DOCS = [
+    f for f in ("README.md", "CONTRIBUTING.md", "docs/CONTRIBUTING.md", "docs/layout.md") if (REPO / f).is_file()
+]
+NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+LAYER_COUNT = re.compile(rf"\b({'|'.join(NUMBERS)}|\d+)[ -]layers\b", re.I)
+TICKED_MODULE = re.compile(r"`(\w+)(?:/|\.py)?`")  # `engine`, `engine/`, `report.py`
+DIAGRAM_BOX = re.compile(r"(?:^|  )\s*(\w+)(?:/|\.py)(?=\s|$)", re.M)  # a layer's name opening a column
+TABLE_ROW = re.compile(r"^\| `(core/[^`]+)` \| (.*) \|$", re.M)
+MODULE_AND_NOTE = re.compile(r"`(\w+\.py)` \(")
+IDENTIFIER = re.compile(r"`([A-Za-z_]\w*)`")
+
+
+def contract_layers() -> list[list[str]]:
+    """The companion's layers, top first, each a list of sibling modules: import-linter's ``layers``
+    contract over ``quadnn_paper`` in pyproject.toml (``(x)`` an optional module, ``|`` or ``:``
+    between siblings)."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c["type"] == "layers" and c.get("containers") == ["quadnn_paper"]]
+    return [[m.strip().strip("()") for m in re.split(r"[|:]", layer)] for layer in contract["layers"]]
+
+
+def _sentences(markdown: str):
+    """Headings, list items and sentences (to a full stop or semicolon) of ``markdown``, fences left out."""
+    parts, current = [], []
+    for line in FENCE.sub("", markdown).splitlines():
+        heading = line.lstrip().startswith("#")
+        if heading or not line.strip() or re.match(r"\s*[-*] ", line):
+            parts.append(" ".join(current))
+            current = []
+        if heading:
+            parts.append(line)
+        elif line.strip():
+            current.append(line.strip())
+    parts.append(" ".join(current))
+    for part in parts:
+        yield from re.split(r"(?<=[.;])\s+", part)
+
+
+def _defined(path: Path) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _parenthesis(text: str, start: int) -> str:
+    """The text inside the parenthesis opened just before ``start``, nested ones included."""
+    depth = 1
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if not depth:
+            return text[start:i]
+    return text[start:]
+
+
+def test_the_docs_state_the_companions_layers_and_modules_as_they_are():
+    layers = contract_layers()
+    modules = {m for layer in layers for m in layer}
+    companion = REPO / "core" / "quadnn_paper"
+    problems = [
+        f"pyproject.toml: the layer {m} is no module of quadnn_paper"
+        for m in sorted(modules)
+        if not ((companion / m).is_dir() or (companion / f"{m}.py").is_file())
+    ]
+    for rel in LAYER_DOCS:
+        text = (REPO / rel).read_text()
+        counted = [s for s in _sentences(text) if LAYER_COUNT.search(s)]
+        if not counted:
+            problems.append(f"{rel}: states no count of the companion's layers")
+        for sentence in counted:
+            where = f"{rel}: {' '.join(sentence.split())!r}"
+            for word in LAYER_COUNT.findall(sentence):
+                n = int(word) if word.isdigit() else NUMBERS.index(word.lower())
+                if n != len(layers):
+                    problems.append(f"{where} says {n} layers; the contract has {len(layers)}")
+            named = set(TICKED_MODULE.findall(sentence))
+            if named - modules:
+                problems.append(f"{where} names {sorted(named - modules)}, not layers of the contract")
+            if re.search(r"layers[^.;:]*:", sentence) and named != modules:  # a list of the layers
+                problems.append(f"{where} lists {sorted(named)}; the contract's are {sorted(modules)}")
+
+    layout = (REPO / "docs/layout.md").read_text()
+    boxes = set(DIAGRAM_BOX.findall(FENCE.search(layout).group()))
+    if boxes != modules:
+        problems.append(f"docs/layout.md: the diagram shows {sorted(boxes)}; the contract's are {sorted(modules)}")
+    for name in DOTTED.findall(layout):
+        if not resolves(name):
+            problems.append(f"docs/layout.md: {name} does not resolve")
+    for path in re.findall(r"(?<![\w/.-])core/[\w./-]*\w/?", layout):
+        if not (REPO / path).exists():
+            problems.append(f"docs/layout.md: no {path}")
+    for folder, note in TABLE_ROW.findall(layout):
+        base = REPO / folder
+        for name in re.findall(r"`(\w+(?:\.py|/))`", note):  # a module or folder the row names
+            if base.is_dir() and not any(base.rglob(name.rstrip("/"))):
+                problems.append(f"docs/layout.md: no {name} under {folder}")
+        placed = [(base, note)] if base.is_file() else []  # a row of one module: the names it places there
+        for m in MODULE_AND_NOTE.finditer(note):  # `x.py` (`name`, ...): the names it places in x.py
+            files = sorted(base.rglob(m.group(1))) if base.is_dir() else []
+            placed += [(f, _parenthesis(note, m.end())) for f in files[:1]]
+        for module, words in placed:
+            missing = set(IDENTIFIER.findall(words)) - _defined(module)
+            if missing:
+                problems.append(
+                    f"docs/layout.md places {sorted(missing)} in {module.relative_to(REPO)}, which does not define them"
+                )
+    assert not problems, "\n".join(problems)
 
 
 # -- every documented snippet runs as written -------------------------------------------------------
