@@ -223,6 +223,11 @@ def test_evaluate_averages_the_ten_crops(tiny_folder):
     # 7 crops vote for the wrong class, 3 for the right one: a top-5 hit but not a top-1 hit.
     ev = task.evaluate(_CropVote(y - 1), torch.device("cpu"), amp=False)
     assert (ev["top1_error"], ev["top5_error"]) == (100.0, 0.0)
+    # the departure's predictions are the same ten-crop vote, for every image
+    pred, label = task.predictions(_CropVote(y), torch.device("cpu"), amp=False)
+    assert pred.tolist() == y.tolist() and label.tolist() == y.tolist()
+    pred, _ = task.predictions(_CropVote(y - 1), torch.device("cpu"), amp=False)
+    assert pred.tolist() == (y - 1).tolist()
 
 
 def test_run_end_to_end_and_cached(tiny_folder, tmp_path):
@@ -236,6 +241,8 @@ def test_run_end_to_end_and_cached(tiny_folder, tmp_path):
     assert r["history"][0]["lr"]["g"] == 1e-5
     assert json.loads(next((tmp_path / "runs").glob("*/result.json")).read_text())["top1_error"] == r["top1_error"]
     assert run(cfg, tmp_path / "runs") == json.loads(json.dumps(r))  # second call: from result.json
+    # the quadratic terms' departure from the linear twin, over every validation image (the claims' gate)
+    assert 0.0 <= r["departure"]["changed"] <= 100.0 and 0.0 <= r["departure"]["twin_error"] <= 100.0
 
 
 # -- protocols ------------------------------------------------------------------------------------
@@ -267,3 +274,47 @@ def test_digits_folder_rewritten_without_stale_images(tmp_path):
     assert len(list((root / "train").rglob("*.png"))) == 20 and len(list((root / "val").rglob("*.png"))) == 20
     assert I.folder_name(I.protocol("smoke")) == "digits-imagefolder-24-20"
     assert I.folder_name(I.protocol("full")) == "imagenet"
+
+
+# -- the claims -------------------------------------------------------------------------------------
+def _errors(q: float, r: float, seeds=range(4), spread=0.3):
+    """Top-1 errors by model and seed: every QResNet at ``q``, every other network at ``r`` (+- spread)."""
+    out = {}
+    for m in I.MODELS[18] + I.MODELS[34]:
+        base = q if "qresnet" in m else r
+        out[m] = {s: base + spread * ((s * 7 + len(m)) % 3 - 1) for s in seeds}
+    return out
+
+
+@pytest.mark.parametrize(
+    "q, r, moved, want",
+    [
+        (20.0, 25.0, 5.0, "supported"),  # 5 points better at every seed, terms acting
+        (25.0, 20.0, 5.0, "contradicted"),  # 5 points worse
+        (20.0, 25.0, 0.2, "not tested"),  # the terms changed 0.2 % of predictions: nothing quadratic tested
+        # the rivals did not train: decided on counts, and 4 of 4 against 0 of 4 (Fisher's p 0.029)
+        # does not survive Holm over the section's pairs
+        (20.0, 95.0, 5.0, "undecided (trained 4/4 vs 0/4)"),
+    ],
+)
+def test_the_claims_follow_the_paired_rule_and_the_departure_gate(q, r, moved, want):
+    quadratic = [m for m in I.MODELS[18] + I.MODELS[34] if any(k in m for k in ("qresnet", "poly", "parabolic"))]
+    moved_by = {m: moved for m in quadratic}  # a conventional network has no departure
+    decided = I.claims(_errors(q, r), moved_by, n_classes=10)
+    assert [c.text for c in decided] == [I.CLAIM_Q_BEATS_R, I.CLAIM_Q_BEATS_POLY]
+    assert all(c.verdict_text.startswith(want) for c in decided), [c.verdict_text for c in decided]
+    assert len(decided[1].pairs) == 4 and decided[1].paper.count(" vs ") == 4
+
+
+def test_a_network_not_trained_at_the_profile_leaves_its_pairs_not_tested():
+    errors = {m: v for m, v in _errors(20.0, 25.0).items() if m in I.MODELS[18]}  # depth 18 only (smoke)
+    decided = I.claims(errors, {}, n_classes=10)
+    assert decided[0].verdict_text == "not tested at this profile (1 of 2 pairs tested)"
+    assert decided[1].verdict_text == "not tested at this profile (2 of 4 pairs tested)"
+
+
+def test_a_run_that_did_not_finish_counts_at_chance():
+    configs = I.runs("cpu")[:2]
+    results = {configs[0].run_id: dict(status="finished", top1_error=31.0), configs[1].run_id: dict(status="diverged")}
+    errors = I.seed_errors(configs, results, n_classes=10)
+    assert errors == {configs[0].model: {configs[0].seed: 31.0}, configs[1].model: {configs[1].seed: 90.0}}

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from quadnn_paper.common import ledger
-from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
+from quadnn_paper.sections import cifar_comparison, cifar_tuning, imagenet, vgg_stability
 
 # claims of the paper a referee once found missing from the report, by ledger id: each keeps its entry
 ONCE_MISSING = {
@@ -29,11 +29,12 @@ _TABLES = {
 
 
 def _section_claims(profile="cpu"):
-    """Every claim text each CIFAR section computes (from no results: the texts do not depend on them)."""
+    """Every claim text each paired section computes (from no results: the texts do not depend on them)."""
     out = {}
     for mod, table in _TABLES.items():
         S = mod.summary({}, profile)
         out[table] = [c.text for c in S["claims"]]
+    out["claims_imagenet"] = [c.text for c in imagenet.claims({}, {}, n_classes=10)]
     return out
 
 

@@ -298,21 +298,31 @@ class ImageFolderClassification(Task):
         for x, y in self._train_loader:
             yield x, y, len(y) * self.world
 
-    @torch.no_grad()
-    def evaluate(self, model, device, amp):
+    def _val_batches(self):
+        """This rank's share of the validation images, each as its ten crops."""
         from torch.utils.data import Subset
 
-        model.eval()
         if self._val_loader is None:
             part = Subset(self.val_set, range(self.rank, len(self.val_set), self.world))
             self._val_loader = self._loader(part, max(1, self.cfg.eval_batch_size // 10))
+        return self._val_loader
+
+    @staticmethod
+    def _logits(model, x, device, amp):
+        """An image's logits: those of its ten crops averaged."""
+        b, n_crops = x.shape[:2]
+        with _autocast(device, amp):
+            logits = model(x.flatten(0, 1))
+        return logits.float().view(b, n_crops, -1).mean(1)
+
+    @torch.no_grad()
+    def evaluate(self, model, device, amp):
+        model.eval()
         tot = torch.zeros(4, dtype=torch.float64, device=device)  # loss, top-1 hits, top-5 hits, images
-        for x, y in self._val_loader:
+        for x, y in self._val_batches():
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            b, n_crops = x.shape[:2]
-            with _autocast(device, amp):
-                logits = model(x.flatten(0, 1))
-            logits = logits.float().view(b, n_crops, -1).mean(1)
+            b = x.shape[0]
+            logits = self._logits(model, x, device, amp)
             hit = logits.topk(min(5, logits.shape[1]), 1).indices == y[:, None]
             tot += _sums(device, F.cross_entropy(logits, y, reduction="sum"), hit[:, 0].sum(), hit.any(1).sum(), b)
         if self.world > 1:
@@ -325,6 +335,20 @@ class ImageFolderClassification(Task):
             val_images=int(n),
             n_crops=10,
         )
+
+    @torch.no_grad()
+    def predictions(self, model, device, amp):
+        # every validation image, on every rank (measured once a run, after training): the
+        # departure of the quadratic terms is a share of all of them
+        model.eval()
+        loader = (
+            self._val_batches() if self.world == 1 else self._loader(self.val_set, self.cfg.eval_batch_size // 10 or 1)
+        )
+        preds, labels = [], []
+        for x, y in loader:
+            preds.append(self._logits(model, x.to(device, non_blocking=True), device, amp).argmax(1).cpu())
+            labels.append(y.cpu())
+        return torch.cat(preds), torch.cat(labels)
 
 
 class DepthRegression(Task):

@@ -1,5 +1,7 @@
 """LaTeX heads of the ImageNet table (its top-5 column only on data with enough classes)."""
 
+from ._claims import CLAIMS_ALIGN
+
 # The error table's columns as typeset; the others print as named.
 _COLUMNS = {
     "paper label": "paper",
@@ -15,4 +17,4 @@ def _errors_head(header: list[str]) -> dict:
     return {"header_tex": [_COLUMNS.get(h, h) for h in header], "align": "ll" + "r" * (len(header) - 2)}
 
 
-HEADS = {"imagenet_errors": _errors_head}
+HEADS = {"imagenet_errors": _errors_head, "imagenet_claims": {"align": CLAIMS_ALIGN}}

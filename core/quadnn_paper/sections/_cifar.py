@@ -697,6 +697,7 @@ def pair_claim(
     trains: bool = False,
     pinned: tuple = (),
     universal: bool = True,
+    limit: float | None = None,
 ) -> Claim:
     """Decide the claim "each ``better`` beats its ``worse``" from ``pairs`` of
     ``(label, {seed: error}, label, {seed: error})`` on ``dataset`` (diverged runs at chance); a
@@ -705,9 +706,10 @@ def pair_claim(
     profile (the pair counts as not tested). One piece of evidence per pair, verdicts by
     :func:`stats.verdict` (unadjusted until :func:`adjust`), combined by :func:`stats.combine`.
     ``moved_by``: each quadratic arm's departure by label (:func:`moved`; conventional arms absent
-    or None); ``margins``: each pair's equivalence margin (None: none)."""
+    or None); ``margins``: each pair's equivalence margin (None: none); ``limit``: the error (%) from
+    which a run counts as not trained (default :func:`trained_limit` of ``dataset``)."""
     moved_by = moved_by or {}
-    limit = trained_limit(dataset)
+    limit = trained_limit(dataset) if limit is None else limit
     out, controls = [], {}
     for la, a, lb, b, *rest in pairs:
         control = rest[0] if rest else None

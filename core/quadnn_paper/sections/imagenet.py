@@ -14,10 +14,12 @@ section's table, figures and variables. One run under torchrun (DDP):
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
+from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
@@ -35,6 +37,7 @@ from quadnn_paper.data.imagefolder import (
     write_fashion_folder,
 )
 from quadnn_paper.engine import Computation
+from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._arrays import pack, unpack
 from quadnn_paper.sections._tiny import capped
 
@@ -62,6 +65,9 @@ __all__ = [
     "classes",
     "trained_label",
     "TOP5_MIN_CLASSES",
+    "CLAIM_Q_BEATS_R",
+    "CLAIM_Q_BEATS_POLY",
+    "claims",
 ]
 
 
@@ -137,8 +143,16 @@ PROTOCOLS = {
     "smoke": dict(
         _DIGITS, models=["imagenet_plain18", "imagenet_resnet18", "imagenet_qresnet18"], epochs=1, max_per_class=20
     ),
-    # cpu: Fashion-MNIST at 24x24, 300 training images a class, every one of its 10,000 test images
-    "cpu": dict(_DIGITS, data="fashion_mnist", models=MODELS[18] + MODELS[34], epochs=5, max_per_class=300),
+    # cpu: Fashion-MNIST at 24x24, 300 training images a class, every one of its 10,000 test images;
+    # four seeds (a run takes seconds) so that the claims are decided on paired differences
+    "cpu": dict(
+        _DIGITS,
+        data="fashion_mnist",
+        models=MODELS[18] + MODELS[34],
+        epochs=5,
+        max_per_class=300,
+        seeds=list(cs.REST_SEEDS),
+    ),
     "full": dict(
         _RECIPE,
         data="imagenet",
@@ -487,9 +501,9 @@ def _protocol_variables(P: dict, full_params: dict[str, int]) -> dict:
         # one run per network cannot tell its difference from seed-to-seed variation
         MarginWords=(
             "With one seed per network we cannot tell a difference of a few points from seed-to-seed "
-            "variation, so these rows neither confirm nor contradict the paper's margin"
+            "variation, so these rows alone neither confirm nor contradict the paper's margin"
             if len(P["seeds"]) < 2
-            else f"With {len(P['seeds'])} seeds per network the claim ledger's paired intervals judge the paper's margin"
+            else f"With {len(P['seeds'])} seeds per network the paired differences below judge the paper's margin"
         ),
         FullCrop=PROTOCOLS["full"]["crop"],
         FullResize=PROTOCOLS["full"]["resize"],
@@ -520,6 +534,23 @@ def _result_variables(by_model: dict[str, list[dict]]) -> dict:
     return var
 
 
+def _claim_variables(decided: list) -> dict:
+    """The claims' verdicts and the Holm family, as the text quotes them."""
+    by_text = {c.text: c for c in decided}
+    return dict(
+        QBeatsRVerdict=by_text[CLAIM_Q_BEATS_R].verdict_text,
+        QBeatsPolyVerdict=by_text[CLAIM_Q_BEATS_POLY].verdict_text,
+        HolmFamily=cs.family_size(decided),
+        HolmWords=_pairs_words(decided),
+    )
+
+
+def _pairs_words(decided: list) -> str:
+    """The Holm family in words: "3 pairs with a p-value" (a pair two claims share counted once)."""
+    n = len({pair for c in decided for pair in c.pairs if pair[2] is not None and not math.isnan(pair[2].p)})
+    return "no pair with a p-value" if n == 0 else f"{n} pair{'s' * (n != 1)} with a p-value"
+
+
 def _compute_seconds(by_model: dict[str, list[dict]]) -> float:
     """Training and evaluation time of every finished run."""
     return sum(
@@ -537,7 +568,10 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
     full_params = results[_params().key]
     n_classes = classes(profile, tiny)
     top5 = n_classes >= TOP5_MIN_CLASSES
+    moved_by = {m: cs.moved(rs) for m, rs in by_model.items()}  # None for a conventional network
+    decided = claims(seed_errors(configs, results, n_classes), moved_by, n_classes)
     return dict(
+        claims=decided,
         protocol=P,
         configs=configs,
         by_model=by_model,
@@ -551,8 +585,54 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
         variables={
             **_protocol_variables(P, full_params),
             **_result_variables(by_model),
+            **_claim_variables(decided),
             "TopFiveNote": _top5_note(n_classes, top5),
         },
+    )
+
+
+# -- the paper's claims, decided on paired seeds ----------------------------------------------------
+# (the ledger finds them in the claims_imagenet table by these texts)
+CLAIM_Q_BEATS_R = "QResNets beat the ResNets of their depth on ImageNet"
+CLAIM_Q_BEATS_POLY = "QResNets beat the Poly-/Parabolic networks of their depth on ImageNet"
+_DEPTHS = (18, 34)
+
+
+def seed_errors(configs: list, results: dict, n_classes: int) -> dict[str, dict[int, float]]:
+    """Per model, each finished seed's top-1 error (%); a run that did not finish counts at chance."""
+    chance = 100.0 * (1 - 1 / n_classes)
+    out: dict[str, dict[int, float]] = {}
+    for cfg in configs:
+        r = results.get(cfg.run_id)
+        if r is not None:
+            err = r.get("top1_error") if r.get("status", "finished") == "finished" else None
+            out.setdefault(cfg.model, {})[cfg.seed] = chance if err is None else err
+    return out
+
+
+def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None], n_classes: int) -> list:
+    """The section's claims (:class:`~quadnn_paper.sections._cifar.Claim`), each pair a quadratic
+    ResNet against a network of its depth trained from the same initial weights under the same seed,
+    decided by the CIFAR sections' rule (the quadratic terms' departure gate, then counts or the
+    paired interval) and Holm-adjusted within the section. A network not trained at this profile
+    leaves its pair not tested."""
+
+    def pairs(rivals: tuple[str, ...]) -> list[tuple[str, str]]:  # (quadratic, rival) by depth
+        return [(f"imagenet_qresnet{d}", f"imagenet_{r}{d}") for d in _DEPTHS for r in rivals]
+
+    def decide(text: str, rivals: tuple[str, ...]):
+        arms = pairs(rivals)
+        return cs.pair_claim(
+            text,
+            [(PAPER_LABEL[q], errors.get(q, {}), PAPER_LABEL[r], errors.get(r, {})) for q, r in arms],
+            "; ".join(f"{PAPER[q]} vs {PAPER[r]}" for q, r in arms),
+            moved_by={PAPER_LABEL[m]: v for m, v in moved_by.items()},
+            margins=[stats.margin_of(cs.paper_effect(PAPER[q], PAPER[r])) for q, r in arms],
+            limit=100.0 * (1 - 1 / n_classes) - cs.UNTRAINED_MARGIN,
+        )
+
+    return cs.adjust(
+        [decide(CLAIM_Q_BEATS_R, ("resnet",)), decide(CLAIM_Q_BEATS_POLY, ("poly_resnet", "parabolic_resnet"))]
     )
 
 
@@ -641,6 +721,8 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
         Lines(_run_lines(S)),
         # "trained": the network as trained (depth, width); top-5 only with >= TOP5_MIN_CLASSES classes.
         Table("imagenet_errors", S["header"], S["rows"], digits=4),
+        Table("imagenet_claims", cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),
+        Table("claims_imagenet", cs.SUMMARY_HEADER, cs.summary_rows("ImageNet", S["claims"]), rows_only=True),
         Lines([str(r) for r in S["rows"]]),
         Figure("imagenet_crops", lambda: _crops_figure(sample)),
         Figure("imagenet_curves", lambda: _curves_figure(S)),
