@@ -85,33 +85,35 @@ def quoted(text, limit: int = 300) -> str:
     return s if len(s) <= limit else s[:limit] + "..."
 
 
-def _refuse_link(path, e: OSError) -> OSError:
+OWN = "where quadnn_paper keeps only files it wrote itself"  # the folders of open_own, by default
+
+
+def _refuse_link(path, e: OSError, where: str = OWN) -> OSError:
     if e.errno != errno.ELOOP:
         return e
     with contextlib.suppress(OSError):
         return RefusedFile(
             errno.ELOOP,
-            f"refusing {path}: a symbolic link (to {quoted(os.readlink(path))}) where quadnn_paper keeps only "
-            f"files it wrote itself; it follows no link there: remove it",
+            f"refusing {path}: a symbolic link (to {quoted(os.readlink(path))}) {where}; it follows no link "
+            "there: remove it",
         )
     return RefusedFile(errno.ELOOP, f"refusing {path}: a symbolic link loop on its way; remove it")
 
 
-def open_own(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
-    """A descriptor of ``path``, one of the project's own files in a cache or paper folder: a
-    symbolic link there is refused, never followed (``O_NOFOLLOW``: a teammate's link must not
-    make us write into another user's file), and so is anything but a regular file (a FIFO
-    would block, a device never end). One :class:`RefusedFile` line naming it."""
+def open_own(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 0o666, *, where: str = OWN) -> int:
+    """A descriptor of ``path``, one of the project's own files in a cache or paper folder (or a
+    data file: ``where`` names the folder in the messages): a symbolic link there is refused, never
+    followed (``O_NOFOLLOW``: a teammate's link must not make us write into another user's file),
+    and so is anything but a regular file (a FIFO would block, a device never end). One
+    :class:`RefusedFile` line naming it."""
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as e:
-        raise _refuse_link(path, e) from None
+        raise _refuse_link(path, e, where) from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise RefusedFile(
-            errno.EINVAL, f"refusing {path}: not a regular file ({_kind(st.st_mode)}) where only files belong"
-        )
+        raise RefusedFile(errno.EINVAL, f"refusing {path}: not a regular file ({_kind(st.st_mode)}) {where}")
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     return fd
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
+from quadnn_paper.common.files import RefusedFile, open_own
 from quadnn_paper.common.paths import GENERATED
 
 __all__ = [
@@ -96,18 +96,14 @@ def find(data_dir: str | os.PathLike | None = None) -> Path:
 
 
 def _open_regular(path: Path) -> int:
-    """A read-only descriptor of ``path``, a regular file; a link, FIFO or device is refused (the
-    open neither follows a link nor blocks on a FIFO)."""
+    """A read-only descriptor of ``path``, a regular file (:func:`~quadnn_paper.common.files.open_own`:
+    a link, FIFO or device is refused; the open neither follows a link nor blocks on a FIFO)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return open_own(path, where="where Fashion-MNIST's files are read as regular files only")
+    except RefusedFile as e:
+        raise BadFile(str(e)) from None
     except OSError as e:
-        if path.is_symlink():
-            raise BadFile(f"{path}: a symbolic link; Fashion-MNIST files are read as regular files only") from None
         raise BadFile(f"{path}: cannot be opened ({e.strerror})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise BadFile(f"{path}: not a regular file (a FIFO, device or folder); Fashion-MNIST files are regular files")
-    return fd
 
 
 def _read_idx(folder: Path, name: str) -> np.ndarray:
