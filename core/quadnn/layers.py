@@ -154,8 +154,8 @@ class QuadraticLayer(WeightGuards):
         construction and after ``to``/``cuda``/``double``/``to_empty``; what else separates them
         (``load_state_dict(assign=True)`` keeps the checkpoint's own tensors, ``quadratize`` the
         conventional layer's Parameters) costs the concatenation, not correctness."""
-        if getattr(self, "groups", 1) != 1 or self.neuron == "compact" or getattr(self, "weight_g", None) is None:
-            return
+        if getattr(self, "groups", 1) != 1 or getattr(self, "weight_g", None) is None:
+            return  # (a kind without a gate has no W_g)
         # Done on the meta device too, so a layer built there has the storage layout of one built
         # on the CPU (torch's test_device_ctx_init): W_g at an offset after W_r, not at 0.
         b_g = self.bias_g
@@ -305,20 +305,16 @@ class QuadraticLayer(WeightGuards):
         return kind.combine(op(x, self.weight, self.bias), g, p)
 
     def _forward_fused(self, x):
-        neuron = self.neuron
-        if neuron == "compact":
-            return self._linear_op(x, self.weight, self.bias) + self._linear_op(x * x, self.weight_b, self.bias_b)
+        """The kind's plain form (:mod:`quadnn.neurons`) with the linear branch and the gate as one
+        operation over [W_r; W_g] (a view, :meth:`_pack_`), differentiated by autograd."""
+        kind = neuron_kind(self.neuron)
+        p = self._linear_op(x * x, self.weight_b, self.bias_b) if kind.power else None
+        if not kind.gate:
+            return kind.combine(self._linear_op(x, self.weight, self.bias), None, p)
         op = self._op()
-        w, b = self._fused_gate_params()
-        rg = self._linear_op(x, w, b)
+        rg = self._linear_op(x, *self._fused_gate_params())
         r, g = op.split(rg)
-        if neuron == "parabolic":
-            y = r * g
-        elif neuron == "poly":
-            y = r * (g + 1)
-        else:
-            y = r * g + op.grouped(self._linear_op(x * x, self.weight_b, self.bias_b))
-        return op.ungrouped(y, like=rg)
+        return op.ungrouped(kind.combine(r, g, None if p is None else op.grouped(p)), like=rg)
 
     def _fused_params(self, view: bool = True):
         """(w, b, w_b, b_b) of :func:`_quadratic_forward`: the fused [r, g] (or compact [x, x*x])
@@ -367,9 +363,10 @@ class QuadraticLayer(WeightGuards):
     def _forward(self, input: torch.Tensor) -> torch.Tensor:
         x = input
         if not neuron_kind(self.neuron).hand_written:  # a kind of one's own: its plain form
-            if not isinstance(x, torch.fx.Proxy):
-                self._check_input(x)
-            return self._forward_naive(x)
+            if isinstance(x, torch.fx.Proxy):
+                return self._forward_naive(x)
+            self._check_input(x)
+            return self._forward_fused(x) if self.implementation == "fused" else self._forward_naive(x)
         if isinstance(x, torch.fx.Proxy):  # torch.fx.symbolic_trace: no values to check
             if _quantization_tracer(x.tracer):
                 # torch.ao's FX graph-mode quantization (prepare_fx, prepare_qat_fx) records the

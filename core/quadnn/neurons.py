@@ -6,10 +6,13 @@ term), and the kind's :attr:`Neuron.combine` makes the output of them. What a la
 (``weight_g``/``bias_g``, ``weight_b``/``bias_b``), its ReLinear initialisation, its naive forward
 and the multiply-accumulates the counters report are read from the kind.
 
-The four kinds of the paper also have hand-written implementations (the fused [r, g] operation and
-its custom autograd Function, :mod:`quadnn.quadratic_function`, and the batch-norm fusion,
-:mod:`quadnn.fusion`). A kind added with :func:`register` runs its plain form, differentiated by
-autograd, under every ``implementation``; the conv-BN fusion refuses it by name::
+Every kind runs its plain form differentiated by autograd: ``implementation="naive"`` (one operation
+per linear map) and ``"fused"`` (the linear branch and the gate as one operation over [W_r; W_g]), both
+built from :attr:`Neuron.combine`. The four kinds of the paper also have a hand-written backward (the
+custom autograd Function of ``"fast"``, ``"speed"`` and ``"lean"``, :mod:`quadnn.quadratic_function`,
+which the property tests hold equal to autograd's) and the batch-norm fusion (:mod:`quadnn.fusion`).
+A kind added with :func:`register` runs its plain form under every ``implementation`` ("fused" as
+above, the others as "naive"); the conv-BN fusion refuses it by name::
 
     quadnn.neurons.register(Neuron("gated_poly", lambda r, g, p: r * g + r + p, gate=True, power=True))
     layer = quadnn.QuadraticConv2d(16, 32, 3, neuron="gated_poly")
