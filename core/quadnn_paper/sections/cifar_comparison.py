@@ -55,7 +55,7 @@ def _key(model: str, method: str = "conventional") -> tuple:
 
 # Rows trained below full, with the seeds each runs at (the others are "full only"). cpu: the
 # stand-in protocol the tuning section shares (_cifar.STANDIN), the rows of the headline claims
-# (depth 20) at HEADLINE_SEEDS, the rest (QResNet32 and Compact-QResNet32 against ResNet32, ResNet110, the ResNet32
+# (depth 20) at HEADLINE_SEEDS, the rest (QResNet32 and Compact-QResNet32 against ResNet32, ResNet56, ResNet110, the ResNet32
 # twice as wide) at REST_SEEDS; every arm has the same channel multiplier, times its row's width.
 _H, _R = cs.HEADLINE_SEEDS, cs.REST_SEEDS
 _CPU_ROWS = {
@@ -72,6 +72,7 @@ _CPU_ROWS = {
     _key("cifar_qresnet32", "wt"): _R,
     _key("cifar_qresnet32_compact", "wt"): _R,  # "Compact-QResNet32 beats ResNet110 with fewer parameters"
     _key("cifar_resnet110"): _R,
+    _key("cifar_resnet56"): _R,  # "Depth helps more than the quadratic neuron: ResNet56 beats QResNet20"
     ("cifar_resnet32", 2.0, "conventional", None): _R,
 }
 _SMOKE_ROWS = (
