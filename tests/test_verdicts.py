@@ -390,6 +390,20 @@ def test_a_dash_passes_the_prose_check_only_while_runs_are_pending(tmp_path):
     assert notice.startswith("1 sentence(s) show a dash") and "kitti_lapdepth" in notice
 
 
+def test_a_table_far_from_its_first_reference_fails_the_layout_check():
+    refs = [("tab:near", 3), ("fig:x", 1), ("tab:far", 2), ("tab:far", 9), ("tab:early", 9), ("tab:stack", 3)]
+    log = "\n".join(f"quadnn-ref: {label} on page {page}" for label, page in refs)
+    placed = [("tab:near", 4), ("tab:far", 6), ("tab:early", 4), ("tab:stack", 7), ("fig:y", 10), ("tab:alone", 9)]
+    aux = "".join(f"\\newlabel{{{label}}}{{{{I}}{{{page}}}{{}}{{table.caption.1}}{{}}}}\n" for label, page in placed)
+    found = paper_check.table_placement(log, aux)
+    # tab:far: first referred to on page 2 (not 9), then pages 3 and 5 of text (4 holds tab:near);
+    # tab:early stands before its reference, pages 5 and 8 of text between; tab:stack waits behind
+    # the tables of pages 4 and 6, with one page of text between: near enough
+    assert [f.split(" stands")[0] for f in found] == ["table tab:far", "table tab:early"], found
+    assert "3 pages of text from its first reference (page 2)" in found[0]
+    assert paper_check.table_placement(log, aux, limit=3) == []
+
+
 def test_the_power_sentence_is_computed_from_the_claims_and_never_prints_a_template():
     empty = cs.adjust([cs.pair_claim("A beats B", [("A", {0: 1.0}, "B", {0: 2.0})])])
     text = cs.power_sentence(empty)

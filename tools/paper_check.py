@@ -77,6 +77,36 @@ def small_tables(log: str, limit: float = MIN_FONT_PT) -> list[str]:
     ]
 
 
+# paper/main.tex writes "quadnn-ref: LABEL on page P" to the log for every \ref as it is shipped out;
+# the .aux file holds each label's page (\newlabel{LABEL}{{NUMBER}{PAGE}...}).
+_REFERENCED_ON = re.compile(r"^quadnn-ref: (tab:\S+) on page (\d+)$", re.M)
+_LABEL_PAGE = re.compile(r"\\newlabel\{((?:tab|fig):[^}]*)\}\{\{[^}]*\}\{(\d+)\}")
+TABLE_PAGES = 2  # a reader turns at most this many pages of text from a table's first reference to it
+
+
+def table_placement(log: str, aux: str, limit: int = TABLE_PAGES) -> list[str]:
+    """Each table more than ``limit`` pages of text away from the page of its first reference; the
+    pages between that hold a table or figure of their own do not count (tables referred to together
+    stand one after another)."""
+    first: dict[str, int] = {}
+    for label, page in _REFERENCED_ON.findall(log):
+        first[label] = min(first.get(label, int(page)), int(page))
+    placed = [(label, int(page)) for label, page in _LABEL_PAGE.findall(aux)]
+    floats = {page for _, page in placed}
+    found = []
+    for label, page in placed:
+        if label not in first:
+            continue
+        lo, hi = sorted((first[label], page))
+        text = sum(p not in floats for p in range(lo + 1, hi)) + (hi > lo)
+        if text > limit:
+            found.append(
+                f"table {label} stands on page {page}, {text} pages of text from its first reference (page "
+                f"{first[label]}); at most {limit}: move its float nearer in the source"
+            )
+    return found
+
+
 def printed_widths(tex: str) -> dict[str, float]:
     """``{figure name: printed width in pt}`` of every ``\\includegraphics{figures/NAME}`` in ``tex``
     (``\\linewidth`` is the text width inside ``figure*``, the column width elsewhere)."""
@@ -378,6 +408,9 @@ def main(argv=None) -> int:
         text = log.read_text(errors="replace")
         found = overfull_boxes(text) + small_tables(text) + small_fonts(Path(a.paper))
         found += promised_error_bars(Path(a.paper))  # a caption's error bars drawn (figures/NAME.lint.json)
+        aux = Path(a.paper) / "main.aux"
+        if aux.is_file():
+            found += table_placement(text, aux.read_text(errors="replace"))
         pdf = Path(a.paper) / "main.pdf"
         if pdf.is_file():  # the report's sentences, as printed: no template shows through
             prose, notice = pending_dashes(pdf_prose(pdf), pending_notebooks(Path(a.build)) if a.build else {})

@@ -798,6 +798,7 @@ def variables(S: dict, exact: dict) -> dict:
         EpochTimeQ=S["epoch_time_q"],
         EpochTimeConv=S["epoch_time_conv"],
         AdamConvError="--" if S["adam_error"] is None else S["adam_error"],
+        AdamCompared=int(S["adam_error"] is not None),  # whether this profile ran Adam beside SGD
         TestImages=S["test_images"] or "--",
         TrainImages=P["train_limit"] or "all",
         Level=round(100 * stats.LEVEL),
