@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cells import latex_escape
 from .files import atomic_write_text
 
 __all__ = [
@@ -433,10 +434,6 @@ def tally(rows: list[tuple[Entry, str, str]]) -> dict[str, int]:
     return {k: sum(kind == k for _, kind, _ in rows) for k in KINDS}
 
 
-def _tex(text: str) -> str:
-    return re.sub(r"([%&#_$])", r"\\\1", text)
-
-
 def families(paper: Path) -> dict[str, int]:
     """The size of each paired section's Holm family (its distinct pairs with a p-value), as the
     section wrote it (``HolmFamily``); a section that wrote none is left out."""
@@ -470,7 +467,7 @@ def write(paper: Path) -> dict[str, int]:
     atomic_write_text(paper / "tables" / "ledger.csv", f.getvalue())
     for part, cifar in (("cifar", True), ("other", False)):  # two floats: one would overrun a page
         body = [
-            " & ".join(_tex(x) for x in (e.where, e.claim, e.section.replace("_", " "), answer, kind)) + r" \\"
+            " & ".join(latex_escape(x) for x in (e.where, e.claim, e.section.replace("_", " "), answer, kind)) + r" \\"
             for e, kind, answer in rows
             if (e.section in CIFAR_SECTIONS) == cifar
         ]
@@ -478,7 +475,7 @@ def write(paper: Path) -> dict[str, int]:
     names = {"decided": "Decided", "undecided": "Undecided", "not tested": "NotTested", "measured": "Measured"}
     macros = [rf"\newcommand{{\ledger{names[k]}}}{{{v}}}" for k, v in counts.items()]
     macros.append(rf"\newcommand{{\ledgerAll}}{{{len(rows)}}}")
-    macros.append(rf"\newcommand{{\ledgerHolmFamilies}}{{{_tex(families_text(families(paper)))}}}")
+    macros.append(rf"\newcommand{{\ledgerHolmFamilies}}{{{latex_escape(families_text(families(paper)))}}}")
     atomic_write_text(
         paper / "variables" / "ledger.tex",
         "% written by quadnn_paper.common.ledger; do not edit\n" + "\n".join(macros) + "\n",
