@@ -156,6 +156,30 @@ def test_status_lists_every_section():
     assert sorted(listed) == NAMES
 
 
+def test_status_names_a_link_in_a_runs_place_and_goes_on(tmp_path):
+    import subprocess
+    import sys
+
+    from quadnn_paper.execution import status
+    from quadnn_paper.execution.sections import section_runs
+
+    cfg = section_runs("cifar_comparison", "smoke")[0]
+    runs, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    runs.mkdir()
+    elsewhere.mkdir()
+    (runs / cfg.run_id).symlink_to(elsewhere)  # a teammate's link where the run's folder belongs
+    text, failed = status.plan_table("smoke", runs)
+    assert [(s, c.run_id) for s, c, _ in failed] == [("cifar_comparison", cfg.run_id)]
+    assert failed[0][2].startswith("refused: ") and "symbolic link" in failed[0][2]
+    assert not list(elsewhere.iterdir())  # nothing written through the link
+    r = subprocess.run(
+        [sys.executable, "-m", "quadnn_paper.execution.status", "--profile", "smoke", "--cache", str(runs)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and "Traceback" not in r.stderr and "refused: " in r.stdout
+
+
 def test_the_writer_renders_every_output_kind(tmp_path):
     import matplotlib.pyplot as plt
 

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from ..common import published
+from ..common.files import RefusedFile
 from ..common.profiles import PROFILES
 from ..data import gpu_bench
 from ..engine import RunConfig, RunStore, cached
@@ -181,7 +182,12 @@ def plan_table(
         finished = []  # seconds per epoch per unit of model size, from finished runs
         states = {}
         for cfg in runs:
-            res = store.result(cfg)
+            try:
+                res = store.result(cfg)
+            except RefusedFile as e:  # a link or a stranger's file in the run's place: said, never followed
+                counts["failed"] += 1
+                failed.append((section, cfg, f"refused: {e}"))
+                continue
             if res is not None:
                 counts["done"] += 1
                 if res.get("epoch_time"):
