@@ -244,7 +244,7 @@ def test_what_ends_without_its_result_is_submitted_again_while_waiting(request, 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
     once = flaky(tmp_path / "a")
     assert execute_work([once], tmp_path / "a-cache", runner, wait=True, progress=False, retries=0) == {once.key: None}
-    assert once.key in pending.read_text() and "pending (1 of 1 computations)" in pending.read_text()
+    assert once.key in pending.read_text() and "pending (1 of 1 computation)" in pending.read_text()
     out = capsys.readouterr().out
     assert "the first attempt dies" in out, out
     twice = flaky(tmp_path / "b")
@@ -260,6 +260,9 @@ def test_the_pending_note_counts_runs_and_computations_apart():
     from quadnn_paper.execution.execute import pending_note
 
     run, computation = RunConfig(), probe(1)
-    assert pending_note({}, [run, computation]) == "pending (1 of 1 runs, 1 of 1 computations)"
-    assert pending_note({run.run_id: {}}, [run, computation]) == "pending (1 of 1 computations)"
+    assert (
+        pending_note({}, [run, computation]) == "pending (1 of 1 run, 1 of 1 computation)"
+    )  # (the first page prints it)
+    assert pending_note({run.run_id: {}}, [run, computation]) == "pending (1 of 1 computation)"
+    assert pending_note({}, [run, RunConfig(seed=1)]) == "pending (2 of 2 runs)"
     assert pending_note({run.run_id: {}, computation.key: "[1, 2, 3]"}, [run, computation]) is None
