@@ -144,15 +144,10 @@ PROTOCOLS = {
         _DIGITS, models=["imagenet_plain18", "imagenet_resnet18", "imagenet_qresnet18"], epochs=1, max_per_class=20
     ),
     # cpu: Fashion-MNIST at 24x24, 300 training images a class, every one of its 10,000 test images;
-    # four seeds (a run takes seconds) so that the claims are decided on paired differences
-    "cpu": dict(
-        _DIGITS,
-        data="fashion_mnist",
-        models=MODELS[18] + MODELS[34],
-        epochs=5,
-        max_per_class=300,
-        seeds=list(cs.REST_SEEDS),
-    ),
+    # one seed: a run takes minutes (the ten-crop evaluation of 10,000 images more than its training),
+    # and at this scale the quadratic terms change about 0.1 % of the predictions, so the claims'
+    # departure gate answers "not tested" whatever the number of seeds
+    "cpu": dict(_DIGITS, data="fashion_mnist", models=MODELS[18] + MODELS[34], epochs=5, max_per_class=300),
     "full": dict(
         _RECIPE,
         data="imagenet",
