@@ -368,7 +368,8 @@ def pdf_prose(pdf: Path) -> list[str]:
 
     if shutil.which("pdftotext") is None:
         return [f"{pdf}: pdftotext is not installed (poppler-utils): the prose check cannot read the PDF"]
-    r = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True)
+    # reading order, column by column: -layout would join a line of one column to the next of the other
+    r = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True)
     if r.returncode != 0:
         return [f"{pdf}: pdftotext failed: {r.stderr.strip()[:200]}"]
     return template_prose(r.stdout)
