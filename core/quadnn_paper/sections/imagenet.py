@@ -535,14 +535,19 @@ def _claim_variables(decided: list) -> dict:
     return dict(
         QBeatsRVerdict=by_text[CLAIM_Q_BEATS_R].verdict_text,
         QBeatsPolyVerdict=by_text[CLAIM_Q_BEATS_POLY].verdict_text,
-        HolmFamily=cs.family_size(decided),
+        HolmFamily=_tested_pairs(decided),
         HolmWords=_pairs_words(decided),
     )
 
 
+def _tested_pairs(decided: list) -> int:
+    """The Holm family's size: the pairs with a p-value (a pair two claims share counted once)."""
+    return len({pair for c in decided for pair in c.pairs if pair[2] is not None and not math.isnan(pair[2].p)})
+
+
 def _pairs_words(decided: list) -> str:
-    """The Holm family in words: "3 pairs with a p-value" (a pair two claims share counted once)."""
-    n = len({pair for c in decided for pair in c.pairs if pair[2] is not None and not math.isnan(pair[2].p)})
+    """The Holm family in words: "3 pairs with a p-value"."""
+    n = _tested_pairs(decided)
     return "no pair with a p-value" if n == 0 else f"{n} pair{'s' * (n != 1)} with a p-value"
 
 
