@@ -298,13 +298,18 @@ class ImageFolderClassification(Task):
         for x, y in self._train_loader:
             yield x, y, len(y) * self.world
 
+    def _ten_crop_loader(self, images):
+        """A loader of ``images``, each as its ten crops (a batch of ``eval_batch_size`` crops)."""
+        return self._loader(images, max(1, self.cfg.eval_batch_size // 10))
+
     def _val_batches(self):
         """This rank's share of the validation images, each as its ten crops."""
         from torch.utils.data import Subset
 
         if self._val_loader is None:
-            part = Subset(self.val_set, range(self.rank, len(self.val_set), self.world))
-            self._val_loader = self._loader(part, max(1, self.cfg.eval_batch_size // 10))
+            self._val_loader = self._ten_crop_loader(
+                Subset(self.val_set, range(self.rank, len(self.val_set), self.world))
+            )
         return self._val_loader
 
     @staticmethod
@@ -344,9 +349,7 @@ class ImageFolderClassification(Task):
         # the quadratic terms change what the network predicts, and one crop of ten answers it at
         # a tenth of the ten-crop vote's cost (twice per run: the network and its linear twin).
         model.eval()
-        loader = (
-            self._val_batches() if self.world == 1 else self._loader(self.val_set, self.cfg.eval_batch_size // 10 or 1)
-        )
+        loader = self._val_batches() if self.world == 1 else self._ten_crop_loader(self.val_set)
         preds, labels = [], []
         for x, y in loader:
             with _autocast(device, amp):

@@ -37,13 +37,19 @@ def build_identity(root: Path = _ROOT) -> dict:
 def pending_notebooks(build: Path | None) -> dict[str, str]:
     """``{notebook: its pending note}`` for each notebook of ``build`` (``make paper``'s folder of
     executed copies) whose runs are not all finished: the ``NAME.pending`` files the Makefile keeps."""
+    from ..common.files import RefusedFile, read_own
+
     if build is None or not Path(build).is_dir():
         return {}
-    return {
-        p.stem: " ".join(p.read_text(errors="replace").split())
-        for p in sorted(Path(build).glob("*.pending"))
-        if p.is_file() and not p.is_symlink() and p.stat().st_size
-    }
+    out = {}
+    for p in sorted(Path(build).glob("*.pending")):
+        try:  # make's own files: a link or FIFO in their place is not read
+            note = " ".join(read_own(p).decode(errors="replace").split())
+        except RefusedFile:
+            continue
+        if note:
+            out[p.stem] = note
+    return out
 
 
 def identity_tex(profile: str, tiny: bool = False, pending: dict[str, str] | None = None) -> str:

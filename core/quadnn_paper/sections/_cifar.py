@@ -68,6 +68,7 @@ __all__ = [
     "decide",
     "family_size",
     "paper_effect",
+    "tested_pairs",
     "not_tested",
     "claim_rows",
     "summary_rows",
@@ -779,7 +780,7 @@ def adjust(claims: list[Claim]) -> list[Claim]:
             for i, j in unique
         ]
     )
-    family = sum(not math.isnan(p) for p in adj)
+    family = tested_pairs(claims)
     by_pair = {claims[i].pairs[j]: (a, e) for (i, j), a, e in zip(unique, adj, eq)}
     per = {(i, j): by_pair[claims[i].pairs[j]][0] for i, j in flat}
     per_eq = {(i, j): by_pair[claims[i].pairs[j]][1] for i, j in flat}
@@ -793,6 +794,12 @@ def adjust(claims: list[Claim]) -> list[Claim]:
         es = tuple(clean(per_eq.get((i, j))) for j in range(len(c.pairs)))
         out.append(decide(replace(c, p_adjusted=ps, p_equivalence=es, family=max(1, family))))
     return out
+
+
+def tested_pairs(claims: list[Claim]) -> int:
+    """The pairs of ``claims`` with a p-value, a pair two claims share counted once: the Holm
+    family :func:`adjust` adjusts them in (0 where none has one)."""
+    return len({pair for c in claims for pair in c.pairs if pair[2] is not None and not math.isnan(pair[2].p)})
 
 
 def family_size(claims: list[Claim]) -> int:

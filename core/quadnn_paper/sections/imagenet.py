@@ -14,7 +14,6 @@ section's table, figures and variables. One run under torchrun (DDP):
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -535,19 +534,14 @@ def _claim_variables(decided: list) -> dict:
     return dict(
         QBeatsRVerdict=by_text[CLAIM_Q_BEATS_R].verdict_text,
         QBeatsPolyVerdict=by_text[CLAIM_Q_BEATS_POLY].verdict_text,
-        HolmFamily=_tested_pairs(decided),
+        HolmFamily=cs.tested_pairs(decided),
         HolmWords=_pairs_words(decided),
     )
 
 
-def _tested_pairs(decided: list) -> int:
-    """The Holm family's size: the pairs with a p-value (a pair two claims share counted once)."""
-    return len({pair for c in decided for pair in c.pairs if pair[2] is not None and not math.isnan(pair[2].p)})
-
-
 def _pairs_words(decided: list) -> str:
     """The Holm family in words: "3 pairs with a p-value"."""
-    n = _tested_pairs(decided)
+    n = cs.tested_pairs(decided)
     return "no pair with a p-value" if n == 0 else f"{n} pair{'s' * (n != 1)} with a p-value"
 
 
@@ -598,9 +592,14 @@ CLAIM_Q_BEATS_POLY = "QResNets beat the Poly-/Parabolic networks of their depth 
 _DEPTHS = (18, 34)
 
 
+def _chance(n_classes: int) -> float:
+    """Top-1 error (%) of a uniform guess over ``n_classes``: what a network that does not learn scores."""
+    return 100.0 * (1 - 1 / n_classes)
+
+
 def seed_errors(configs: list, results: dict, n_classes: int) -> dict[str, dict[int, float]]:
     """Per model, each finished seed's top-1 error (%); a run that did not finish counts at chance."""
-    chance = 100.0 * (1 - 1 / n_classes)
+    chance = _chance(n_classes)
     out: dict[str, dict[int, float]] = {}
     for cfg in configs:
         r = results.get(cfg.run_id)
@@ -628,7 +627,7 @@ def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None
             "; ".join(f"{PAPER[q]} vs {PAPER[r]}" for q, r in arms),
             moved_by={PAPER_LABEL[m]: v for m, v in moved_by.items()},
             margins=[stats.margin_of(cs.paper_effect(PAPER[q], PAPER[r])) for q, r in arms],
-            limit=100.0 * (1 - 1 / n_classes) - cs.UNTRAINED_MARGIN,
+            limit=_chance(n_classes) - cs.UNTRAINED_MARGIN,
         )
 
     return cs.adjust(
