@@ -540,9 +540,9 @@ def _claim_variables(decided: list) -> dict:
 
 
 def _pairs_words(decided: list) -> str:
-    """The Holm family in words: "3 pairs with a p-value"."""
+    """The Holm family in words: "3 pairs have a p-value" (a sentence's clause)."""
     n = cs.tested_pairs(decided)
-    return "no pair with a p-value" if n == 0 else f"{n} pair{'s' * (n != 1)} with a p-value"
+    return "no pair has a p-value" if n == 0 else f"{n} pair{' has' if n == 1 else 's have'} a p-value"
 
 
 def _compute_seconds(by_model: dict[str, list[dict]]) -> float:
