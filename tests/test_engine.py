@@ -173,6 +173,29 @@ def test_finished_config_is_never_rerun(tmp_path, monkeypatch):
     assert cfg.run_id != tiny(epochs=1, lr_g=1e-4).run_id
 
 
+def test_quadratic_init_random_starts_from_drawn_terms_and_keeps_older_ids():
+    """``quadratic_init="random"`` (training without ReLinear) starts every quadratic term drawn, on
+    top of the twin's linear weights; at its default the field stays out of the key, so every run
+    stored before it keeps its id."""
+    from quadnn import relinear
+    from quadnn_paper.engine.loop import _initial_model
+
+    base = tiny(relinear="none", init_twin="cifar_resnet20")
+    assert "quadratic_init" not in base.key() and "quadratic_init" in base.replace(quadratic_init="random").key()
+    drawn = base.replace(quadratic_init="random")
+    ref, rnd = (_initial_model(c, make_task(c)) for c in (base, drawn))
+    terms = [
+        (p, p2, value)
+        for (_, p, _, value), (_, p2, _, _) in zip(relinear.quadratic_terms(ref), relinear.quadratic_terms(rnd))
+    ]
+    assert all(torch.all(p == value) for p, _, value in terms)  # ReLinear's start
+    assert all(not torch.all(p2 == value) for _, p2, value in terms if p2.numel() > 1)
+    lin = [n for n, _ in ref.named_parameters() if n.rsplit(".", 1)[-1] in ("weight", "bias")]
+    assert all(torch.equal(ref.get_parameter(n), rnd.get_parameter(n)) for n in lin)  # the same twin
+    with pytest.raises(ValueError, match=r"quadratic_init must be one of \('reference', 'random'\)"):
+        tiny(quadratic_init="kaiming")
+
+
 def test_divergence_is_recorded_not_raised(tmp_path):
     cfg, out = tiny(relinear="none", lr=1e4, epochs=3), tmp_path / "runs"
     res = run(cfg, out)

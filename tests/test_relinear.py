@@ -314,3 +314,25 @@ def test_param_groups_reject_non_finite_and_mistyped_rates(kw, needle):
     args.update(kw)
     with pytest.raises(ValueError, match=needle):
         relinear.param_groups(model, **args)
+
+
+@pytest.mark.parametrize("kind", NEURONS)
+def test_random_init_draws_every_term_as_torch_draws_the_layers_weight(kind):
+    """Trained without ReLinear, a quadratic network starts from drawn terms: each within
+    +-1/sqrt(fan_in) of the layer it belongs to (torch's bound for the linear weight, groups and
+    kernel included), spread over that range, and the model no longer computes its linear twin."""
+    torch.manual_seed(0)
+    model = Net(kind).eval()
+    x = torch.randn(2, 3, 8, 8)
+    twin = linear_twin(model).eval()
+    torch.testing.assert_close(model(x), twin(x), rtol=1e-5, atol=1e-6)  # ReLinear's start
+    assert relinear.random_init_(model) is model
+    for m in model.modules():
+        if isinstance(m, QuadraticLayer):
+            fan_in = nn.init._calculate_fan_in_and_fan_out(m.weight)[0]  # torch's own count
+            bound = 1 / fan_in**0.5
+            for name, p, _, ref in m.quadratic_terms():
+                assert p.abs().max() <= bound, name
+                if p.numel() > 8:  # drawn over the range, not left at the reference
+                    assert p.std() > bound / 4 and not torch.all(p == ref), name
+    assert not torch.allclose(model(x), twin(x), atol=1e-3)

@@ -1,7 +1,8 @@
 """ReLinear: train a quadratic network by letting each neuron grow out of its linear self.
 
 - :func:`init_` sets every quadratic term to its reference value, so each quadratic
-  layer computes exactly its linear branch.
+  layer computes exactly its linear branch (:func:`random_init_` draws them instead, as a
+  network trained without ReLinear starts).
 - :func:`param_groups` (ReLinear-sg, shrinking gradients) gives the gate terms
   (``weight_g``, ``bias_g``) and the power terms (``weight_b``, ``bias_b``) their own
   learning rates, as ordinary torch parameter groups.
@@ -26,6 +27,7 @@ from .layers import QuadraticLayer
 
 __all__ = [
     "init_",
+    "random_init_",
     "quadratic_terms",
     "param_groups",
     "QUADRATIC_DECAY",
@@ -49,6 +51,19 @@ def init_(model: nn.Module) -> nn.Module:
     for module in model.modules():
         if isinstance(module, QuadraticLayer):
             module.relinear_init_()
+    return model
+
+
+@torch.no_grad()
+def random_init_(model: nn.Module) -> nn.Module:
+    """Draw every quadratic term of ``model`` as torch draws its layer's linear weight,
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (in place, in module order); returns it. The start of a
+    quadratic network trained without ReLinear, the baseline its initialisation is compared with."""
+    for module in model.modules():
+        if isinstance(module, QuadraticLayer):
+            bound = 1.0 / math.sqrt(module.weight[0].numel())  # fan_in: in_features (x kernel / groups)
+            for _, p, _, _ in module.quadratic_terms():
+                p.uniform_(-bound, bound)
     return model
 
 

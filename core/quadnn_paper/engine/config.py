@@ -23,6 +23,7 @@ __all__ = [
     "OPTIMIZERS",
     "SCHEDULES",
     "QUADRATIC_DECAY",
+    "QUADRATIC_INIT",
     "OPERATIONAL",
     "KEY_IF_NOT",
     "DEVICES",
@@ -37,6 +38,10 @@ SCHEDULES = ("multistep", "diminishing", "constant", "poly")
 # "reference" decays them toward their ReLinear reference, decoupled (quadnn's default);
 # "zero" is ordinary coupled L2 toward 0 on every group (the official ReLinear code).
 QUADRATIC_DECAY = ("reference", "zero")
+# Where the quadratic terms start: "reference" (ReLinear's, the layer computes its linear branch)
+# or "random" (drawn as torch draws the linear weight, quadnn.relinear.random_init_): the start of
+# a quadratic network trained without ReLinear.
+QUADRATIC_INIT = ("reference", "random")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # How quadratic layers compute (quadnn.QuadraticLayer.IMPLEMENTATIONS; the same function, float
 # rounding apart). "auto" picks by device (quadnn_paper.engine.loop.FASTEST).
@@ -59,7 +64,13 @@ OPERATIONAL = (
 )
 # Fields added after results were cached: they enter the hash only when they differ from these
 # defaults, so every run stored before them keeps its id.
-KEY_IF_NOT = {"tf32": True, "warmup_epochs": 0, "drop_last": False, "eval_every_epoch": True}
+KEY_IF_NOT = {
+    "tf32": True,
+    "warmup_epochs": 0,
+    "drop_last": False,
+    "eval_every_epoch": True,
+    "quadratic_init": "reference",
+}
 
 
 @dataclass
@@ -84,6 +95,7 @@ class RunConfig:
     beta2: float = 0.999  # adam(w) beta2
     weight_decay: float = 1e-4
     quadratic_decay: str = "reference"
+    quadratic_init: str = "reference"  # reference | random (QUADRATIC_INIT)
     relinear: str = "sg"
     lr_g: float = 1e-4  # gamma_g (relinear="sg")
     lr_b: float | None = None  # gamma_b; None = lr_g
@@ -165,6 +177,7 @@ class RunConfig:
             ("optimizer", OPTIMIZERS),
             ("schedule", SCHEDULES),
             ("quadratic_decay", QUADRATIC_DECAY),
+            ("quadratic_init", QUADRATIC_INIT),
             ("implementation", IMPLEMENTATIONS),
         ):
             if getattr(self, name) not in valid:

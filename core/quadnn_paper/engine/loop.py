@@ -472,6 +472,8 @@ def _initial_model(cfg: RunConfig, task) -> nn.Module:
         # draws them, become this model's linear branch (quadratic terms at their reference).
         torch.manual_seed(cfg.seed)
         relinear.transfer_weights_(task.build_model(cfg.replace(model=cfg.init_twin)), model)
+    if cfg.quadratic_init == "random":  # trained without ReLinear: the terms start drawn, not at reference
+        relinear.random_init_(model)
     return model
 
 

@@ -22,7 +22,7 @@ import sys
 from ..common.files import NO_LOCKS, CacheWriteError
 from ..common.profiles import PROFILES
 from ..engine import RunConfig, run
-from ..engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, RELINEAR, SCHEDULES, TASKS
+from ..engine.config import DEVICES, OPTIMIZERS, QUADRATIC_DECAY, QUADRATIC_INIT, RELINEAR, SCHEDULES, TASKS
 
 __all__ = ["main", "config_from_args", "PROFILE_DEFAULTS", "ddp_session", "print_result"]
 
@@ -140,6 +140,13 @@ def _optimiser(a, d: RunConfig) -> None:
 def _relinear(a, d: RunConfig) -> None:
     nonneg = _number(float, 0)
     a("--relinear", choices=RELINEAR, default=None, help=f"ReLinear variant (default {d.relinear})")
+    a(
+        "--quadratic-init",
+        choices=QUADRATIC_INIT,
+        default=None,
+        help="where the quadratic terms start: ReLinear's reference ('reference') or drawn as torch draws "
+        f"the linear weight ('random', training without ReLinear) (default {d.quadratic_init})",
+    )
     a(
         "--lr-g",
         type=nonneg,

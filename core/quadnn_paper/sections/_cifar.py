@@ -255,7 +255,7 @@ class Row:
     model: str
     depth: int = 0  # 0 for VGG
     width: float = 1.0
-    method: str = "conventional"  # conventional | ri | ri+rezero | wt | wt0 (w.t., terms frozen)
+    method: str = "conventional"  # conventional | ri | ri+rezero | wt | wt0 (w.t., terms frozen) | normal
     lr: float | None = None  # None: the recipe's
     lr_g: float | None = None  # ReLinear-sg rates (None: no ReLinear)
     lr_b: float | None = None
@@ -270,6 +270,10 @@ class Row:
 
 
 TRANSFER_METHODS = ("wt", "wt0")  # rows that start from a conventional run's first stage
+# A quadratic network trained normally, as the paper says Parabolic-/PolyResNets do not converge:
+# its quadratic terms drawn as torch draws a weight, every parameter at the one rate, weight decay
+# the ordinary L2 toward 0 (no ReLinear in its initialisation, its rates or its decay).
+NORMAL = "normal"
 
 
 def row_for(
@@ -372,6 +376,19 @@ def comparison_rows() -> list[Row]:
     for d in (20, 32, 56, 110):
         rows += _qresnet_rows(d)
     rows += _transfer_controls()
+    rows += [  # "normally-trained Parabolic-ResNet and PolyResNet do not converge": no row of the paper
+        Row(
+            "control",
+            f"{name}{d} (trained normally)",
+            f"cifar_{kind}_resnet{d}",
+            d,
+            method=NORMAL,
+            paper="no converge",
+            twin=f"cifar_resnet{d}",
+        )
+        for kind, name in (("parabolic", "Parabolic-ResNet"), ("poly", "PolyResNet"))
+        for d in (20, 32, 56)
+    ]
     rows += [
         Row(
             "compact",
@@ -445,6 +462,8 @@ def config_for(
     else:
         k = gamma_scale(protocol["recipe"])
         cfg.update(relinear="sg", lr_g=row.lr_g * k, lr_b=row.lr_b * k)
+    if row.method == NORMAL:  # without ReLinear: terms drawn, one rate, ordinary L2 toward 0
+        cfg.update(quadratic_init="random", quadratic_decay="zero")
     if protocol.get("warmup", {}).get(row.model):
         cfg["warmup_epochs"] = protocol["warmup"][row.model]
     if row.method == "ri+rezero":
@@ -559,6 +578,7 @@ class Claim:
     p_equivalence: tuple = ()
     family: int = 1
     universal: bool = True
+    never: bool = False  # the claim is that each worse arm never trains: one run that did refutes it
 
     def evidence(self, most: int | None = None) -> str:
         """ "A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error); at
@@ -630,7 +650,13 @@ class Claim:
 def decide(claim: Claim) -> Claim:
     """``claim`` with its verdict from its pairs' verdicts by :func:`stats.combine`: the one rule
     every section's claims go through."""
-    return replace(claim, verdict=stats.combine(claim.pair_verdicts(), claim.universal))
+    verdict = stats.combine(claim.pair_verdicts(), claim.universal)
+    if claim.never:  # "X does not train": a run of X that trained is a counterexample, whatever the p-values
+        counts = [iv for _, _, iv in claim.pairs if isinstance(iv, stats.Counts)]
+        trained = sum(iv.trained_b for iv in counts)
+        if trained:
+            verdict = f"{stats.REFUTED} ({trained} of {sum(iv.n for iv in counts)} runs trained)"
+    return replace(claim, verdict=verdict)
 
 
 def paper_effect(better, worse) -> float | None:
@@ -699,6 +725,7 @@ def pair_claim(
     pinned: tuple = (),
     universal: bool = True,
     limit: float | None = None,
+    never: bool = False,
 ) -> Claim:
     """Decide the claim "each ``better`` beats its ``worse``" from ``pairs`` of
     ``(label, {seed: error}, label, {seed: error})`` on ``dataset`` (diverged runs at chance); a
@@ -708,8 +735,10 @@ def pair_claim(
     :func:`stats.verdict` (unadjusted until :func:`adjust`), combined by :func:`stats.combine`.
     ``moved_by``: each quadratic arm's departure by label (:func:`moved`; conventional arms absent
     or None); ``margins``: each pair's equivalence margin (None: none); ``limit``: the error (%) from
-    which a run counts as not trained (default :func:`trained_limit` of ``dataset``)."""
+    which a run counts as not trained (default :func:`trained_limit` of ``dataset``); ``never``: the
+    claim is that each worse arm does not train at all (decided on counts, :attr:`Claim.never`)."""
     moved_by = moved_by or {}
+    trains = trains or never
     limit = trained_limit(dataset) if limit is None else limit
     out, controls = [], {}
     for la, a, lb, b, *rest in pairs:
@@ -751,6 +780,7 @@ def pair_claim(
         moved=min(arms, default=math.nan),
         margins=tuple(margins) if margins else (),
         universal=universal,
+        never=never,
     )
     return decide(claim)
 

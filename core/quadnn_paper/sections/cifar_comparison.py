@@ -62,6 +62,8 @@ _CPU_ROWS = {
     _key("cifar_resnet20"): _H,
     _key("cifar_parabolic_resnet20", "ri"): _H,
     _key("cifar_poly_resnet20", "ri"): _H,
+    _key("cifar_parabolic_resnet20", cs.NORMAL): _H,  # "trained normally, they do not converge"
+    _key("cifar_poly_resnet20", cs.NORMAL): _H,
     _key("cifar_qresnet20", "ri"): _H,
     _key("cifar_qresnet20", "ri+rezero"): _H,
     _key("cifar_qresnet20", "wt"): _H,
@@ -218,6 +220,7 @@ def _claim(
     *,
     dataset: str = "cifar10",
     moved: dict | None = None,
+    never: bool = False,
 ) -> cs.Claim:
     """The claim "each first row beats its second" over all its ``pairs`` (``errs``: per-seed errors
     by row key; a row absent did not run at this profile, and its pairs count as not tested). A
@@ -247,7 +250,9 @@ def _claim(
     note = extra.lstrip("; ")  # the controls a pair is measured net of are pair_claim's note
     # a frozen-terms control holds its terms at the reference by construction: not a failed departure
     moved_by = {r.label: (None if r.method == "wt0" else moved.get(r.key)) for r in rows}
-    return cs.pair_claim(text, measured, paper=paper, note=note, dataset=dataset, moved_by=moved_by, margins=margins)
+    return cs.pair_claim(
+        text, measured, paper=paper, note=note, dataset=dataset, moved_by=moved_by, margins=margins, never=never
+    )
 
 
 def _fewer_parameters_claim(
@@ -270,15 +275,31 @@ def _fewer_parameters_claim(
     return c
 
 
+class _Claims:
+    """The helpers the claim lists share: rows by what they train, a claim over pairs of rows."""
+
+    def __init__(self, errs: dict, rows: list[cs.Row], **kw):
+        self.errs, self.rows, self.kw = errs, rows, kw
+
+    def row(self, model, method="conventional", width=1.0):
+        return cs.row_for(self.rows, model, method, width)
+
+    def claim(self, text, pairs, **more):
+        return _claim(self.errs, text, pairs, **self.kw, **more)
+
+    def normally(self, depths):  # each kind with ReLinear against the same network trained normally
+        kinds = ("parabolic", "poly")
+        row = self.row
+        return [
+            (row(f"cifar_{k}_resnet{d}", "ri"), row(f"cifar_{k}_resnet{d}", cs.NORMAL)) for d in depths for k in kinds
+        ]
+
+
 def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs.Claim]:
-    """The paper's claims in its order, before Holm adjustment (``errs``, ``params`` by row key)."""
-
-    def row(model, method="conventional", width=1.0):
-        return cs.row_for(rows, model, method, width)
-
-    def claim(text, pairs):
-        return _claim(errs, text, pairs, **kw)
-
+    """The paper's claims in its order, before Holm adjustment (``errs``, ``params`` by row key), then
+    the pairs of its multi-pair claims that the cpu profile trains (:func:`_pair_claims`)."""
+    C = _Claims(errs, rows, **kw)
+    row, claim, normally = C.row, C.claim, C.normally
     return [
         claim(
             "QResNet20 (r.i., with and without ReZero) beats ResNet20",
@@ -311,6 +332,11 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
         _fewer_parameters_claim(errs, params, rows, **kw),
         _fewer_parameters_claim(errs, params, rows, model="cifar_qresnet32_compact", **kw),
         claim(
+            "Parabolic-/PolyResNets trained normally (without ReLinear) do not converge; with ReLinear they do",
+            normally((20, 32, 56)),
+            never=True,
+        ),
+        claim(
             "Compact-QResNet is worse than QResNet (both w.t.)",
             [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)],
         ),
@@ -330,9 +356,15 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
                 for w in (1.5, 2.0, 2.5)
             ],
         ),
-        # The pairs of the claims above that the cpu profile trains, each a claim of its own: a
-        # claim of several pairs is decided only with all of them (stats.combine); its pairs, being
-        # the same pairs, count once in the Holm family (cs.adjust).
+    ] + _pair_claims(C)
+
+
+def _pair_claims(C: _Claims) -> list[cs.Claim]:
+    """The pairs of the paper's multi-pair claims that the cpu profile trains, each a claim of its
+    own: a claim of several pairs is decided only with all of them (stats.combine); its pairs, being
+    the same pairs, count once in the Holm family (cs.adjust)."""
+    row, claim, normally = C.row, C.claim, C.normally
+    return [
         claim("At depth 32: QResNet32 (w.t.) beats ResNet32", [(row("cifar_qresnet32", "wt"), row("cifar_resnet32"))]),
         claim(
             "At depth 20: weight transfer beats random initialisation (QResNet20, ReLinear)",
@@ -341,6 +373,11 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
         claim(
             "At depth 20: QResNet20 beats Parabolic-ResNet20 and PolyResNet20 (r.i.)",
             [(row("cifar_qresnet20", "ri"), row(f"cifar_{k}_resnet20", "ri")) for k in ("parabolic", "poly")],
+        ),
+        claim(
+            "At depth 20: Parabolic-ResNet20 and PolyResNet20 trained normally do not converge; with ReLinear they do",
+            normally((20,)),
+            never=True,
         ),
         claim(
             "At depth 32: QResNet32 (w.t.) beats the twice-wide ResNet32",
@@ -545,6 +582,28 @@ def _params_erratum(params: dict, rows: list[cs.Row]) -> str:
     return f"not reproduced: {wrong} of {len(ours)} rows differ ({min(ours):.2f}M to {max(ours):.2f}M, computed from the models)"
 
 
+NORMALLY = "trained normally"  # the words every claim on the networks trained without ReLinear has
+
+
+def normally_sentence(claims: list[cs.Claim]) -> str:
+    """What the networks trained without ReLinear did, from the claim on them this profile tests
+    most of (every depth where all ran, else depth 20): how many runs trained and their errors beside
+    the ReLinear rows', then the verdict."""
+    about = [c for c in claims if NORMALLY in c.text]
+    claim = max(about, key=lambda c: (len(c.intervals), -len(c.pairs)))
+    counts = [(a, iv) for a, _, iv in claim.pairs if isinstance(iv, stats.Counts)]
+    if not counts:
+        return "No run trained without ReLinear has finished at this profile."
+    trained, n = sum(iv.trained_b for _, iv in counts), sum(iv.n for _, iv in counts)
+
+    def err(e):
+        return "none trained" if math.isnan(e) else f"{e:.1f}%"
+
+    errors = "; ".join(f"{a}: {err(iv.error_b)} against {err(iv.error_a)} with ReLinear" for a, iv in counts)
+    runs = f"{trained} of {n} run" + ("s" if n != 1 else "")
+    return f"Trained normally, {runs} trained (mean final error of those that did, {errors}): {claim.verdict}."
+
+
 def variables(S: dict, params: dict) -> dict:
     """The numbers the section's text quotes, by macro name."""
     P, R = S["protocol"], S["protocol"]["recipe"]
@@ -608,6 +667,8 @@ def variables(S: dict, params: dict) -> dict:
         Detectable="--" if math.isnan(mde) else mde,
         DetectSeeds=n,
         PowerSentence=cs.power_sentence(S["claims"]),
+        NormallySentence=normally_sentence(S["claims"]),
+        UntrainedMargin=f"{cs.UNTRAINED_MARGIN:g}",
         ParamsErratum=_params_erratum(params, rows),
         ParabolicParams=", ".join(mparams(f"cifar_parabolic_resnet{d}", "ri") for d in (20, 32, 56)),
         PolyParams=", ".join(mparams(f"cifar_poly_resnet{d}", "ri") for d in (20, 32, 56)),

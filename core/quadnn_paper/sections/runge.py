@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 from quadnn.layers import QuadraticLinear
-from quadnn.relinear import Shrink, param_groups
+from quadnn.relinear import Shrink, param_groups, random_init_
 from quadnn_paper.analysis import stats
 from quadnn_paper.analysis.piecewise import check_against_model, count_distinct, piecewise_polynomials
 from quadnn_paper.common import published
@@ -156,17 +156,6 @@ def build_model(width: int = 8, depth: int = 5, dtype=torch.float64) -> nn.Seque
         if i < depth - 1:
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
-
-
-@torch.no_grad()
-def random_init_(model: nn.Module) -> nn.Module:
-    """Draw every quadratic term as torch draws an ``nn.Linear`` parameter: U(-1/sqrt(fan_in), +)."""
-    for m in model.modules():
-        if isinstance(m, QuadraticLinear):
-            bound = 1.0 / math.sqrt(m.in_features)
-            for _, p, _, _ in m.quadratic_terms():
-                p.uniform_(-bound, bound)
-    return model
 
 
 def init_model(strategy: str | Strategy, seed: int, width: int = 8, depth: int = 5) -> nn.Sequential:

@@ -259,7 +259,7 @@ def _claims(
             paper=f"{qvgg.paper} vs no converge",
             dataset=dataset,
             moved_by={qvgg.label: moved},
-            trains=True,  # a claim about training at all: decided on counts, whatever the terms did
+            never=True,  # "does not converge": decided on counts, whatever the terms did; one that trained refutes it
         )
         for r in square
     ]
