@@ -311,7 +311,7 @@ def summary(results: dict, profile: str, tiny: bool = False) -> dict:
                 f"ResNet{depth}",
                 neuron,
                 _label(r),
-                round(r["step_ms"]),
+                _step_cell(r),
                 spread(r, "time_ratio"),
                 ratio(r.get("limit_ratio")),
                 spread(r, "vs_limit"),
@@ -512,6 +512,13 @@ def find(rows: list[dict], model: str, implementation: str, compiled: bool = Fal
     )
 
 
+def _step_cell(row: dict) -> str:
+    """A row's step time in ms, ``median [q1, q3]`` over its rounds: absolute times carry the
+    machine's load round by round, which the ratios (taken within a round) do not."""
+    q1, q3 = row.get("step_ms_q1"), row.get("step_ms_q3")
+    return f"{row['step_ms']:.0f}" + (f" [{q1:.0f}, {q3:.0f}]" if q1 is not None and q3 is not None else "")
+
+
 def spread(row: dict | None, key: str) -> str:
     """``median [q1, q3]`` of a measured ratio with two decimals ("--" when not measured)."""
     if row is None or key not in row:
@@ -643,7 +650,7 @@ HEADER = [
     "Depth",
     "Neuron",
     "Implementation",
-    "Step (ms)",
+    "Step (ms) [IQR]",
     "Time ratio [IQR]",
     "Limit ratio",
     "Over limit [IQR]",
