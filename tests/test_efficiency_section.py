@@ -38,13 +38,13 @@ def test_pending_work_shows_as_pending_with_the_same_variables(tmp_path):
     pending = E.outputs(smoke_results(), "smoke")
     assert list(variables(pending)) == list(variables(done))  # the text's macros exist either way
     v = variables(pending)
-    for name in ("BaseStepMs", "TwentyDefaultTime", "PaperRatioVerdict", "InferRatio", "LaunchAtFloor"):
+    for name in ("BaseLaunches", "TwentyDefaultTime", "PaperRatioVerdict", "InferRatio", "LaunchAtFloor"):
         assert v[name] == "pending"
     assert v["LaunchTarget"] == E.LAUNCH_TARGET and v["Machine"] == variables(done)["Machine"]
     table = next(o for o in pending if isinstance(o, Table) and o.name == "efficiency")
     assert table.rows[0][0] == "pending (eager rows)"
     d = variables(done)
-    assert d["LaunchFloor"] == 174 + 144 and d["LaunchAtFloor"] == "yes" and d["InferTargetMet"] == "yes"
+    assert d["LaunchFloor"] == 174 + 144 and d["LaunchAtFloor"] == "yes" and d["InferRatio"] == "0.67"
     assert d["TwentyDefaultTime"] == "1.50 [1.40, 1.60]"
     with Report(tmp_path, "efficiency", "smoke", "test") as report:  # every output renders
         for o in pending + done:

@@ -156,3 +156,39 @@ def test_every_reference_is_cited_and_every_citation_has_an_entry():
     assert cited - entries == set(), f"citations without an entry: {sorted(cited - entries)}"
     for work in ("fan2023", "kileel2019expressive", "hall1976optimal", "song2021monocular", "bachlechner2020rezero"):
         assert work in entries
+
+
+def test_a_macro_written_for_no_reader_is_found_and_every_reader_counts(tmp_path):
+    """The other half of the macro contract: every macro under paper/variables/ is read by the
+    report's LaTeX (its sections, tables, another macro) or by the claim ledger; one read by
+    nothing is named with its file."""
+    from quadnn_paper.common.ledger import read_variables
+
+    paper = tmp_path / "paper"
+    for d in ("variables", "sections", "tables"):
+        (paper / d).mkdir(parents=True)
+    ledger_read = sorted(n for n in read_variables() if n.startswith("cifartuning"))[0]
+    (paper / "variables" / "cifar_tuning.tex").write_text(
+        "\\newcommand{\\cifartuningInText}{1}\n"
+        "\\newcommand{\\cifartuningInTable}{2}\n"
+        "\\newcommand{\\cifartuningInMacro}{3}\n"
+        "\\newcommand{\\cifartuningUses}{\\cifartuningInMacro{} and more}\n"
+        f"\\newcommand{{\\{ledger_read}}}{{4}}\n"
+        "\\newcommand{\\cifartuningOrphan}{5}\n"
+        "\\newcommand{\\cifartuningOrphanPrefix}{6}\n"
+    )
+    (paper / "main.tex").write_text("\\cifartuningUses\n")
+    (paper / "sections" / "cifar_tuning.tex").write_text(
+        "error \\cifartuningInText{} % a comment mentioning \\cifartuningOrphanPrefixes is another name\n"
+    )
+    (paper / "tables" / "t.tex").write_text("\\cifartuningInTable \\\\\n")
+    found = paper_check.unread_macros(paper)
+    assert found == [
+        "variables/cifar_tuning.tex: \\cifartuningOrphan is read by nothing",
+        "variables/cifar_tuning.tex: \\cifartuningOrphanPrefix is read by nothing",
+    ]
+    assert paper_check.main(["numbers", "--paper", str(paper)]) == 1
+    (paper / "sections" / "cifar_tuning.tex").write_text(
+        "\\cifartuningInText \\cifartuningOrphan \\cifartuningOrphanPrefix\n"
+    )
+    assert paper_check.unread_macros(paper) == [] and paper_check.main(["numbers", "--paper", str(paper)]) == 0

@@ -386,6 +386,39 @@ def numbers(paper: Path) -> list[str]:
     return found
 
 
+_DEFINED = re.compile(r"\\(?:newcommand|def)\{?\\([A-Za-z]+)\}?")
+
+
+def unread_macros(paper: Path) -> list[str]:
+    """``variables/FILE: \\NAME is read by nothing`` for each macro a notebook (or the build) writes
+    under ``paper/variables/`` that neither the report's LaTeX (``main.tex``, ``sections/*.tex``,
+    ``tables/*.tex``, another macro's definition) nor the claim ledger reads: a number computed for
+    no reader is a name kept in two places for nothing."""
+    from quadnn_paper.common.ledger import read_variables
+
+    defined, definitions = {}, {}
+    for f in sorted((paper / "variables").glob("*.tex")):
+        text = f.read_text()
+        for m in _DEFINED.finditer(text):
+            defined.setdefault(m.group(1), f.name)
+        definitions[f.name] = text
+    readers = [
+        paper / "main.tex",
+        *sorted((paper / "sections").glob("*.tex")),
+        *sorted((paper / "tables").glob("*.tex")),
+    ]
+    text = "\n".join(f.read_text() for f in readers if f.is_file())
+    by_ledger = read_variables()
+    unread = []
+    for name, where in defined.items():
+        use = re.compile(r"\\" + name + r"(?![A-Za-z])")
+        in_macros = sum(len(use.findall(t)) for t in definitions.values())
+        if name in by_ledger or use.search(text) or in_macros > 1:  # > 1: beyond its own definition
+            continue
+        unread.append(f"variables/{where}: \\{name} is read by nothing")
+    return unread
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("action", choices=["prune", "check", "layout", "numbers"])
@@ -423,8 +456,15 @@ def main(argv=None) -> int:
         return 1 if found else 0
     if a.action == "numbers":
         found = numbers(Path(a.paper))
-        for p in found:
+        unread = unread_macros(Path(a.paper))
+        for p in found + unread:
             print(f"numbers check: {p}", file=sys.stderr)
+        if unread:
+            print(
+                f"numbers check: {len(unread)} macro(s) written for no reader: stop writing each (its "
+                "section's variables()) or use it in the report",
+                file=sys.stderr,
+            )
         if found:
             print(
                 f"numbers check: {len(found)} number(s) typed in the prose: make each a macro (the paper's in "
@@ -432,7 +472,7 @@ def main(argv=None) -> int:
                 "the forms allowed are tools/paper_check.py's NUMBER_FORMS",
                 file=sys.stderr,
             )
-        return 1 if found else 0
+        return 1 if found or unread else 0
     if not a.profile:
         ap.error(f"{a.action} needs --profile (smoke, cpu or full)")
     names = sorted(p.stem for p in Path(a.notebooks).glob("*.ipynb"))

@@ -41,6 +41,7 @@ __all__ = [
     "tally",
     "families",
     "families_text",
+    "read_variables",
     "write",
     "main",
 ]
@@ -443,13 +444,27 @@ def tally(rows: list[tuple[Entry, str, str]]) -> dict[str, int]:
     return {k: sum(kind == k for _, kind, _ in rows) for k in KINDS}
 
 
+FAMILY = "HolmFamily"  # the variable each paired section writes for :func:`families`
+
+
+def read_variables() -> set[str]:
+    """The macros (section prefix and name) the ledger reads from the sections' variables."""
+    names = {f"{section.replace('_', '')}{FAMILY}" for section in PAIRED_SECTIONS}
+    for src in (e.source for e in LEDGER):
+        if isinstance(src, Variable):
+            names.add(src.section.replace("_", "") + src.name)
+        elif isinstance(src, Counted):
+            names.update(src.section.replace("_", "") + n for n in (src.count, src.total))
+    return names
+
+
 def families(paper: Path) -> dict[str, int]:
     """The size of each paired section's Holm family (its distinct pairs with a p-value), as the
-    section wrote it (``HolmFamily``); a section that wrote none is left out."""
+    section wrote it (:data:`FAMILY`); a section that wrote none is left out."""
     out = {}
     for section in PAIRED_SECTIONS:
         try:
-            out[section] = int(_variable(paper, section, "HolmFamily"))
+            out[section] = int(_variable(paper, section, FAMILY))
         except (LedgerError, ValueError):
             continue
     return out

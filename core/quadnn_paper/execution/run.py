@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import time
 
-from ..common.outputs import Output, Overview, Variables
+from ..common.outputs import Output, Overview
 from ..common.profiles import check_profile
 from .execute import execute_work
 from .provenance import Reads, Trace
@@ -25,12 +24,10 @@ def run_section(
     """Execute ``name``'s work at ``profile`` on ``runner`` (what is cached is not computed again) and
     return its outputs; work still pending on a runner shows as pending in them. While the work runs
     it reports its progress (:mod:`.progress`); what each output read is traced (:mod:`.provenance`)."""
-    start = time.time()
     module = section_module(name)
     results = execute_work(module.work(check_profile(profile), tiny), cache_dir, runner, label=name, **runner_options)
     reads = Reads(results)
     outputs = [o for item in module.outputs(reads, profile, tiny) for o in _filled(item, profile, cache_dir)]
-    outputs.append(Variables({"Seconds": round(time.time() - start)}))
     trace = Trace(name, profile, tiny, runner, section_work(name, profile, tiny), reads)
     return SectionOutputs(name, profile, module.data(profile, tiny), outputs, trace)
 

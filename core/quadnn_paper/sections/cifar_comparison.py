@@ -610,7 +610,6 @@ def variables(S: dict, params: dict) -> dict:
     F = PROTOCOLS["full"]["recipe"]  # the recipe the text describes
     rows = S["rows"]
     verdicts = [c.verdict for c in S["claims"]]
-    sd, mde, n = S["detectable"]
 
     def mparams(model, method):
         return f"{params[cs.row_for(rows, model, method)] / 1e6:.2f}M"
@@ -639,7 +638,6 @@ def variables(S: dict, params: dict) -> dict:
         Alpha=round(100 * (1 - stats.LEVEL)),
         AlphaCifar=round(100 * (1 - stats.LEVEL)) * _CIFAR_SECTIONS,
         StageEnd=round(R["milestones"][0] * R["epochs"]),
-        Seeds=len(P["seeds"]),
         TrainImages=R.get("train_limit") or "all",
         TestImages=S["test_images"] or "--",
         BatchSize=R["batch_size"],
@@ -649,7 +647,6 @@ def variables(S: dict, params: dict) -> dict:
         RowsRun=S["rows_run"],
         RowsAll=len(rows),
         Runs=S["runs"],
-        Pending=S["pending"],
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
         ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
@@ -657,15 +654,11 @@ def variables(S: dict, params: dict) -> dict:
         ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
         ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
         HolmFamily=cs.family_size(S["claims"]),
-        HolmLevel=f"{100 * (1 - stats.holm_level(cs.family_size(S['claims']))):.2g}",
         HeadlineSeeds=len(cs.HEADLINE_SEEDS),
         RestSeeds=len(cs.REST_SEEDS),
         MarginShare="half" if stats.MARGIN_SHARE == 0.5 else f"{stats.MARGIN_SHARE:g} times",
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
-        DetectSd="--" if math.isnan(sd) else sd,
-        Detectable="--" if math.isnan(mde) else mde,
-        DetectSeeds=n,
         PowerSentence=cs.power_sentence(S["claims"]),
         NormallySentence=normally_sentence(S["claims"]),
         UntrainedMargin=f"{cs.UNTRAINED_MARGIN:g}",

@@ -733,7 +733,6 @@ _DECAY_TEXT = {
     "reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
     "zero": "as ordinary coupled L2 toward zero on every group (the official code)",
 }
-_WORDS = ("One", "Two", "Three")
 
 
 def _setting_text(proto: dict, e: str, value: float) -> str:
@@ -783,30 +782,12 @@ def sweep_summary_rows(S: dict) -> list[list]:
 def variables(S: dict, exact: dict) -> dict:
     """The numbers the section's text quotes, by macro name (``exact``: :func:`gamma_zero_trajectory`)."""
     P = S["protocol"]
-
-    def err(e):
-        v = S["best"].get(e, _NO_BEST).mean
-        return "--" if math.isnan(v) else v
-
-    def setting(e):
-        v = S["best"].get(e, _NO_BEST).value
-        return "--" if v is None else f"{v:g}"
-
-    sd, mde, n = S["detectable"]
     out = dict(ConvError=S["conv_error"])
-    for name, e in dict(Sg="sg", SwlOne="sw-l1", SwlTwo="sw-l2", Rezero="rezero").items():
-        out[f"{name}Error"], out[f"{name}Best"] = err(e), setting(e)
-    for word in _WORDS:  # placeholders if a stage is missing
-        out[f"Transfer{word}Error"] = out[f"Transfer{word}Best"] = "--"
-    for e, word in zip(S["stages"], _WORDS):
-        out[f"Transfer{word}Error"], out[f"Transfer{word}Best"] = err(e), setting(e)
     verdicts = [c.verdict for c in S["claims"]]
     g0 = S["gamma0"].pairs[0][2]
     out.update(
-        Diverged=sum(S["diverged"].values()),
         Runs=S["runs"],
         Seeds=len(P["seeds"]),
-        GridSeeds=len(P["grid_seeds"]),
         GridSeedsText=_count(len(P["grid_seeds"]), "seed"),
         DivergedText=_count(sum(S["diverged"].values()), "run"),
         QuadraticDecay=_DECAY_TEXT[P["quadratic_decay"]],
@@ -829,9 +810,6 @@ def variables(S: dict, exact: dict) -> dict:
         TrainImages=P["train_limit"] or "all",
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
-        DetectSd="--" if math.isnan(sd) else sd,
-        Detectable="--" if math.isnan(mde) else mde,
-        DetectSeeds=n,
         PowerSentence=cs.power_sentence(S["claims"]),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
@@ -840,7 +818,6 @@ def variables(S: dict, exact: dict) -> dict:
         ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
         ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
         HolmFamily=cs.family_size(S["claims"]),
-        HolmLevel=f"{100 * (1 - stats.holm_level(cs.family_size(S['claims']))):.2g}",
         ClaimsAll=len(verdicts),
         RestSeeds=len(P.get("rest_seeds", P["seeds"])),
         GammaZeroFloat="--" if g0 is None else g0.text(),

@@ -417,7 +417,6 @@ def gpu_epoch_variables(epochs) -> dict:
     """The text's numbers about the GPU epoch table: machine, date, folders, and for ResNet20 and
     QResNet20 the ratio of their epochs eager and compiled, the compiled epoch's speed-up over
     eager, and the compile seconds in a warm inductor cache ("--" where not measured)."""
-    from quadnn_paper.data.gpu_bench import gpu_name
 
     def ratio_of(a, b):
         return ratio(a["epoch_seconds"] / b["epoch_seconds"]) if a and b else "--"
@@ -433,9 +432,7 @@ def gpu_epoch_variables(epochs) -> dict:
             qw=epochs.row("cifar_qresnet20", True, "warm"),
         )
     return dict(
-        GpuEpochMeasured="yes" if epochs else "no",
         GpuEpochMachine=epochs.machine if epochs else "not measured",
-        GpuEpochGpu=gpu_name(epochs.machine) if epochs else "no GPU",
         GpuEpochDate=epochs.date if epochs else "--",
         GpuEpochSource=", ".join(epochs.folders) if epochs else "--",
         GpuEpochEagerRatio=ratio_of(rows["q"], rows["r"]),
@@ -708,7 +705,6 @@ def _launch_variables(rows: list[dict], extra: int | None) -> dict:
     floor = base["launches"] + extra if base is not None and extra is not None else None
     target_met, at_floor = _launch_words(quad, naive, floor)
     return dict(
-        BaseStepMs=_get(base, "step_ms"),
         FlopsRatio=ratio(_get(quad, "flops_ratio")),
         MaxRelErr=max((r["max_rel_err"] for r in rows if "max_rel_err" in r), default=None),
         BandwidthGBs=round(quad["bandwidth_gbs"], 1) if quad else None,
@@ -728,7 +724,6 @@ def _gpu_variables(gpu) -> dict:
     """Where the GPU rows (docs/gpu/) come from, quadnn's default against naive on that GPU at each
     depth, and whether they support what the training engine runs on a GPU."""
     out = dict(
-        GpuMeasured="yes" if gpu else "no",
         GpuMachine=gpu.machine if gpu else "not measured",
         GpuDate=gpu.date if gpu else "--",
         GpuSource=gpu.folder if gpu else "--",
@@ -740,9 +735,6 @@ def _gpu_variables(gpu) -> dict:
         clause = (
             f"the default takes {spread(gd, 'time_ratio')} against naive's {spread(gn, 'time_ratio')} ({verdicts[-1]})"
         )
-        out[f"Gpu{word}DefaultTime"] = spread(gd, "time_ratio")
-        out[f"Gpu{word}NaiveTime"] = spread(gn, "time_ratio")
-        out[f"Gpu{word}Verdict"] = verdicts[-1]
         out[f"Gpu{word}Clause"] = clause if gd and gn else "not measured on this GPU"
     pick = engine_gpu_pick()
     return dict(out, GpuEnginePick=pick, GpuEnginePickAgrees=pick_agrees(pick, verdicts))
@@ -815,11 +807,9 @@ def _compile_variables(compile_rows: list[dict]) -> dict:
         CompiledBoth=int(bool(cq and cb)),  # the text's numbers of the compiled step exist (1) or not (0)
         CompiledBaseEagerRatio=ratio(_get(cb, "eager_ratio")),
         CompiledQuadEagerRatio=ratio(_get(cq, "eager_ratio")),
-        CompiledEagerTimeRatio=ratio(_get(eq, "time_ratio")),  # eager, same run
         CompiledTimeRatio=spread(cq, "time_ratio"),
         CompiledLimitRatio=ratio(_get(cq, "limit_ratio")),
         CompiledVsLimit=spread(cq, "vs_limit"),
-        CompiledConvShare=ratio(_get(cb, "conv_share")),
         CompiledFlopsRatio=ratio(_get(cq, "flops_ratio")),
         CompiledConvRatio=ratio(_get(cq, "conv_ratio")),  # convolution time vs the baseline's
         CompiledOtherRatio=ratio(_get(cq, "other_ratio")),  # everything else vs the baseline's
@@ -837,7 +827,6 @@ def _inference_variables(infer: dict | None) -> dict:
         InferDefaultMs=d,
         InferNaiveMs=n,
         InferRatio=ratio(d / n if infer else None),
-        InferTargetMet="--" if not infer else "yes" if d <= n else "no",
     )
 
 

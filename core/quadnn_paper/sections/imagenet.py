@@ -375,13 +375,13 @@ def _mean_sd(values):
     return float(np.mean(values)), (float(np.std(values, ddof=1)) if len(values) > 1 else None)
 
 
+# The conventional networks whose error and loss the text quotes (the quadratic ones it compares
+# through their gaps and the claims).
 _MACROS = {
     "PlainEighteen": "imagenet_plain18",
     "ResEighteen": "imagenet_resnet18",
-    "QResEighteen": "imagenet_qresnet18",
     "PlainThirtyFour": "imagenet_plain34",
     "ResThirtyFour": "imagenet_resnet34",
-    "QResThirtyFour": "imagenet_qresnet34",
 }
 
 
@@ -480,14 +480,12 @@ def _final_loss_text(by_model: dict[str, list[dict]], model: str) -> str:
 def _protocol_variables(P: dict, full_params: dict[str, int]) -> dict:
     """The text's numbers that the protocol and the parameter counts fix."""
     return dict(
-        Epochs=P["epochs"],
         BatchSize=P["batch_size"],
         Lr=P["lr"],
         LrQuad=P["lr_g"],
         Width=P["width"],
         Crop=P["crop"],
         Resize=P["resize"],
-        Seeds=len(P["seeds"]),
         # counts as the prose prints them ("one epoch", "5 epochs"); the depths trained (the text's
         # comparisons across depth need two)
         EpochsText="one epoch" if P["epochs"] == 1 else f"{P['epochs']} epochs",
@@ -534,7 +532,7 @@ def _claim_variables(decided: list) -> dict:
     return dict(
         QBeatsRVerdict=by_text[CLAIM_Q_BEATS_R].verdict_text,
         QBeatsPolyVerdict=by_text[CLAIM_Q_BEATS_POLY].verdict_text,
-        HolmFamily=cs.tested_pairs(decided),
+        HolmFamily=cs.tested_pairs(decided),  # the ledger prints each section's family
         HolmWords=_pairs_words(decided),
     )
 

@@ -372,10 +372,6 @@ def variables(S: dict, params: dict) -> dict:
         QvggVsVggVerdict=S["vs_vgg"].verdict,
         VggParams=f"{params[S['vgg']] / 1e6:.2f}M",
         QvggParams=f"{params[S['qvgg']] / 1e6:.2f}M",
-        DetectSd="--" if math.isnan(sd) else sd,
-        Detectable="--" if math.isnan(mde) else mde,
-        DetectSeeds=n,
         PowerSentence=cs.power_sentence([*S["claims"], S["vs_vgg"]]),
         Level=round(100 * stats.LEVEL),
-        Power=round(100 * stats.POWER),
     )
