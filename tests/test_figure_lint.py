@@ -403,3 +403,62 @@ def test_the_default_categorical_palette_has_no_two_shades_of_one_colour():
     colours = [f"C{i}" for i in range(10)]
     assert [(a, b) for a in colours for b in colours if a < b and L._same_shade(a, b)] == []
     assert L._same_shade("0.2", "0.7") and not L._same_shade("0.5", "C0")
+
+
+@pytest.mark.parametrize("legends", [1, 2, 3])
+def test_a_panel_squeezed_by_legends_beside_it_is_flagged_and_one_shared_legend_is_not(legends):
+    """Three panels at the page width, each with a long legend beside it (the transfer figure once):
+    the panels shrink below a readable size and their tick labels run together. With one legend
+    beside the last panel they keep their width."""
+    fonts = {
+        "font.size": 7,
+        "axes.labelsize": 7,
+        "legend.fontsize": 6.5,
+        "xtick.labelsize": 6.5,
+        "ytick.labelsize": 6.5,
+    }
+    with plt.rc_context(fonts):  # the report's print sizes, at which tight layout makes room for every legend
+        fig, axes = plt.subplots(1, 3, figsize=(7.0, 2.4), sharey=True)
+        for i, ax in enumerate(axes):
+            for g in ("0", "0.0001, trained 0.0014", "0.1, trained 1.4"):
+                ax.plot(np.arange(1, 7), np.linspace(60, 30, 6) + len(g), marker=".", label=f"gamma={g}")
+            ax.set_xlabel("epoch")
+            ax.set_ylabel("train error (%)")
+            if i >= 3 - legends:
+                ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+        fig.tight_layout()
+        found = L.lint(fig)
+    if legends == 1:
+        assert found == []
+    else:
+        assert sum("panel of" in p for p in found) == 3 and any("tick labels" in p for p in found), found
+    plt.close(fig)
+
+
+def test_overlapping_tick_labels_are_flagged():
+    fig, ax = plt.subplots(figsize=(1.2, 1.2))
+    ax.plot([0, 1], [0, 1])
+    ax.set_xticks([0, 0.05, 0.1], ["first long", "second long", "third"])
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    assert any("tick labels" in p and "overlap" in p for p in L.lint(fig))
+    plt.close(fig)
+
+
+def test_the_reports_corner_mark_goes_below_a_legend_under_the_figure(tmp_path):
+    """The provenance line the report draws under every figure sits below the lowest thing the
+    figure draws: a legend placed under its axes included."""
+    fig, ax = plt.subplots(figsize=(3.4, 3.0))
+    for k in range(5):
+        ax.plot([1, 2, 3], [k, k + 1, k + 3], label=f"curve {k}")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    # a figure legend hung from the figure's lower edge (tight layout leaves figure legends where they are)
+    legend = fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
+    with Report(tmp_path, "cifar_tuning", "smoke", "a data set with a long name for the mark") as report:
+        report.figure(fig, "cifartuning_marked")
+    renderer = fig.canvas.get_renderer()
+    (mark,) = [t for t in fig.texts if t.get_text().startswith("profile:")]
+    low = L._extents(legend.get_window_extent(renderer))
+    assert L._extents(mark.get_window_extent(renderer))[3] <= low[1]  # the mark's top under the legend's bottom
+    plt.close(fig)

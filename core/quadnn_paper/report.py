@@ -205,9 +205,11 @@ class Report:
         # an axis label.
         data_file = f"figures/{name}.data.json"  # the numbers it plots, before the corner mark is drawn
         atomic_write_text(self._staged(data_file), json.dumps(figure_data(fig), indent=1) + "\n")
+        # below the lowest thing drawn (a legend placed under the axes too), in figure coordinates
+        lowest = fig.get_tightbbox(fig.canvas.get_renderer()).y0 / fig.get_size_inches()[1]
         fig.text(
             0.995,
-            -0.01,
+            min(0.0, lowest) - 0.01,
             f"profile: {self.profile}; data: {self.data}; numbers: {data_file}; {why_command(name)}",
             ha="right",
             va="top",

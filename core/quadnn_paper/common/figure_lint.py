@@ -25,6 +25,9 @@ axes (its title and labels) and the problem:
   (an axes that only says why it has none, a text such as "pending", is allowed);
 - **curves told apart by shade alone**: two lines of one axes with the same line style and marker
   need colours of different hue (a sequential colour map's shades cannot be told apart in print).
+- **panels too small to read**: an axes that shows data is at least :data:`MIN_AXES_IN` inches wide
+  and high at the size the figure is drawn (the report draws each figure at its printed size), and
+  no two tick labels of one axis overlap (a panel squeezed by the legends beside it fails both).
 
 Fonts below 6 pt at the printed size are ``tools/paper_check.py layout``'s check (it knows the width
 the report includes the figure at).
@@ -45,6 +48,9 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["lint", "record", "promised_error_bars", "FigureLintError", "overlaps_rect", "say_empty"]
+
+
+MIN_AXES_IN = 0.8  # inches: a data panel smaller than this at print size cannot be read
 
 
 class FigureLintError(ValueError):
@@ -333,7 +339,30 @@ def _extra_problems(fig, axes, renderer, dpi) -> list[str]:
         elif _points(ax) <= 1 and not says_why:
             found.append(f"{_describe(ax)}: a nearly empty axes (one data point); say why or drop the panel")
         found += [f"{_describe(ax)}: {p}" for p in _shade_problems(ax)]
+        found += [f"{_describe(ax)}: {p}" for p in _size_problems(ax, renderer, dpi)]
     return found
+
+
+def _size_problems(ax, renderer, dpi: float) -> list[str]:
+    """A data panel smaller than :data:`MIN_AXES_IN` inches, or tick labels of one axis that overlap."""
+    if not _shows_data(ax):
+        return []
+    box = ax.get_window_extent(renderer)
+    out = []
+    if min(box.width, box.height) < MIN_AXES_IN * dpi:
+        out.append(
+            f"a panel of {box.width / dpi:.2f} x {box.height / dpi:.2f} in, below {MIN_AXES_IN} in at print size "
+            "(legends or panels beside it squeeze it: share one legend, or give the figure room)"
+        )
+    for axis in (ax.xaxis, ax.yaxis):
+        labels = [t for t in _tick_labels(axis) if t.get_text().strip()]
+        boxes = [(t.get_text(), _extents(t.get_window_extent(renderer))) for t in labels]
+        hit = next(
+            ((a, b) for i, (a, ra) in enumerate(boxes) for b, rb in boxes[i + 1 :] if overlaps_rect(ra, rb)), None
+        )
+        if hit:
+            out.append(f"the tick labels {hit[0]!r} and {hit[1]!r} overlap")
+    return out
 
 
 def lint(fig) -> list[str]:

@@ -926,7 +926,8 @@ def _styled(draw: Callable) -> Callable:
 
         with plt.rc_context(_FONTS):
             fig = draw()
-            fig.tight_layout()
+            if fig.get_layout_engine() is None:  # a figure with its own layout (a shared legend) keeps it
+                fig.tight_layout()
         for ax in fig.axes:
             ax.tick_params(which="both", labelsize=_FONTS["xtick.labelsize"])
         return fig
@@ -943,7 +944,7 @@ def _in_chans(P: dict) -> int:
     return 3 if P["dataset"].startswith("cifar") else 1
 
 
-def _plot_curves(ax, S: dict, name: str, label: str) -> None:
+def _plot_curves(ax, S: dict, name: str, label: str, legend: bool = True) -> None:
     """Error per epoch (test, or training where the protocol evaluates once) of each value of sweep
     ``name`` (first grid seed) and of the ResNet20."""
     P = S["protocol"]
@@ -964,8 +965,8 @@ def _plot_curves(ax, S: dict, name: str, label: str) -> None:
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric.replace("_", " ") + " (%)")
     ax.set_ylim(0, 100)
-    # Beside the panel: the curves run from the top-left corner down, a diverged run along the top.
-    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    if legend:  # beside the panel: the curves run from the top-left corner down, a diverged run along the top
+        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
 
 
 def _sg_figure(S: dict):
@@ -993,10 +994,14 @@ def _sw_figure(S: dict):
 def _transfer_figure(S: dict):
     import matplotlib.pyplot as plt
 
+    # the panels share their gammas: one legend, beside the last panel, so that each panel keeps its width
     fig, axes = plt.subplots(1, max(1, len(S["stages"])), figsize=(7.0, 2.4), sharey=True, squeeze=False)
     for ax, k in zip(axes[0], S["stages"]):
-        _plot_curves(ax, S, k, r"$\gamma_g$")
+        _plot_curves(ax, S, k, r"$\gamma_g$", legend=False)
         ax.set_title(f"transfer from stage {k[-1]}", fontsize=7)
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes[0]), key=lambda hl: len(hl[1]))
+    if handles:
+        axes[0][-1].legend(handles, labels, fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     return fig
 
 

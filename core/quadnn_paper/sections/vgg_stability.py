@@ -132,8 +132,8 @@ def _loss_figure(S: dict):
 
     P = S["protocol"]
     R = P["recipe"]
-    # one column with the legend beside the axes: drawn narrower than the column, so it prints unscaled
-    fig, ax = plt.subplots(figsize=(3.1, 2.4))
+    # one column, the legend under the axes (beside them it left the panel half an inch wide)
+    fig, ax = plt.subplots(figsize=(3.4, 3.0))
     for row in [r for r in S["rows"] if S["history"][r]]:
         h = S["history"][row][0]["history"]
         ep = [x["epoch"] for x in h]
@@ -149,13 +149,17 @@ def _loss_figure(S: dict):
             ax.plot(ep[-1], loss[-1] if math.isfinite(loss[-1]) else R["epochs"], "kx")
     ax.axhline(S["loss_limit"], color="0.5", ls="--", lw=0.8)
     ax.set_yscale("log")
+    # decades only: over less than a decade matplotlib labels the minor ticks too, and they collide
+    from matplotlib.ticker import NullFormatter
+
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("epoch")
     ax.set_ylabel("mean training loss")
-    # Beside the panel (every corner holds a curve or the divergence limit at some profile); the
+    # Under the panel (every corner holds a curve or the divergence limit at some profile); the
     # title says what was trained (width, data).
     W = "" if P["width"] == 1 else f" x{P['width']:g}"
     ax.set_title(f"VGG16{W} on {cs.DATA_WORDS[R['dataset']]} (first seed)", fontsize=7)
-    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, frameon=False)
     return fig
 
 
