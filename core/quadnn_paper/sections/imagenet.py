@@ -618,12 +618,13 @@ def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None
         return [(f"imagenet_qresnet{d}", f"imagenet_{r}{d}") for d in _DEPTHS for r in rivals]
 
     def decide(text: str, rivals: tuple[str, ...]):
-        arms = pairs(rivals)
+        # the arms by what was trained (ResNet-18, not the paper's "ResNet20" label for it)
+        arms, name = pairs(rivals), trained_label
         return cs.pair_claim(
             text,
-            [(PAPER_LABEL[q], errors.get(q, {}), PAPER_LABEL[r], errors.get(r, {})) for q, r in arms],
+            [(name(q), errors.get(q, {}), name(r), errors.get(r, {})) for q, r in arms],
             "; ".join(f"{PAPER[q]} vs {PAPER[r]}" for q, r in arms),
-            moved_by={PAPER_LABEL[m]: v for m, v in moved_by.items()},
+            moved_by={name(m): v for m, v in moved_by.items()},
             margins=[stats.margin_of(cs.paper_effect(PAPER[q], PAPER[r])) for q, r in arms],
             limit=_chance(n_classes) - cs.UNTRAINED_MARGIN,
         )
