@@ -158,3 +158,48 @@ def test_pending_training_renders_with_the_finished_variables(tmp_path, one_thre
     finished = R.summary(result, R.piece_analysis(P["interval"], P["width"], P["depth"], result), "smoke")["variables"]
     assert list(pending_vars) == list(finished)
     assert {k for k, v in pending_vars.items() if v != "pending"} == {"Seeds", "Iterations", "BlownRmse", "PaperPieces"}
+
+
+def test_a_torch_func_ensemble_with_torchs_adam_gives_the_batched_trainers_numbers(one_thread):
+    """The alternative the module docstring weighs: each strategy's seeds stacked with
+    torch.func (stack_module_state, vmap, functional_call) and trained by torch's own Adam, one per
+    strategy (its rates are per parameter group), then quadnn's shrink rule. Same parameters as
+    train_batched; the docstring gives the time each takes."""
+    import copy
+
+    from torch.func import functional_call, stack_module_state, vmap
+
+    protocol = dict(R.PAPER, iterations=40, seeds=[0, 1])
+    x, y, _, _ = R.dataset(protocol)
+    runs = [(s, seed) for s in ("sg", "sw-l1", "sw-l2") for seed in (0, 1)]
+    batched = R.train_batched(runs, protocol)
+
+    def group(name):  # ReLinear-sg's groups: the gate, the power term and constant, the rest
+        return "g" if name.endswith(("weight_g", "bias_g")) else "b" if name.endswith(("weight_b", "bias_b")) else "r"
+
+    for strategy in ("sg", "sw-l1", "sw-l2"):
+        s = R.STRATEGIES[strategy]
+        models = [R.init_model(strategy, seed) for seed in (0, 1)]
+        params, buffers = stack_module_state(models)
+        base = copy.deepcopy(models[0]).to("meta")
+        forward = vmap(lambda p, b, xx, base=base: functional_call(base, (p, b), (xx,)), in_dims=(0, 0, None))
+        rates = dict(r=s.lr, g=s.lr_g, b=s.lr_b)
+        groups = [dict(params=[v for k, v in params.items() if group(k) == g], lr=rates[g]) for g in "rgb"]
+        opt = torch.optim.Adam(groups, betas=R.OPTIMIZER["betas"], eps=R.OPTIMIZER["eps"], foreach=False)
+        for _ in range(protocol["iterations"]):
+            opt.zero_grad()
+            (forward(params, buffers, x) - y).square().mean(dim=(1, 2)).sum().backward()
+            opt.step()
+            with torch.no_grad():  # quadnn.relinear.Shrink's rules on the stacked terms
+                for k, v in params.items():
+                    if s.shrink and group(k) != "r":
+                        ref = 1.0 if k.endswith("bias_g") else 0.0
+                        v.sub_(s.alpha * (torch.sign(v - ref) if s.shrink == "l1" else v - ref))
+        for j, seed in enumerate((0, 1)):
+            model = R.init_model(strategy, seed)
+            with torch.no_grad():
+                for k, v in model.named_parameters():
+                    v.copy_(params[k][j])
+            np.testing.assert_allclose(
+                R.flatten(model).numpy(), batched["params"][runs.index((strategy, seed))], rtol=1e-9, atol=1e-12
+            )

@@ -30,7 +30,11 @@ once: their parameters live in one ``(runs, n_params)`` float64 tensor, the forw
 handful of batched matrix products, and Adam and the shrink rules act on that one tensor with
 per-element learning rates and shrink factors. Adam and the shrink rules are elementwise and
 the runs' losses are summed, so this computes exactly what the independent runs compute (a
-test checks it against :func:`train_reference`).
+test checks it against :func:`train_reference`). Why not ``torch.func`` (``stack_module_state``,
+``vmap``, ``functional_call``) with torch's own Adam: Adam takes one rate per parameter group and the
+strategies' rates differ, so it needs one stacked ensemble and one Adam per strategy; measured on this
+project's CPU (one thread, 25 runs, 300 steps) that took 4.3 s against 0.49 s here, for the same
+parameters (``tests/test_runge.py`` holds the two equal).
 
 The section declares its work (:func:`work`): the batched training of every strategy and seed
 (:func:`experiment`, cached as ``runge``) and the checks of the data set, the network and the
