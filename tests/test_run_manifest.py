@@ -11,8 +11,9 @@ spec.loader.exec_module(run_manifest)
 
 def test_a_manifest_against_itself_shows_the_same_runs_and_a_changed_field_is_named():
     m = run_manifest.manifest()
-    # the comparison's full runs: 32 rows x 3 seeds, and the four w.t. rows' gamma-0 controls x 3 seeds
-    assert len(m["cifar_comparison full"]) == 96 + 12 and len(m["imagenet full TINY=1"]) == 10
+    # the comparison's full runs: 32 rows x 3 seeds, the four w.t. rows' gamma-0 controls and the six
+    # Parabolic-/PolyResNets trained normally, x 3 seeds
+    assert len(m["cifar_comparison full"]) == 96 + 12 + 18 and len(m["imagenet full TINY=1"]) == 10
     rows = run_manifest.compare(m, m)[2:]
     assert rows and all(r.endswith("| - |") for r in rows)
     assert m["vgg_stability smoke computations"], "computations are in the manifest"
