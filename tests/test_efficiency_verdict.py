@@ -101,3 +101,17 @@ def test_the_engines_gpu_pick_is_what_the_engine_runs_on_a_gpu():
     from quadnn_paper.engine.loop import FASTEST
 
     assert E.engine_gpu_pick() == FASTEST.get(("cuda", False), "speed")
+
+
+@settings(max_examples=60, deadline=None)
+@given(ratios, st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.sampled_from(sorted(E.PAPER_TIMED.values())))
+def test_each_timed_network_is_judged_against_the_papers_own_ratio(value, lo, hi, model):
+    """Every other network the paper times: reproduced exactly when the paper's ratio (its epoch over
+    the ResNet of its depth) is at or above our lower quartile; not tested where the row is absent."""
+    depth, _ = E.model_facts(model)
+    paper = float(E.PAPER_EPOCH_SECONDS[model]) / float(E.PAPER_EPOCH_SECONDS[f"cifar_resnet{depth}"])
+    q1, q3 = value - lo, value + hi
+    verdict = E.timed_verdict([step_row(model, "default", value, q1, q3)], model)
+    assert verdict.startswith("reproduced" if paper >= q1 else "not reproduced")
+    assert f"the paper's {paper:.2f}" in verdict
+    assert E.timed_verdict([step_row(model, "naive", value, q1, q3)], model).startswith("not tested at this profile")

@@ -132,10 +132,16 @@ CIFAR_EPOCH_SECONDS = {
     "cifar_qresnet20": P("10.87"),
     "cifar_parabolic_resnet20": P("8.98"),
     "cifar_poly_resnet20": P("10.59"),
+    "cifar_resnet32": P("14.39"),
+    "cifar_qresnet32": P("15.56"),
+    "cifar_parabolic_resnet32": P("12.48"),
+    "cifar_poly_resnet32": P("15.29"),
     "cifar_resnet56": P("21.61"),
     "cifar_qresnet56": P("27.72"),
     "cifar_parabolic_resnet56": P("19.79"),
     "cifar_poly_resnet56": P("25.67"),
+    "cifar_resnet110": P("40.81"),
+    "cifar_qresnet110": P("55.18"),
 }
 # Weight transfer's extra cost the paper estimates (%): training the conventional network costs this
 # share of the quadratic one, "because the number of multiplications of a conventional neuron is
