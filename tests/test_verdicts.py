@@ -480,3 +480,18 @@ def test_the_power_sentence_is_computed_from_the_claims_and_never_prints_a_templ
     text = cs.power_sentence(claims)
     assert f"{sd:.2f} points" in text and f"at {n} seeds" in text and f"{mde:.1f} points" in text
     assert "family's 1 pair," in text and not paper_check.template_prose(text)
+
+
+def test_the_comparisons_pair_claims_are_told_apart_by_their_words_alone():
+    """The comparison's claims go into two tables, told apart by how a pair claim begins: every claim
+    of _pair_claims begins so, and no claim of the paper does."""
+    from quadnn_paper.sections import cifar_comparison as C
+
+    P = C.protocol("cpu")
+    planned = cs.plan(cs.comparison_rows(), P, width=P["width"])
+    errs = {r.key: e for r, e in _fake_errors(planned).items()}
+    kw = dict(dataset="fashion_mnist16", moved={})
+    pairs = C._pair_claims(C._Claims(errs, cs.comparison_rows(), **kw))
+    everything = C._paper_claims(errs, {}, cs.comparison_rows(), **kw)
+    assert pairs and all(C.is_pair_claim(c) for c in pairs)
+    assert [c.text for c in everything if C.is_pair_claim(c)] == [c.text for c in pairs]

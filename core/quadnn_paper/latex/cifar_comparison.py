@@ -5,6 +5,7 @@ from ._claims import CLAIMS_ALIGN
 
 HEADS = {
     "comparison_claims": {"align": CLAIMS_ALIGN},
+    "comparison_pair_claims": {"align": CLAIMS_ALIGN},
     "standin": {"align": "llllrrlrr"},
     "full_cost": {"align": "lrrl"},
 }
