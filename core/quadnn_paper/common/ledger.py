@@ -436,9 +436,14 @@ def _claims_table(paper: Path, table: str) -> dict[str, str]:
         return {row["Claim"]: row["Verdict"] for row in csv.DictReader(f)}
 
 
+def _macro(section: str, name: str) -> str:
+    """The LaTeX macro a section writes for its variable ``name`` (``cifar_tuning``, ``X`` -> ``cifartuningX``)."""
+    return section.replace("_", "") + name
+
+
 def _variable(paper: Path, section: str, name: str) -> str:
     path = paper / "variables" / f"{section}.tex"
-    macro = section.replace("_", "") + name
+    macro = _macro(section, name)
     if path.is_file():
         m = re.search(r"\\newcommand\{\\" + macro + r"\}\{(.*)\}\s*$", path.read_text(), re.M)
         if m:
@@ -487,12 +492,12 @@ FAMILY = "HolmFamily"  # the variable each paired section writes for :func:`fami
 
 def read_variables() -> set[str]:
     """The macros (section prefix and name) the ledger reads from the sections' variables."""
-    names = {f"{section.replace('_', '')}{FAMILY}" for section in PAIRED_SECTIONS}
+    names = {_macro(section, FAMILY) for section in PAIRED_SECTIONS}
     for src in (e.source for e in LEDGER):
         if isinstance(src, Variable):
-            names.add(src.section.replace("_", "") + src.name)
+            names.add(_macro(src.section, src.name))
         elif isinstance(src, Counted):
-            names.update(src.section.replace("_", "") + n for n in (src.count, src.total))
+            names.update(_macro(src.section, n) for n in (src.count, src.total))
     return names
 
 
