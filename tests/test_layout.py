@@ -126,7 +126,19 @@ def test_library_wheel_holds_only_the_library(tmp_path):
     assert requires == {"torch", "torchvision", "timm", "numpy"}, requires
 
 
-LAYERS = ("common", "bench", "data", "engine", "analysis", "sections", "latex", "execution", "report", "why")
+LAYERS = (
+    "common",
+    "bench",
+    "data",
+    "engine",
+    "analysis",
+    "experiments",
+    "sections",
+    "latex",
+    "execution",
+    "report",
+    "why",
+)
 
 
 def test_every_companion_module_sits_in_exactly_one_layer():

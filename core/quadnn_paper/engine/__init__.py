@@ -5,7 +5,7 @@ returns the stored result; the task (in-memory classification, ImageFolder class
 with 10-crop evaluation, KITTI-format depth) is part of the configuration. The runners in
 :mod:`quadnn_paper.execution.runners` execute many runs in this process, on local GPUs or on SLURM.
 
-The batched Runge trainer (:mod:`quadnn_paper.sections.runge`) is the one other training loop: it trains
+The batched Runge trainer (:mod:`quadnn_paper.experiments.runge`) is the one other training loop: it trains
 hundreds of 1-d networks at once as one batched tensor program, which this per-run engine
 cannot express.
 """
