@@ -2,6 +2,7 @@
 claim a section computes is in the ledger, and the build refuses a ledger entry without one."""
 
 import csv
+import json
 import subprocess
 import sys
 
@@ -29,12 +30,13 @@ _TABLES = {
 
 
 def _section_claims(profile="cpu"):
-    """Every claim text each paired section computes (from no results: the texts do not depend on them)."""
+    """Every claim each paired section computes, by its claims table (from no results: which claims
+    there are does not depend on them)."""
     out = {}
     for mod, table in _TABLES.items():
         S = mod.summary({}, profile)
-        out[table] = [c.text for c in S["claims"]]
-    out["claims_imagenet"] = [c.text for c in imagenet.claims({}, {}, n_classes=10)]
+        out[table] = list(S["claims"])
+    out["claims_imagenet"] = list(imagenet.claims({}, {}, n_classes=10))
     return out
 
 
@@ -50,20 +52,23 @@ def test_ids_are_unique_and_the_once_missing_claims_have_entries():
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "full"])
 def test_every_claim_a_section_computes_is_in_the_ledger_and_back(profile):
     computed = _section_claims(profile)
-    wanted = {(e.source.table, e.source.text) for e in ledger.LEDGER if isinstance(e.source, ledger.Claim)}
-    have = {(t, text) for t, texts in computed.items() for text in texts}
-    have = {(t, x) for t, x in have if not x.endswith("(no claim in the paper)")}  # a measurement, not a claim
+    wanted = {(e.source.table, e.source.id) for e in ledger.LEDGER if isinstance(e.source, ledger.Claim)}
+    have = {(t, c.id) for t, claims in computed.items() for c in claims if c.id}
     assert wanted == have, (wanted - have, have - wanted)
+    # a claim without an id is a measurement, not a claim of the paper
+    unnamed = [c.text for claims in computed.values() for c in claims if not c.id]
+    assert all(text.endswith("(no claim in the paper)") for text in unnamed), unnamed
 
 
 def _fake_paper(tmp_path, computed, verdict="supported"):
     (tmp_path / "tables").mkdir()
     (tmp_path / "variables").mkdir()
-    for table, texts in computed.items():
+    for table, claims in computed.items():  # as the report writes a keyed table (Table.keys)
         with (tmp_path / "tables" / f"{table}.csv").open("w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["Section", "Claim", "Verdict"])
-            w.writerows(["x", t, verdict] for t in texts)
+            w.writerows(["x", c.text, verdict] for c in claims)
+        (tmp_path / "tables" / f"{table}.keys.json").write_text(json.dumps([c.id for c in claims]))
     (tmp_path / "variables" / "runge.tex").write_text(
         "\\newcommand{\\rungeOrderMatches}{not decided: the paired intervals of the steps include zero}\n"
     )

@@ -23,6 +23,27 @@ def test_table_writes_csv_and_tex(tmp_path):
         rep.table("bad", ["a", "b"], [[1]])
 
 
+@pytest.mark.parametrize(
+    "keys, ok",
+    [(["a", "", "b"], True), (["a", "", "a"], False), (["a", "b"], False), (["", "", ""], True)],
+)
+def test_a_keyed_table_names_each_row_by_id_beside_its_csv(tmp_path, keys, ok):
+    """A keyed table's ids are a list beside the CSV, one per row in its order (a reader finds a row
+    by id, not by its text); ids that are not one per row, or name two rows, are refused."""
+    rep = Report(tmp_path, "demo", "smoke", "digits")
+    rows = [["first", 1.0], ["unnamed", 2.0], ["third", 3.0]]
+    if not ok:
+        with pytest.raises(ValueError, match="keys"):
+            rep.table("t", ["claim", "value"], rows, keys=keys)
+        return
+    rep.table("t", ["claim", "value"], rows, keys=keys)
+    rep.commit()
+    ids = json.loads((tmp_path / "tables" / "t.keys.json").read_text())
+    csv_rows = list(csv.DictReader(open(tmp_path / "tables" / "t.csv")))
+    assert ids == keys and len(ids) == len(csv_rows)
+    assert {k: r["claim"] for k, r in zip(ids, csv_rows) if k} == {k: r[0] for k, r in zip(keys, rows) if k}
+
+
 def test_variables_are_macros_named_by_section(tmp_path):
     rep = Report(tmp_path, "demo", "cpu", "digits")
     rep.variable("BestError", 0.0123456)

@@ -482,9 +482,10 @@ def test_the_power_sentence_is_computed_from_the_claims_and_never_prints_a_templ
     assert "family's 1 pair," in text and not paper_check.template_prose(text)
 
 
-def test_the_comparisons_pair_claims_are_told_apart_by_their_words_alone():
-    """The comparison's claims go into two tables, told apart by how a pair claim begins: every claim
-    of _pair_claims begins so, and no claim of the paper does."""
+def test_each_pair_claim_of_the_comparison_is_a_pair_of_the_claim_it_names():
+    """The comparison's claims go into two tables, told apart by whether a claim is one pair of a
+    multi-pair claim (``pair_of``, the id of that claim): each such claim's pairs are pairs of the
+    claim it names, and no claim of the paper is one."""
     from quadnn_paper.sections import cifar_comparison as C
 
     P = C.protocol("cpu")
@@ -494,4 +495,9 @@ def test_the_comparisons_pair_claims_are_told_apart_by_their_words_alone():
     pairs = C._pair_claims(C._Claims(errs, cs.comparison_rows(), **kw))
     everything = C._paper_claims(errs, {}, cs.comparison_rows(), **kw)
     assert pairs and all(C.is_pair_claim(c) for c in pairs)
-    assert [c.text for c in everything if C.is_pair_claim(c)] == [c.text for c in pairs]
+    assert [c.id for c in everything if C.is_pair_claim(c)] == [c.id for c in pairs]
+    by_id = {c.id: c for c in everything}
+    for c in pairs:
+        parent = by_id[c.pair_of]
+        assert not C.is_pair_claim(parent)
+        assert {(a, b) for a, b, _ in c.pairs} <= {(a, b) for a, b, _ in parent.pairs}, (c.id, c.pair_of)

@@ -242,6 +242,7 @@ class Report:
         digits: int = 4,
         header_tex: Sequence[str] | None = None,
         rows_only: bool = False,
+        keys: Sequence[str] | None = None,
     ) -> Path:
         """Write ``tables/NAME.csv`` (plain values) and ``tables/NAME.tex`` (a formatted tabular).
 
@@ -250,8 +251,14 @@ class Report:
         :class:`Cell` spreads, notes or flags gets a companion column for each, so every CSV
         cell is a bare number or string. ``header_tex`` replaces the escaped header in LaTeX.
         ``rows_only``: the ``.tex`` holds the body rows alone, for a table the report assembles
-        from several sections (the CSV is complete either way).
+        from several sections (the CSV is complete either way). ``keys``: each row's stable id ("":
+        none), written as ``tables/NAME.keys.json``, one entry per CSV row.
         """
+        if keys is not None:
+            ids = [k for k in keys if k]
+            if len(keys) != len(rows) or len(ids) != len(set(ids)):
+                raise ValueError(f"table {name}: keys {list(keys)!r} must name each of its {len(rows)} rows once")
+            atomic_write_text(self._staged(f"tables/{name}.keys.json"), json.dumps(list(keys), indent=1) + "\n")
         for row in rows:
             if len(row) != len(header):
                 raise ValueError(f"table {name}: row {row!r} has {len(row)} cells, header has {len(header)}")
@@ -402,7 +409,15 @@ class Report:
             head = latex.head(self.section, output.name, output.header)
             labels = head.pop("labels", {})  # plain cell text -> its LaTeX (a label with math)
             rows = [[_labelled(c, labels) for c in row] for row in output.rows]
-            self.table(output.name, output.header, rows, digits=output.digits, rows_only=output.rows_only, **head)
+            self.table(
+                output.name,
+                output.header,
+                rows,
+                digits=output.digits,
+                rows_only=output.rows_only,
+                keys=output.keys,
+                **head,
+            )
         elif isinstance(output, Figure):
             import matplotlib.pyplot as plt
 

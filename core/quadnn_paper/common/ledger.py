@@ -3,8 +3,9 @@
 Each :class:`Entry` names a claim of the paper (where it is made, in a few words) and one source of
 its answer in this build:
 
-- :class:`Claim`: a row of a section's claims table (``paper/tables/<table>.csv``, column
-  ``Claim``), whose ``Verdict`` the section computed from paired runs;
+- :class:`Claim`: a row of a section's claims table (``paper/tables/<table>.csv``), found by the
+  claim's stable id (``<table>.keys.json``, one id per row; the section gives a claim its id where it
+  makes it), whose ``Verdict`` the section computed from paired runs;
 - :class:`Variable`: a verdict a section wrote as a variable (``paper/variables/<section>.tex``);
 - :class:`Counted`: a universal statement checked case by case (a counterexample refutes it);
 - :class:`NotTested`: no experiment of this project can answer it, and why;
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -51,7 +53,7 @@ __all__ = [
 @dataclass(frozen=True)
 class Claim:
     table: str  # e.g. "claims_cifar_tuning"
-    text: str  # the section's claim text, exactly
+    id: str  # the id the section gave the claim (its text is the section's alone)
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,12 @@ def _seconds(model: str) -> str:
     return f"{published.CIFAR_EPOCH_SECONDS[model].text} s"
 
 
-def _tuning(id_, claim, text):
-    return Entry(id_, "Sec. V-A (CIFAR-10 tuning)", claim, "cifar_tuning", Claim(_T, text))
+def _tuning(id_, claim):
+    return Entry(id_, "Sec. V-A (CIFAR-10 tuning)", claim, "cifar_tuning", Claim(_T, id_))
 
 
-def _cmp(id_, claim, text):
-    return Entry(id_, "Sec. V-B (CIFAR-10 comparison)", claim, "cifar_comparison", Claim(_C, text))
+def _cmp(id_, claim):
+    return Entry(id_, "Sec. V-B (CIFAR-10 comparison)", claim, "cifar_comparison", Claim(_C, id_))
 
 
 LEDGER: list[Entry] = [
@@ -199,54 +201,22 @@ LEDGER: list[Entry] = [
         Measured("the oscillation of the training curves is tabled per setting; the paper gives no measure of it"),
     ),
     # -- CIFAR-10 tuning (Sec. V-A)
-    _tuning(
-        "sg-beats-conv",
-        "ReLinear-sg beats the conventional ResNet20",
-        "ReLinear-sg (gamma 0.0001) beats the conventional ResNet20",
-    ),
-    _tuning(
-        "sw-beats-conv",
-        "ReLinear-sw beats the conventional ResNet20",
-        "ReLinear-sw (l2, beta 0.9) beats the conventional ResNet20",
-    ),
-    _tuning(
-        "sg-beats-sw", "ReLinear-sg beats ReLinear-sw", "ReLinear-sg beats ReLinear-sw (gamma 0.0001 vs l2 beta 0.9)"
-    ),
-    _tuning(
-        "terms-help",
-        "The quadratic terms help (gamma beats gamma 0)",
-        "The quadratic terms help: gamma 0.0001 beats gamma 0 (the same network, terms frozen)",
-    ),
-    _tuning("large-gamma", "Too large a gamma hurts", "Too large a gamma hurts: 0.0001 beats 0.1"),
-    _tuning(
-        "rezero",
-        "ReZero stabilises training at large gamma",
-        "ReZero stabilises training: with ReZero beats without at gamma 0.1",
-    ),
-    _tuning(
-        "rezero-named",
-        "With ReZero, ReLinear-sg stops oscillating at gamma 0.01 and 0.001",
-        "ReZero stabilises training where ReLinear-sg alone oscillates: with ReZero beats without at gamma 0.01 "
-        "and 0.001",
-    ),
+    _tuning("sg-beats-conv", "ReLinear-sg beats the conventional ResNet20"),
+    _tuning("sw-beats-conv", "ReLinear-sw beats the conventional ResNet20"),
+    _tuning("sg-beats-sw", "ReLinear-sg beats ReLinear-sw"),
+    _tuning("terms-help", "The quadratic terms help (gamma beats gamma 0)"),
+    _tuning("large-gamma", "Too large a gamma hurts"),
+    _tuning("rezero", "ReZero stabilises training at large gamma"),
+    _tuning("rezero-named", "With ReZero, ReLinear-sg stops oscillating at gamma 0.01 and 0.001"),
     *(
         _tuning(
             f"transfer-{k}",
             f"Weight transfer from stage {k} beats random initialisation",
-            f"Weight transfer from stage {k} beats random initialisation (sg 0.0001)",
         )
         for k in (1, 2, 3)
     ),
-    _tuning(
-        "transfer-best",
-        "Transfer from stage 1 gives the best result",
-        "Weight transfer from stage 1 gives the best result (beats stages 2 and 3)",
-    ),
-    _tuning(
-        "transfer-robust",
-        "Later transfer stages are more robust to gamma",
-        "Later transfer stages are more robust to gamma (at gamma 0.1, each stage beats the one before)",
-    ),
+    _tuning("transfer-best", "Transfer from stage 1 gives the best result"),
+    _tuning("transfer-robust", "Later transfer stages are more robust to gamma"),
     # -- VGG16 on CIFAR-100 (Sec. V-A)
     *(
         Entry(
@@ -254,79 +224,29 @@ LEDGER: list[Entry] = [
             "Sec. V-A (VGG16, CIFAR-100)",
             f"VGG16 with square activation does not converge at lr {lr}; Quadratic-VGG16 does",
             "vgg_stability",
-            Claim(_V, f"Quadratic VGG16 (ReLinear) trains where the square-activation VGG16 at lr {lr} does not"),
+            Claim(_V, f"vgg-square-{lr}"),
         )
         for lr in ("0.05", "0.03", "0.01")
     ),
     # -- CIFAR-10 comparison (Sec. V-B)
-    _cmp("q20-ri", "QResNet20 (r.i.) beats ResNet20", "QResNet20 (r.i., with and without ReZero) beats ResNet20"),
-    _cmp("q20-wt", "QResNet20 (w.t.) beats ResNet20", "QResNet20 (w.t.) beats ResNet20"),
-    _cmp(
-        "q-depth",
-        "Every QResNet beats the ResNet of its depth",
-        "Every QResNet beats the ResNet of its depth (depths 32-110)",
-    ),
-    _cmp(
-        "wt-beats-ri",
-        "Weight transfer beats random initialisation",
-        "Weight transfer beats random initialisation (QResNet, ReLinear)",
-    ),
-    _cmp(
-        "q-beats-poly",
-        "QResNet beats Parabolic-/PolyResNet of its depth",
-        "QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)",
-    ),
-    _cmp(
-        "q32-r110", "QResNet32 beats ResNet110 with fewer parameters", "QResNet32 beats ResNet110 with fewer parameters"
-    ),
-    _cmp(
-        "cq32-r110",
-        "Compact-QResNet32 beats ResNet110 with fewer parameters",
-        "Compact-QResNet32 beats ResNet110 with fewer parameters",
-    ),
-    _cmp("compact-worse", "Compact-QResNet is worse than QResNet", "Compact-QResNet is worse than QResNet (both w.t.)"),
-    _cmp(
-        "depth-helps-more",
-        "ResNet56 beats QResNet20: depth helps more",
-        "Depth helps more than the quadratic neuron: ResNet56 beats QResNet20 (r.i.)",
-    ),
-    _cmp(
-        "r1202-worse",
-        "ResNet1202 is worse than the shallower ResNets",
-        "ResNet1202 is worse than the shallower ResNets",
-    ),
-    _cmp(
-        "q-beats-wide",
-        "QResNet beats every widened ResNet of its depth",
-        "QResNet beats every widened ResNet of its depth",
-    ),
+    _cmp("q20-ri", "QResNet20 (r.i.) beats ResNet20"),
+    _cmp("q20-wt", "QResNet20 (w.t.) beats ResNet20"),
+    _cmp("q-depth", "Every QResNet beats the ResNet of its depth"),
+    _cmp("wt-beats-ri", "Weight transfer beats random initialisation"),
+    _cmp("q-beats-poly", "QResNet beats Parabolic-/PolyResNet of its depth"),
+    _cmp("q32-r110", "QResNet32 beats ResNet110 with fewer parameters"),
+    _cmp("cq32-r110", "Compact-QResNet32 beats ResNet110 with fewer parameters"),
+    _cmp("compact-worse", "Compact-QResNet is worse than QResNet"),
+    _cmp("depth-helps-more", "ResNet56 beats QResNet20: depth helps more"),
+    _cmp("r1202-worse", "ResNet1202 is worse than the shallower ResNets"),
+    _cmp("q-beats-wide", "QResNet beats every widened ResNet of its depth"),
     # the pairs of the multi-pair claims above that the cpu profile trains, decided on their own
-    _cmp("q32-wt-r32", "At depth 32: QResNet32 (w.t.) beats ResNet32", "At depth 32: QResNet32 (w.t.) beats ResNet32"),
-    _cmp(
-        "wt-beats-ri-20",
-        "At depth 20: weight transfer beats random initialisation",
-        "At depth 20: weight transfer beats random initialisation (QResNet20, ReLinear)",
-    ),
-    _cmp(
-        "q-beats-poly-20",
-        "At depth 20: QResNet20 beats Parabolic-/PolyResNet20",
-        "At depth 20: QResNet20 beats Parabolic-ResNet20 and PolyResNet20 (r.i.)",
-    ),
-    _cmp(
-        "q32-beats-wide",
-        "At depth 32: QResNet32 beats the twice-wide ResNet32",
-        "At depth 32: QResNet32 (w.t.) beats the twice-wide ResNet32",
-    ),
-    _cmp(
-        "poly-no-converge",
-        "Parabolic- and PolyResNets trained normally (without ReLinear) do not converge",
-        "Parabolic-/PolyResNets trained normally (without ReLinear) do not converge; with ReLinear they do",
-    ),
-    _cmp(
-        "poly-no-converge-20",
-        "At depth 20: Parabolic-/PolyResNet20 trained normally do not converge",
-        "At depth 20: Parabolic-ResNet20 and PolyResNet20 trained normally do not converge; with ReLinear they do",
-    ),
+    _cmp("q32-wt-r32", "At depth 32: QResNet32 (w.t.) beats ResNet32"),
+    _cmp("wt-beats-ri-20", "At depth 20: weight transfer beats random initialisation"),
+    _cmp("q-beats-poly-20", "At depth 20: QResNet20 beats Parabolic-/PolyResNet20"),
+    _cmp("q32-beats-wide", "At depth 32: QResNet32 beats the twice-wide ResNet32"),
+    _cmp("poly-no-converge", "Parabolic- and PolyResNets trained normally (without ReLinear) do not converge"),
+    _cmp("poly-no-converge-20", "At depth 20: Parabolic-/PolyResNet20 trained normally do not converge"),
     Entry(
         "poly-no-depth",
         "Sec. V-B (CIFAR-10 comparison)",
@@ -340,14 +260,14 @@ LEDGER: list[Entry] = [
         "Sec. V-B (ImageNet)",
         "QResNets beat the ResNets of their depth on ImageNet",
         "imagenet",
-        Claim(_I, "QResNets beat the ResNets of their depth on ImageNet"),
+        Claim(_I, "imagenet-q-beats-r"),
     ),
     Entry(
         "imagenet-q-beats-poly",
         "Sec. V-B (ImageNet)",
         "QResNets beat the Poly-/Parabolic networks of their depth on ImageNet",
         "imagenet",
-        Claim(_I, "QResNets beat the Poly-/Parabolic networks of their depth on ImageNet"),
+        Claim(_I, "imagenet-q-beats-poly"),
     ),
     Entry(
         "kitti",
@@ -429,11 +349,16 @@ def _kind(answer: str) -> str:
 
 
 def _claims_table(paper: Path, table: str) -> dict[str, str]:
-    path = paper / "tables" / f"{table}.csv"
-    if not path.is_file():
-        raise LedgerError(f"{path} is missing: run its section's notebook (make paper)")
+    """The verdicts of ``table``'s rows by their claims' ids."""
+    path, keys = paper / "tables" / f"{table}.csv", paper / "tables" / f"{table}.keys.json"
+    if not path.is_file() or not keys.is_file():
+        raise LedgerError(f"{path} or its keys are missing: run its section's notebook (make paper)")
     with path.open(newline="") as f:
-        return {row["Claim"]: row["Verdict"] for row in csv.DictReader(f)}
+        verdicts = [row["Verdict"] for row in csv.DictReader(f)]
+    ids = json.loads(keys.read_text())
+    if len(ids) != len(verdicts):
+        raise LedgerError(f"{keys} names {len(ids)} rows, {path.name} has {len(verdicts)}")
+    return {k: v for k, v in zip(ids, verdicts) if k}
 
 
 def _macro(section: str, name: str) -> str:
@@ -471,9 +396,9 @@ def resolve(entry: Entry, paper: Path) -> tuple[str, str]:
     try:
         if isinstance(src, Claim):
             verdicts = _claims_table(paper, src.table)
-            if src.text not in verdicts:
-                raise LedgerError(f"{src.table}.csv has no claim {src.text!r}")
-            answer = verdicts[src.text]
+            if src.id not in verdicts:
+                raise LedgerError(f"{src.table}.csv has no claim with id {src.id!r}")
+            answer = verdicts[src.id]
         else:
             answer = _variable(paper, src.section, src.name)
     except LedgerError as e:

@@ -42,13 +42,16 @@ class _Traced:
 class Table(_Traced):
     """``header`` and ``rows`` of plain values or :class:`~quadnn_paper.common.cells.Cell`;
     ``digits``: significant digits of its numbers; ``rows_only``: its ``.tex`` holds the body alone
-    (a table the report assembles from several sections)."""
+    (a table the report assembles from several sections); ``keys``: a stable id per row ("" for a
+    row without one), written beside it as ``tables/NAME.keys.json``: a reader finds a row by its
+    id, never by its text."""
 
     name: str
     header: Sequence[str]
     rows: Sequence[Sequence[Any]]
     digits: int = 4
     rows_only: bool = False
+    keys: Sequence[str] | None = None
     made_by: tuple[str, ...] = _made_by()
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
+from quadnn_paper.common.outputs import Table
 from quadnn_paper.engine import RunConfig
 
 __all__ = [
@@ -579,6 +580,8 @@ class Claim:
     family: int = 1
     universal: bool = True
     never: bool = False  # the claim is that each worse arm never trains: one run that did refutes it
+    id: str = ""  # the stable id the ledger finds it by (common.ledger); "": not a claim of the paper
+    pair_of: str = ""  # the id of the paper's multi-pair claim this is one pair of, decided on its own
 
     def evidence(self, most: int | None = None) -> str:
         """ "A vs B: +1.23 [0.40, 2.06]; ..." (differences: worse minus better, points of error); at
@@ -726,6 +729,7 @@ def pair_claim(
     universal: bool = True,
     limit: float | None = None,
     never: bool = False,
+    id: str = "",
 ) -> Claim:
     """Decide the claim "each ``better`` beats its ``worse``" from ``pairs`` of
     ``(label, {seed: error}, label, {seed: error})`` on ``dataset`` (diverged runs at chance); a
@@ -736,7 +740,8 @@ def pair_claim(
     ``moved_by``: each quadratic arm's departure by label (:func:`moved`; conventional arms absent
     or None); ``margins``: each pair's equivalence margin (None: none); ``limit``: the error (%) from
     which a run counts as not trained (default :func:`trained_limit` of ``dataset``); ``never``: the
-    claim is that each worse arm does not train at all (decided on counts, :attr:`Claim.never`)."""
+    claim is that each worse arm does not train at all (decided on counts, :attr:`Claim.never`); ``id``:
+    the ledger's id of the paper's claim it decides."""
     moved_by = moved_by or {}
     trains = trains or never
     limit = trained_limit(dataset) if limit is None else limit
@@ -781,6 +786,7 @@ def pair_claim(
         margins=tuple(margins) if margins else (),
         universal=universal,
         never=never,
+        id=id,
     )
     return decide(claim)
 
@@ -837,9 +843,9 @@ def family_size(claims: list[Claim]) -> int:
     return max((c.family for c in claims), default=1)
 
 
-def not_tested(text: str, reason: str, paper: str = "") -> Claim:
+def not_tested(text: str, reason: str, paper: str = "", id: str = "") -> Claim:
     """A claim this profile does not test, with the reason in its evidence column."""
-    return Claim(text, stats.NOT_TESTED, [], paper, note=reason)
+    return Claim(text, stats.NOT_TESTED, [], paper, note=reason, id=id)
 
 
 CLAIM_PAIRS_SHOWN = 2  # pairs a claims table lists per claim (the verdict uses every pair)
@@ -891,6 +897,14 @@ def summary_rows(section: str, claims: list[Claim]) -> list[list]:
         det = "--" if not ivs or not math.isfinite(c.detectable) else f"{c.detectable:.1f}"
         out.append([section, c.text, c.paper, ours, c.seeds or "--", det, c.moved_text(), c.verdict_text])
     return out
+
+
+def claims_table(section: str, label: str, claims: list[Claim]) -> Table:
+    """The section's rows of the report's table of every claim (``claims_<section>``), each row keyed
+    by its claim's id: the ledger reads a verdict by id (:mod:`quadnn_paper.common.ledger`)."""
+    return Table(
+        f"claims_{section}", SUMMARY_HEADER, summary_rows(label, claims), rows_only=True, keys=[c.id for c in claims]
+    )
 
 
 def param_count(model: str, num_classes: int = 10, **kwargs) -> int:

@@ -221,6 +221,7 @@ def _claim(
     dataset: str = "cifar10",
     moved: dict | None = None,
     never: bool = False,
+    id: str = "",
 ) -> cs.Claim:
     """The claim "each first row beats its second" over all its ``pairs`` (``errs``: per-seed errors
     by row key; a row absent did not run at this profile, and its pairs count as not tested). A
@@ -251,7 +252,15 @@ def _claim(
     # a frozen-terms control holds its terms at the reference by construction: not a failed departure
     moved_by = {r.label: (None if r.method == "wt0" else moved.get(r.key)) for r in rows}
     return cs.pair_claim(
-        text, measured, paper=paper, note=note, dataset=dataset, moved_by=moved_by, margins=margins, never=never
+        text,
+        measured,
+        paper=paper,
+        note=note,
+        dataset=dataset,
+        moved_by=moved_by,
+        margins=margins,
+        never=never,
+        id=id,
     )
 
 
@@ -268,6 +277,7 @@ def _fewer_parameters_claim(
         f"{name} beats ResNet110 with fewer parameters",
         [(q32, r110)],
         f"ours: params {params.get(q32.key, 0):,} vs {params.get(r110.key, 0):,} (full width)",
+        id="cq32-r110" if model.endswith("_compact") else "q32-r110",
         **kw,
     )
     if not fewer and c.intervals:
@@ -304,10 +314,12 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
         claim(
             "QResNet20 (r.i., with and without ReZero) beats ResNet20",
             [(row("cifar_qresnet20", m), row("cifar_resnet20")) for m in ("ri", "ri+rezero")],
+            id="q20-ri",
         ),
         claim(
             "QResNet20 (w.t.) beats ResNet20",
             [(row("cifar_qresnet20", "wt"), row("cifar_resnet20"))],
+            id="q20-wt",
         ),
         claim(
             "Every QResNet beats the ResNet of its depth (depths 32-110)",
@@ -316,10 +328,12 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
                 for d in (32, 56, 110)
                 for m in ("wt", "ri", "ri+rezero")
             ],
+            id="q-depth",
         ),
         claim(
             "Weight transfer beats random initialisation (QResNet, ReLinear)",
             [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}", "ri")) for d in (20, 32, 56, 110)],
+            id="wt-beats-ri",
         ),
         claim(
             "QResNet beats Parabolic-/PolyResNet of the same depth (r.i.)",
@@ -328,6 +342,7 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
                 for d in (20, 32, 56)
                 for k in ("parabolic", "poly")
             ],
+            id="q-beats-poly",
         ),
         _fewer_parameters_claim(errs, params, rows, **kw),
         _fewer_parameters_claim(errs, params, rows, model="cifar_qresnet32_compact", **kw),
@@ -335,18 +350,22 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
             "Parabolic-/PolyResNets trained normally (without ReLinear) do not converge; with ReLinear they do",
             normally((20, 32, 56)),
             never=True,
+            id="poly-no-converge",
         ),
         claim(
             "Compact-QResNet is worse than QResNet (both w.t.)",
             [(row(f"cifar_qresnet{d}", "wt"), row(f"cifar_qresnet{d}_compact", "wt")) for d in (20, 32, 56)],
+            id="compact-worse",
         ),
         claim(
             "Depth helps more than the quadratic neuron: ResNet56 beats QResNet20 (r.i.)",
             [(row("cifar_resnet56"), row("cifar_qresnet20", "ri"))],
+            id="depth-helps-more",
         ),
         claim(
             "ResNet1202 is worse than the shallower ResNets",
             [(row(f"cifar_resnet{d}"), row("cifar_resnet1202")) for d in (20, 32, 56, 110)],
+            id="r1202-worse",
         ),
         claim(
             "QResNet beats every widened ResNet of its depth",
@@ -355,41 +374,56 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
                 for d in (32, 56)
                 for w in (1.5, 2.0, 2.5)
             ],
+            id="q-beats-wide",
         ),
     ] + _pair_claims(C)
 
 
-PAIR_CLAIM = "At depth "  # how each claim of :func:`_pair_claims` begins
-
-
 def is_pair_claim(claim: cs.Claim) -> bool:
     """Whether ``claim`` is one of the pairs of a multi-pair claim decided on its own (:func:`_pair_claims`)."""
-    return claim.text.startswith(PAIR_CLAIM)
+    return bool(claim.pair_of)
 
 
 def _pair_claims(C: _Claims) -> list[cs.Claim]:
     """The pairs of the paper's multi-pair claims that the cpu profile trains, each a claim of its
     own: a claim of several pairs is decided only with all of them (stats.combine); its pairs, being
     the same pairs, count once in the Holm family (cs.adjust)."""
-    row, claim, normally = C.row, C.claim, C.normally
+    row, normally = C.row, C.normally
+
+    def claim(pair_of: str, *args, **kw) -> cs.Claim:
+        return replace(C.claim(*args, **kw), pair_of=pair_of)
+
     return [
-        claim("At depth 32: QResNet32 (w.t.) beats ResNet32", [(row("cifar_qresnet32", "wt"), row("cifar_resnet32"))]),
         claim(
+            "q-depth",
+            "At depth 32: QResNet32 (w.t.) beats ResNet32",
+            [(row("cifar_qresnet32", "wt"), row("cifar_resnet32"))],
+            id="q32-wt-r32",
+        ),
+        claim(
+            "wt-beats-ri",
             "At depth 20: weight transfer beats random initialisation (QResNet20, ReLinear)",
             [(row("cifar_qresnet20", "wt"), row("cifar_qresnet20", "ri"))],
+            id="wt-beats-ri-20",
         ),
         claim(
+            "q-beats-poly",
             "At depth 20: QResNet20 beats Parabolic-ResNet20 and PolyResNet20 (r.i.)",
             [(row("cifar_qresnet20", "ri"), row(f"cifar_{k}_resnet20", "ri")) for k in ("parabolic", "poly")],
+            id="q-beats-poly-20",
         ),
         claim(
+            "poly-no-converge",
             "At depth 20: Parabolic-ResNet20 and PolyResNet20 trained normally do not converge; with ReLinear they do",
             normally((20,)),
             never=True,
+            id="poly-no-converge-20",
         ),
         claim(
+            "q-beats-wide",
             "At depth 32: QResNet32 (w.t.) beats the twice-wide ResNet32",
             [(row("cifar_qresnet32", "wt"), row("cifar_resnet32", width=2.0))],
+            id="q32-beats-wide",
         ),
     ]
 
@@ -536,12 +570,7 @@ def tables(S: dict, params: dict) -> list[Table]:
         # two floats: with every pair tested (full) one table of all the claims outgrew a page
         Table("comparison_claims", CLAIMS_HEADER, claim_rows([c for c in S["claims"] if not is_pair_claim(c)])),
         Table("comparison_pair_claims", CLAIMS_HEADER, claim_rows([c for c in S["claims"] if is_pair_claim(c)])),
-        Table(
-            "claims_cifar_comparison",
-            cs.SUMMARY_HEADER,
-            cs.summary_rows("Comparison", S["claims"]),
-            rows_only=True,
-        ),
+        cs.claims_table(NAME, "Comparison", S["claims"]),
         Table("cifarcomparison_seeds", cs.SEED_HEADER, S["seed_rows"]),
         Table("comparison_calibration", CALIBRATION_HEADER, calibration_rows(S)),
     ]

@@ -34,14 +34,7 @@ from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import (
     CLAIMS_HEADER,
     claim_rows,
-    error_cell,
     param_count,
-)
-from quadnn_paper.sections._cifar import (
-    SUMMARY_HEADER as CLAIMS_SUMMARY_HEADER,
-)
-from quadnn_paper.sections._cifar import (
-    summary_rows as claims_summary_rows,
 )
 from quadnn_paper.sections._tiny import capped
 
@@ -67,12 +60,6 @@ __all__ = [
     "SWEEP_SUMMARY_HEADER",
     "sweep_summary_rows",
     "variables",
-    "CLAIMS_HEADER",
-    "CLAIMS_SUMMARY_HEADER",
-    "claims_summary_rows",
-    "claim_rows",
-    "error_cell",
-    "param_count",
 ]
 
 NAME = "cifar_tuning"
@@ -439,34 +426,40 @@ def _setting_claims(arms_of: Callable, proto: dict) -> list[cs.Claim]:
             [(sg, conv)],
             paper=f"{PAPER['sg'].text} vs {resnet20}",
             margins=_margins((PAPER["sg"], resnet20)),
+            id="sg-beats-conv",
         ),
         claim(
             f"ReLinear-sw (l2, beta {SW_BEST:g}) beats the conventional ResNet20",
             [(sw, conv)],
             paper=f"{PAPER['sw'].text} vs {resnet20}",
             margins=_margins((PAPER["sw"], resnet20)),
+            id="sw-beats-conv",
         ),
         claim(
             f"ReLinear-sg beats ReLinear-sw (gamma {SG_BEST:g} vs l2 beta {SW_BEST:g})",
             [(sg, sw)],
             paper=f"{PAPER['sg'].text} vs {PAPER['sw'].text}",
             margins=_margins((PAPER["sg"], PAPER["sw"])),
+            id="sg-beats-sw",
         ),
         claim(
             f"The quadratic terms help: gamma {SG_BEST:g} beats gamma 0 (the same network, terms frozen)",
             [(sg, zero)],
             paper=f"{PAPER['sg'].text} vs {resnet20} (gamma 0: conventional)",
             margins=_margins((PAPER["sg"], resnet20)),
+            id="terms-help",
         ),
         claim(
             f"Too large a gamma hurts: {SG_BEST:g} beats {SG_LARGE:g}",
             [(sg, large)],
             paper="error rises for large gamma (Fig. 2 sketch)",
+            id="large-gamma",
         ),
         claim(
             f"ReZero stabilises training: with ReZero beats without at gamma {REZERO_LARGE:g}",
             [(rezero, large)],
             paper="with ReZero the curves train at every gamma of its sweep (the paper's ReZero figure)",
+            id="rezero",
         ),
         claim(
             "ReZero stabilises training where ReLinear-sg alone oscillates: with ReZero beats without at gamma "
@@ -477,6 +470,7 @@ def _setting_claims(arms_of: Callable, proto: dict) -> list[cs.Claim]:
             ],
             paper="the paper's curves: sg alone oscillates at these gammas, with ReZero it does not",
             note="the paper's measure is the curves' oscillation; the paired one here is the final error",
+            id="rezero-named",
         ),
     ]
 
@@ -511,6 +505,7 @@ def _transfer_claims(arms_of: Callable, proto: dict, stages: list[str]) -> list[
                 note=f"control: {transfer_budget(proto, k)}; the gamma-0 transfer trains as long",
                 dataset=proto["dataset"],
                 margins=_margins((PAPER["transfer"][k], PAPER["sg"])),
+                id=f"transfer-{k}",
             )
         )
     if len(stages) > 1:  # the paper's best transfer result is stage 1's
@@ -524,6 +519,7 @@ def _transfer_claims(arms_of: Callable, proto: dict, stages: list[str]) -> list[
                 note="controls: each stage's transfer at gamma 0 (its source trained as long)",
                 dataset=proto["dataset"],
                 margins=_margins(*((PAPER["transfer"][first[-1]], PAPER["transfer"][e[-1]]) for e in stages[1:])),
+                id="transfer-best",
             )
         )
     if len(stages) > 1:
@@ -543,6 +539,7 @@ def _transfer_claims(arms_of: Callable, proto: dict, stages: list[str]) -> list[
                 paper="the transfer figure: at the same gamma, later stages oscillate less",
                 note="controls: each stage's transfer at gamma 0 (its source trained as long)",
                 dataset=proto["dataset"],
+                id="transfer-robust",
             )
         )
     return claims
@@ -1117,7 +1114,7 @@ def _tables(S: dict) -> list[Table]:
         Table("cifartuning_summary", SWEEP_SUMMARY_HEADER, sweep_summary_rows(S)),
         Table("cifartuning_seeds", cs.SEED_HEADER, S["seed_rows"]),  # every run, as CSV beside the tables
         Table("cifartuning_claims", CLAIMS_HEADER, claim_rows(S["claims"])),
-        Table("claims_cifar_tuning", CLAIMS_SUMMARY_HEADER, claims_summary_rows("Tuning", S["claims"]), rows_only=True),
+        cs.claims_table(NAME, "Tuning", S["claims"]),
     ]
 
 

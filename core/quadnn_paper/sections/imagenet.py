@@ -64,8 +64,6 @@ __all__ = [
     "classes",
     "trained_label",
     "TOP5_MIN_CLASSES",
-    "CLAIM_Q_BEATS_R",
-    "CLAIM_Q_BEATS_POLY",
     "claims",
 ]
 
@@ -528,10 +526,10 @@ def _result_variables(by_model: dict[str, list[dict]]) -> dict:
 
 def _claim_variables(decided: list) -> dict:
     """The claims' verdicts and the Holm family, as the text quotes them."""
-    by_text = {c.text: c for c in decided}
+    by_id = {c.id: c for c in decided}
     return dict(
-        QBeatsRVerdict=by_text[CLAIM_Q_BEATS_R].verdict_text,
-        QBeatsPolyVerdict=by_text[CLAIM_Q_BEATS_POLY].verdict_text,
+        QBeatsRVerdict=by_id["imagenet-q-beats-r"].verdict_text,
+        QBeatsPolyVerdict=by_id["imagenet-q-beats-poly"].verdict_text,
         HolmFamily=cs.tested_pairs(decided),  # the ledger prints each section's family
         HolmWords=_pairs_words(decided),
     )
@@ -584,9 +582,6 @@ def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Pa
 
 
 # -- the paper's claims, decided on paired seeds ----------------------------------------------------
-# (the ledger finds them in the claims_imagenet table by these texts)
-CLAIM_Q_BEATS_R = "QResNets beat the ResNets of their depth on ImageNet"
-CLAIM_Q_BEATS_POLY = "QResNets beat the Poly-/Parabolic networks of their depth on ImageNet"
 _DEPTHS = (18, 34)
 
 
@@ -617,7 +612,7 @@ def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None
     def pairs(rivals: tuple[str, ...]) -> list[tuple[str, str]]:  # (quadratic, rival) by depth
         return [(f"imagenet_qresnet{d}", f"imagenet_{r}{d}") for d in _DEPTHS for r in rivals]
 
-    def decide(text: str, rivals: tuple[str, ...]):
+    def decide(id: str, text: str, rivals: tuple[str, ...]):
         # the arms by what was trained (ResNet-18, not the paper's "ResNet20" label for it)
         arms, name = pairs(rivals), trained_label
         return cs.pair_claim(
@@ -627,10 +622,18 @@ def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None
             moved_by={name(m): v for m, v in moved_by.items()},
             margins=[stats.margin_of(cs.paper_effect(PAPER[q], PAPER[r])) for q, r in arms],
             limit=_chance(n_classes) - cs.UNTRAINED_MARGIN,
+            id=id,
         )
 
     return cs.adjust(
-        [decide(CLAIM_Q_BEATS_R, ("resnet",)), decide(CLAIM_Q_BEATS_POLY, ("poly_resnet", "parabolic_resnet"))]
+        [
+            decide("imagenet-q-beats-r", "QResNets beat the ResNets of their depth on ImageNet", ("resnet",)),
+            decide(
+                "imagenet-q-beats-poly",
+                "QResNets beat the Poly-/Parabolic networks of their depth on ImageNet",
+                ("poly_resnet", "parabolic_resnet"),
+            ),
+        ]
     )
 
 
@@ -720,7 +723,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
         # "trained": the network as trained (depth, width); top-5 only with >= TOP5_MIN_CLASSES classes.
         Table("imagenet_errors", S["header"], S["rows"], digits=4),
         Table("imagenet_claims", cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),
-        Table("claims_imagenet", cs.SUMMARY_HEADER, cs.summary_rows("ImageNet", S["claims"]), rows_only=True),
+        cs.claims_table(NAME, "ImageNet", S["claims"]),
         Lines([str(r) for r in S["rows"]]),
         Figure("imagenet_crops", lambda: _crops_figure(sample)),
         Figure("imagenet_curves", lambda: _curves_figure(S)),
