@@ -60,6 +60,7 @@ from quadnn_paper.common.files import (
     read_own,
     sha256_file,
 )
+from quadnn_paper.common.macros import write_macros
 from quadnn_paper.common.outputs import Figure, Lines, Output, Table, Variables
 from quadnn_paper.common.profiles import check_profile
 from quadnn_paper.common.words import path_setting
@@ -322,9 +323,11 @@ class Report:
             raise ValueError(f"variable names must be letters only (LaTeX macro), got {name!r}")
         text = value if isinstance(value, str) and value.startswith("$") else fmt(value, digits)
         self._variables[name] = text
-        lines = [f"% written by the {self.section} notebook at profile {self.profile}; do not edit"]
-        lines += [rf"\newcommand{{\{self.macro_prefix}{k}}}{{{v}}}" for k, v in self._variables.items()]
-        atomic_write_text(self._staged(f"variables/{self.section}.tex"), "\n".join(lines) + "\n")
+        write_macros(
+            self._staged(f"variables/{self.section}.tex"),
+            f"written by the {self.section} notebook at profile {self.profile}; do not edit",
+            {f"{self.macro_prefix}{k}": v for k, v in self._variables.items()},
+        )
         return text
 
     def variables(self, values: dict[str, Any]) -> None:

@@ -19,6 +19,8 @@ import re
 import sys
 from pathlib import Path
 
+from quadnn_paper.common.macros import read_macros
+
 __all__ = ["lookup", "explain", "names", "main", "WRITERS", "NotFound"]
 
 PROVENANCE = "variables/{section}.provenance.json"
@@ -39,7 +41,6 @@ WRITERS = {
 }
 # tables no section writes: their name's first word -> their writer in WRITERS
 TABLE_WRITERS = {"ledger": "ledger"}  # tables/ledger.csv, ledger_cifar.tex, ledger_other.tex
-_MACRO_DEF = re.compile(r"\\newcommand\{\\([A-Za-z]+)\}")
 _SHOWN = 12  # runs or computations listed by id before "and N more"
 
 
@@ -85,7 +86,7 @@ def lookup(name: str, paper: str | Path = "paper") -> tuple[dict | None, str, di
     macro = name.strip().lstrip("\\")
     for stem, (writer, command) in WRITERS.items():
         tex = paper / "variables" / f"{stem}.tex"
-        if tex.is_file() and macro in _MACRO_DEF.findall(tex.read_text()):
+        if tex.is_file() and macro in read_macros(tex.read_text()):
             return None, f"\\{macro}", dict(kind="macro", writer=writer, command=command, file=f"variables/{stem}.tex")
     if not records:
         raise NotFound(f"no provenance under {paper / 'variables'}: build the paper first (make paper)")
@@ -192,7 +193,7 @@ def names(paper: str | Path = "paper") -> list[str]:
     found = [f"tables/{p.stem}" for p in sorted((paper / "tables").glob("*.csv"))]
     found += [f"figures/{p.stem}" for p in sorted((paper / "figures").glob("*.pdf"))]
     for tex in sorted((paper / "variables").glob("*.tex")):
-        found += [f"\\{m}" for m in _MACRO_DEF.findall(tex.read_text())]
+        found += [f"\\{m}" for m in read_macros(tex.read_text())]
     return found
 
 

@@ -47,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .macros import read_macros
+
 __all__ = ["lint", "record", "promised_error_bars", "FigureLintError", "overlaps_rect", "say_empty"]
 
 
@@ -453,7 +455,6 @@ def record(fig) -> dict:
 # ----------------------------------------------------------------------------- captions
 _FIGURE_ENV = re.compile(r"\\begin\{figure\*?\}(.*?)\\end\{figure\*?\}", re.S)
 _INCLUDED = re.compile(r"\\includegraphics(?:\[[^\]]*\])?\{figures/([^}]+?)(?:\.pdf)?\}")
-_NEWCOMMAND = re.compile(r"\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}\s*$", re.M)
 # What a caption says when it promises drawn spread: error/SD bars, a standard deviation, an interval, shading.
 PROMISE = re.compile(
     r"error[- ]bars?|\bbars?\b[^.]{0,40}?(standard deviation|s\.?d\.?\b|interval)|standard deviation|"
@@ -480,7 +481,7 @@ def promised_error_bars(paper: str | Path) -> list[str]:
     paper = Path(paper)
     macros = {}
     for v in sorted((paper / "variables").glob("*.tex")):
-        macros.update(dict(_NEWCOMMAND.findall(v.read_text())))
+        macros.update(read_macros(v.read_text()))
     found = []
     for tex in sorted((paper / "sections").glob("*.tex")):
         for env in _FIGURE_ENV.finditer(tex.read_text()):

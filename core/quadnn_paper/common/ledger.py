@@ -23,7 +23,6 @@ import argparse
 import csv
 import io
 import json
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 from . import published
 from .cells import latex_escape
 from .files import atomic_write_text
+from .macros import read_macros, write_macros
 
 __all__ = [
     "Entry",
@@ -369,10 +369,9 @@ def _macro(section: str, name: str) -> str:
 def _variable(paper: Path, section: str, name: str) -> str:
     path = paper / "variables" / f"{section}.tex"
     macro = _macro(section, name)
-    if path.is_file():
-        m = re.search(r"\\newcommand\{\\" + macro + r"\}\{(.*)\}\s*$", path.read_text(), re.M)
-        if m:
-            return m.group(1)
+    value = read_macros(path.read_text()).get(macro) if path.is_file() else None
+    if value is not None:
+        return value
     raise LedgerError(f"{path}: no \\{macro} (run the {section} notebook)")
 
 
@@ -465,13 +464,9 @@ def write(paper: Path) -> dict[str, int]:
         ]
         atomic_write_text(paper / "tables" / f"ledger_{part}.tex", "\n".join(body) + "\n")
     names = {"decided": "Decided", "undecided": "Undecided", "not tested": "NotTested", "measured": "Measured"}
-    macros = [rf"\newcommand{{\ledger{names[k]}}}{{{v}}}" for k, v in counts.items()]
-    macros.append(rf"\newcommand{{\ledgerAll}}{{{len(rows)}}}")
-    macros.append(rf"\newcommand{{\ledgerHolmFamilies}}{{{latex_escape(families_text(families(paper)))}}}")
-    atomic_write_text(
-        paper / "variables" / "ledger.tex",
-        "% written by quadnn_paper.common.ledger; do not edit\n" + "\n".join(macros) + "\n",
-    )
+    macros = {f"ledger{names[k]}": v for k, v in counts.items()}
+    macros.update(ledgerAll=len(rows), ledgerHolmFamilies=latex_escape(families_text(families(paper))))
+    write_macros(paper / "variables" / "ledger.tex", "written by quadnn_paper.common.ledger; do not edit", macros)
     return counts
 
 

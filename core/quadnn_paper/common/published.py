@@ -311,12 +311,10 @@ def macros() -> dict[str, str]:
 
 def write(path: str | Path) -> Path:
     """Write :func:`macros` as ``\\newcommand`` lines into ``path`` (atomically)."""
-    from quadnn_paper.common.files import atomic_write_text
+    from quadnn_paper.common.macros import write_macros
 
-    lines = ["% The paper's numbers, from quadnn_paper/common/published.py; written by `make paper`, do not edit."]
-    lines += [rf"\newcommand{{\paper{k}}}{{{v}}}" for k, v in macros().items()]
-    atomic_write_text(path, "\n".join(lines) + "\n")
-    return Path(path)
+    comment = "The paper's numbers, from quadnn_paper/common/published.py; written by `make paper`, do not edit."
+    return write_macros(path, comment, {f"paper{k}": v for k, v in macros().items()})
 
 
 if __name__ == "__main__":
