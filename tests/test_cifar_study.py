@@ -7,7 +7,7 @@ import pytest
 import timm
 
 import quadnn  # noqa: F401
-from quadnn_paper.analysis import stats
+from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.profiles import PROFILES
 from quadnn_paper.engine import RunConfig, run
 from quadnn_paper.sections import _cifar as cs
@@ -117,7 +117,7 @@ def test_summaries_and_error_cells():
     assert cs.error_cell(cs.summarise([div])) == "no converge"
     assert cs.error_cell(cs.summarise([div, fin(5.0)])) == "5.00 (1/2 untrained)"
     # a run that finished near chance did not train either (the one definition, trained_limit)
-    near = cs.summarise([fin(88.0), fin(5.0)], cs.trained_limit("digits"))
+    near = cs.summarise([fin(88.0), fin(5.0)], paired.trained_limit("digits"))
     assert (near["mean"], near["diverged"]) == (5.0, 1)
     assert cs.error_cell(None, run=False) == "full only"
 
@@ -167,7 +167,9 @@ def test_pairing_removes_what_the_pair_shares():
     # The same per-seed offsets in both rows (initialisation, data order) cancel in the pairs: a
     # 0.5-point difference is decided although each row spreads over 4 points across seeds.
     base = [10.0, 14.0, 11.0, 13.0, 12.0]
-    c = cs.pair_claim("A beats B", [("A", _errs(*base), "B", _errs(*[b + 0.5 + 0.01 * i for i, b in enumerate(base)]))])
+    c = paired.pair_claim(
+        "A beats B", [("A", _errs(*base), "B", _errs(*[b + 0.5 + 0.01 * i for i, b in enumerate(base)]))]
+    )
     assert c.verdict == "supported" and c.pairs[0][2].lo > 0
     assert "A vs B: +0.52 [" in c.evidence()
 
@@ -276,7 +278,7 @@ def test_gamma_zero_follows_the_conventional_trajectory_in_float64():
 
 def test_a_claims_row_lists_at_most_two_pairs_and_says_how_many_more():
     pairs = [(f"A{i}", {0: 1.0, 1: 2.0}, f"B{i}", {0: 2.0, 1: 3.5}) for i in range(5)]
-    c = cs.pair_claim("every A beats its B", pairs)
+    c = paired.pair_claim("every A beats its B", pairs)
     (row,) = cs.claim_rows([c])
     assert "A1 vs B1" in row[2] and "A2 vs B2" not in row[2] and "+3 more pairs" in row[2]
     assert c.evidence().count(" vs ") == 5  # the full evidence keeps every pair
@@ -284,6 +286,8 @@ def test_a_claims_row_lists_at_most_two_pairs_and_says_how_many_more():
 
 def test_pairs_not_run_are_counted_not_listed():
     run = {0: 1.0, 1: 2.0}
-    c = cs.pair_claim("every A beats B", [("A", run, "B", {0: 2.0, 1: 3.5}), ("C", {}, "B", run), ("D", {}, "B", run)])
+    c = paired.pair_claim(
+        "every A beats B", [("A", run, "B", {0: 2.0, 1: 3.5}), ("C", {}, "B", run), ("D", {}, "B", run)]
+    )
     assert c.evidence() == "A vs B: +1.25 [-1.93, 4.43]; 2 pairs not run at this profile"
     assert c.verdict == "not tested at this profile (1 of 3 pairs tested)"

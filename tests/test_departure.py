@@ -13,7 +13,7 @@ from scipy import stats as sst
 
 import quadnn.models  # noqa: F401
 from quadnn import NEURONS, QuadraticConv2d, QuadraticLinear, relinear
-from quadnn_paper.analysis import stats
+from quadnn_paper.analysis import paired, stats
 from quadnn_paper.engine import RunConfig, loop
 from quadnn_paper.engine.departure import linear_twin, term_norms
 from quadnn_paper.sections import _cifar as cs
@@ -130,7 +130,7 @@ def test_the_cpu_sweep_of_gamma_is_the_whole_grid_recentred():
 @settings(max_examples=60, deadline=None)
 @given(a=st.integers(0, 6), b=st.integers(0, 6))
 def test_counts_use_fishers_exact_test(a, b):
-    n, limit = 6, cs.trained_limit("digits")
+    n, limit = 6, paired.trained_limit("digits")
     better = [3.0] * a + [90.0] * (n - a)
     worse = [4.0] * b + [88.0] * (n - b)
     c = stats.counts(better, worse, limit)
@@ -146,25 +146,25 @@ def test_counts_use_fishers_exact_test(a, b):
 def test_a_claim_with_an_arm_that_did_not_train_is_decided_on_counts():
     ok = {s: 3.0 + 0.1 * s for s in range(12)}
     bad = {s: 90.0 for s in range(12)}  # diverged runs count at chance
-    c = cs.pair_claim("A trains where B does not", [("A", ok, "B", bad)], dataset="digits")
+    c = paired.pair_claim("A trains where B does not", [("A", ok, "B", bad)], dataset="digits")
     assert isinstance(c.pairs[0][2], stats.Counts) and c.verdict == stats.SUPPORTED
     assert "trained 12/12 vs 0/12" in c.evidence()
     # both arms trained at every seed: the paired interval, as before
-    c2 = cs.pair_claim("A beats B", [("A", ok, "B", {s: e + 1 for s, e in ok.items()})], dataset="digits")
+    c2 = paired.pair_claim("A beats B", [("A", ok, "B", {s: e + 1 for s, e in ok.items()})], dataset="digits")
     assert isinstance(c2.pairs[0][2], stats.Interval)
 
 
 # -- a quadratic arm that did not move tests nothing quadratic ------------------------------------
 def test_a_claim_whose_quadratic_arm_did_not_move_is_not_tested_never_equivalent():
     same = {s: 3.0 for s in range(12)}
-    c = cs.pair_claim("Q beats R", [("Q", same, "R", same)], moved_by={"Q": 0.4, "R": None}, margins=[0.5])
+    c = paired.pair_claim("Q beats R", [("Q", same, "R", same)], moved_by={"Q": 0.4, "R": None}, margins=[0.5])
     assert c.verdict == f"{stats.NOT_TESTED_SCALE}: the quadratic terms did not move (0.4 %)"
     assert "terms did not move (0.4 %)" in c.evidence()
     assert not c.verdict.startswith(stats.EQUIVALENT) and c.moved == 0.4 and not c.decided
-    moved = cs.pair_claim("Q beats R", [("Q", same, "R", same)], moved_by={"Q": 5.0, "R": None}, margins=[0.5])
+    moved = paired.pair_claim("Q beats R", [("Q", same, "R", same)], moved_by={"Q": 5.0, "R": None}, margins=[0.5])
     assert moved.verdict == stats.equivalent(0.5) and moved.moved_text() == "5.0"
     # in a family, the unmoved pair takes no share of Holm's correction
-    (adj,) = cs.adjust([c])
+    (adj,) = paired.adjust([c])
     assert adj.verdict == c.verdict
 
 
@@ -177,10 +177,10 @@ def test_moved_is_the_median_over_finished_runs():
 def test_an_unmoved_quadratic_arm_tests_nothing_even_whether_it_trains():
     ok = {s: 3.0 for s in range(5)}
     bad = {s: 90.0 for s in range(5)}
-    c = cs.pair_claim("Q trains where S does not", [("Q", ok, "S", bad)], dataset="digits", moved_by={"Q": 0.5})
+    c = paired.pair_claim("Q trains where S does not", [("Q", ok, "S", bad)], dataset="digits", moved_by={"Q": 0.5})
     assert c.verdict.startswith(stats.NOT_TESTED_SCALE)
     # a claim of two pairs, one untested: its departure column shows the pair its verdict rests on
-    two = cs.pair_claim(
+    two = paired.pair_claim(
         "Q beats R",
         [("Q", ok, "R", {s: 4.0 + 0.1 * s for s in range(5)}), ("Q2", ok, "R", ok)],
         dataset="digits",

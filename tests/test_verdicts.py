@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sst
 
-from quadnn_paper.analysis import stats
+from quadnn_paper.analysis import paired, stats
 from quadnn_paper.sections import _cifar as cs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -134,10 +134,12 @@ def test_adjust_turns_a_lone_marginal_pair_in_a_family_undecided():
     # in the family Holm multiplies its p-value by ten.
     marginal = {s: e for s, e in enumerate([1.0, -0.2, 1.5, 0.4, 1.1, -0.3, 0.9, 0.1])}
     zero = {s: 0.0 for s in marginal}
-    alone = cs.pair_claim("A beats B", [("A", zero, "B", marginal)])
+    alone = paired.pair_claim("A beats B", [("A", zero, "B", marginal)])
     assert alone.verdict == stats.SUPPORTED
-    null = [cs.pair_claim(f"null {i}", [("A", zero, "B", {s: (-1) ** (s + i) * 2.0 for s in zero})]) for i in range(9)]
-    family = cs.adjust([alone, *null])
+    null = [
+        paired.pair_claim(f"null {i}", [("A", zero, "B", {s: (-1) ** (s + i) * 2.0 for s in zero})]) for i in range(9)
+    ]
+    family = paired.adjust([alone, *null])
     assert family[0].verdict.startswith("undecided") and family[0].p_adjusted[0] > 0.05
 
 
@@ -164,24 +166,24 @@ def test_a_pair_with_controls_is_measured_net_of_them():
     # the treated arm gains 2 points over b, but its control at the same budget gains 2 as well
     a, b = {s: 5.0 + 0.1 * s for s in range(5)}, {s: 7.0 for s in range(5)}
     a0, b0 = {s: 5.0 + 0.1 * (s % 2) for s in range(5)}, {s: 7.0 for s in range(5)}
-    raw = cs.pair_claim("A beats B", [("A", a, "B", b)])
-    net = cs.pair_claim("A beats B", [("A", a, "B", b, ("A0", a0, "B0", b0))])
+    raw = paired.pair_claim("A beats B", [("A", a, "B", b)])
+    net = paired.pair_claim("A beats B", [("A", a, "B", b, ("A0", a0, "B0", b0))])
     assert raw.verdict == stats.SUPPORTED and not net.decided
     assert net.pairs[0][1] == "B, net of controls" and net.note == "net of controls: A0 vs B0"
     assert abs(net.pairs[0][2].mean) < 0.2
     # an arm not run at this profile leaves the claim not tested, with the count
-    part = cs.pair_claim("every A beats B", [("A", a, "B", b), ("C", {}, "B", b)])
+    part = paired.pair_claim("every A beats B", [("A", a, "B", b), ("C", {}, "B", b)])
     assert part.verdict == "not tested at this profile (1 of 2 pairs tested)"
 
 
 def test_trains_or_not_is_decided_on_counts_whatever_the_terms_did():
     q, sq = {s: 40.0 for s in range(5)}, {s: 99.0 for s in range(5)}
-    gated = cs.pair_claim("Q trains", [("Q", q, "S", sq)], dataset="cifar100", moved_by={"Q": 0.1})
-    counted = cs.pair_claim("Q trains", [("Q", q, "S", sq)], dataset="cifar100", moved_by={"Q": 0.1}, trains=True)
+    gated = paired.pair_claim("Q trains", [("Q", q, "S", sq)], dataset="cifar100", moved_by={"Q": 0.1})
+    counted = paired.pair_claim("Q trains", [("Q", q, "S", sq)], dataset="cifar100", moved_by={"Q": 0.1}, trains=True)
     assert gated.verdict.startswith(stats.NOT_TESTED_SCALE) and counted.verdict == stats.SUPPORTED
     # a method that pins its terms at any scale is decided as what it is, and said to pin them
     c, sw = {s: 5.0 for s in range(5)}, {s: 5.0 + 0.01 * (-1) ** s for s in range(5)}
-    pin = cs.pair_claim("sw beats c", [("sw", sw, "c", c)], moved_by={"sw": 0.0}, pinned=("sw",), margins=[1.0])
+    pin = paired.pair_claim("sw beats c", [("sw", sw, "c", c)], moved_by={"sw": 0.0}, pinned=("sw",), margins=[1.0])
     assert pin.verdict.startswith(stats.EQUIVALENT) and "sw pins its quadratic terms" in pin.note
 
 
@@ -192,18 +194,18 @@ def test_a_run_that_trained_refutes_a_claim_that_it_does_not():
     never = {s: 90.0 for s in range(6)}
     once = {**never, 3: 55.0}
     kw = dict(dataset="cifar10", never=True)
-    assert cs.pair_claim("R trains, N does not", [("R", relinear, "N", never)], **kw).verdict == stats.SUPPORTED
-    c = cs.pair_claim("R trains, N does not", [("R", relinear, "N", once)], **kw)
+    assert paired.pair_claim("R trains, N does not", [("R", relinear, "N", never)], **kw).verdict == stats.SUPPORTED
+    c = paired.pair_claim("R trains, N does not", [("R", relinear, "N", once)], **kw)
     assert c.verdict == f"{stats.REFUTED} (1 of 6 runs trained)" and stats.decided(c.verdict)
     # Holm's adjustment keeps the counterexample (adjust decides again through the same rule)
-    other = cs.pair_claim("A beats B", [("A", {s: 1.0 for s in range(6)}, "B", {s: 1.5 + s / 9 for s in range(6)})])
-    adjusted = cs.adjust([c, other])[0]
+    other = paired.pair_claim("A beats B", [("A", {s: 1.0 for s in range(6)}, "B", {s: 1.5 + s / 9 for s in range(6)})])
+    adjusted = paired.adjust([c, other])[0]
     assert adjusted.verdict == c.verdict
     # without never, the same counts would read only "more often"
-    plain = cs.pair_claim("R trains", [("R", relinear, "N", once)], dataset="cifar10", trains=True)
+    plain = paired.pair_claim("R trains", [("R", relinear, "N", once)], dataset="cifar10", trains=True)
     assert not plain.verdict.startswith(stats.REFUTED)
     # a pair not run leaves the claim untested, but a counterexample elsewhere still refutes it
-    part = cs.pair_claim("R trains, N does not", [("R", relinear, "N", once), ("S", {}, "M", {})], **kw)
+    part = paired.pair_claim("R trains, N does not", [("R", relinear, "N", once), ("S", {}, "M", {})], **kw)
     assert part.verdict.startswith(stats.REFUTED)
 
 
@@ -241,11 +243,11 @@ def test_parabolic_and_poly_resnets_trained_normally_are_a_row_and_a_claim():
 
 
 def test_combined_claims_and_their_columns():
-    c = cs.pair_claim("A beats B", [("A", {0: 1.0, 1: 1.0, 2: 1.1}, "B", {0: 3.0, 1: 3.2, 2: 3.0})])
+    c = paired.pair_claim("A beats B", [("A", {0: 1.0, 1: 1.0, 2: 1.1}, "B", {0: 3.0, 1: 3.2, 2: 3.0})])
     assert c.verdict == stats.SUPPORTED and c.verdict_text == c.verdict and c.seeds == 3
     row = cs.claim_rows([c])[0]
     assert len(row) == len(cs.CLAIMS_HEADER) and row[3] == 3 and row[-1].value == c.verdict_text
-    nt = cs.not_tested("C", "full only: 2 of 2 pairs full only")
+    nt = paired.not_tested("C", "full only: 2 of 2 pairs full only")
     assert cs.summary_rows("S", [nt])[0][3].startswith("full only")
 
 
@@ -471,13 +473,13 @@ def test_a_table_far_from_its_first_reference_fails_the_layout_check():
 
 
 def test_the_power_sentence_is_computed_from_the_claims_and_never_prints_a_template():
-    empty = cs.adjust([cs.pair_claim("A beats B", [("A", {0: 1.0}, "B", {0: 2.0})])])
-    text = cs.power_sentence(empty)
+    empty = paired.adjust([paired.pair_claim("A beats B", [("A", {0: 1.0}, "B", {0: 2.0})])])
+    text = paired.power_sentence(empty)
     assert text.startswith("No pair of this profile has an interval") and not paper_check.template_prose(text)
     a, b = {s: 5.0 + 0.1 * s for s in range(6)}, {s: 6.0 + 0.05 * s for s in range(6)}
-    claims = cs.adjust([cs.pair_claim("A beats B", [("A", a, "B", b)])])
-    sd, mde, n = cs.detectable_text(claims)
-    text = cs.power_sentence(claims)
+    claims = paired.adjust([paired.pair_claim("A beats B", [("A", a, "B", b)])])
+    sd, mde, n = paired.detectable_text(claims)
+    text = paired.power_sentence(claims)
     assert f"{sd:.2f} points" in text and f"at {n} seeds" in text and f"{mde:.1f} points" in text
     assert "family's 1 pair," in text and not paper_check.template_prose(text)
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import replace
 
 from quadnn.models.cifar_resnet import STAGE_CHANNELS
-from quadnn_paper.analysis import stats
+from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.machine import compute_device
@@ -222,7 +222,7 @@ def _claim(
     moved: dict | None = None,
     never: bool = False,
     id: str = "",
-) -> cs.Claim:
+) -> paired.Claim:
     """The claim "each first row beats its second" over all its ``pairs`` (``errs``: per-seed errors
     by row key; a row absent did not run at this profile, and its pairs count as not tested). A
     pair with a weight-transfer arm against an arm of another budget is measured against its
@@ -240,7 +240,7 @@ def _claim(
     moved = moved or {}
     measured, margins = [], []
     for a, b in pairs:
-        margins.append(stats.margin_of(cs.paper_effect(a.paper, b.paper)))
+        margins.append(stats.margin_of(paired.paper_effect(a.paper, b.paper)))
         ctl = _control_of(rows, a, b)
         if ctl is not None and ctl[1].key == b.key:  # against its own depth's ResNet: the frozen twin
             b, ctl = ctl[0], None
@@ -251,7 +251,7 @@ def _claim(
     note = extra.lstrip("; ")  # the controls a pair is measured net of are pair_claim's note
     # a frozen-terms control holds its terms at the reference by construction: not a failed departure
     moved_by = {r.label: (None if r.method == "wt0" else moved.get(r.key)) for r in rows}
-    return cs.pair_claim(
+    return paired.pair_claim(
         text,
         measured,
         paper=paper,
@@ -266,7 +266,7 @@ def _claim(
 
 def _fewer_parameters_claim(
     errs: dict, params: dict, rows: list[cs.Row], model: str = "cifar_qresnet32", **kw
-) -> cs.Claim:
+) -> paired.Claim:
     """``model`` (w.t.) beats ResNet110 with fewer parameters: contradicted, whatever the errors say,
     where it has not fewer (``params`` by row key)."""
     q32, r110 = cs.row_for(rows, model, "wt"), cs.row_for(rows, "cifar_resnet110")
@@ -305,7 +305,7 @@ class _Claims:
         ]
 
 
-def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs.Claim]:
+def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[paired.Claim]:
     """The paper's claims in its order, before Holm adjustment (``errs``, ``params`` by row key), then
     the pairs of its multi-pair claims that the cpu profile trains (:func:`_pair_claims`)."""
     C = _Claims(errs, rows, **kw)
@@ -379,18 +379,18 @@ def _paper_claims(errs: dict, params: dict, rows: list[cs.Row], **kw) -> list[cs
     ] + _pair_claims(C)
 
 
-def is_pair_claim(claim: cs.Claim) -> bool:
+def is_pair_claim(claim: paired.Claim) -> bool:
     """Whether ``claim`` is one of the pairs of a multi-pair claim decided on its own (:func:`_pair_claims`)."""
     return bool(claim.pair_of)
 
 
-def _pair_claims(C: _Claims) -> list[cs.Claim]:
+def _pair_claims(C: _Claims) -> list[paired.Claim]:
     """The pairs of the paper's multi-pair claims that the cpu profile trains, each a claim of its
     own: a claim of several pairs is decided only with all of them (stats.combine); its pairs, being
-    the same pairs, count once in the Holm family (cs.adjust)."""
+    the same pairs, count once in the Holm family (paired.adjust)."""
     row, normally = C.row, C.normally
 
-    def claim(pair_of: str, *args, **kw) -> cs.Claim:
+    def claim(pair_of: str, *args, **kw) -> paired.Claim:
         return replace(C.claim(*args, **kw), pair_of=pair_of)
 
     return [
@@ -433,7 +433,7 @@ def claims(
     params: dict[cs.Row, int],
     protocol: dict | None = None,
     moved: dict[cs.Row, float | None] | None = None,
-) -> list[cs.Claim]:
+) -> list[paired.Claim]:
     """The paper's claims, each from the paired per-seed errors ``errs[row] = {seed: error}`` (a row
     absent from ``errs`` did not run at this profile), Holm-adjusted over the section's pairs. Rows
     are found by what they train; ``protocol`` gives the data set (default: full)."""
@@ -441,7 +441,7 @@ def claims(
     params = {r.key: n for r, n in params.items()}
     protocol = protocol or PROTOCOLS["full"]
     kw = dict(dataset=protocol["recipe"]["dataset"], moved={r.key: m for r, m in (moved or {}).items()})
-    return cs.adjust(_paper_claims(errs, params, cs.comparison_rows(), **kw))
+    return paired.adjust(_paper_claims(errs, params, cs.comparison_rows(), **kw))
 
 
 def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, params: dict | None = None) -> dict:
@@ -457,7 +457,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         per_row.setdefault(row, []).append(res)
         errs.setdefault(row, {})[seed] = cs.seed_errors(res, P["recipe"]["dataset"])
         seeds.append(cs.seed_row(row.label, f"x{row.width:g}", seed, res))
-    sums = {r: cs.summarise(v, cs.trained_limit(P["recipe"]["dataset"])) for r, v in per_row.items()}
+    sums = {r: cs.summarise(v, paired.trained_limit(P["recipe"]["dataset"])) for r, v in per_row.items()}
     moved = {r: cs.moved(v) for r, v in per_row.items()}
     verdicts = claims(errs, params or {}, P, moved)
     test_images = next(
@@ -475,7 +475,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         runs=len(planned),
         pending=sum(s["pending"] for s in sums.values()),
         rows_run=len(per_row),
-        detectable=cs.detectable_text(verdicts),
+        detectable=paired.detectable_text(verdicts),
     )
 
 
@@ -624,7 +624,7 @@ def _params_erratum(params: dict, rows: list[cs.Row]) -> str:
 NORMALLY = "trained normally"  # the words every claim on the networks trained without ReLinear has
 
 
-def normally_sentence(claims: list[cs.Claim]) -> str:
+def normally_sentence(claims: list[paired.Claim]) -> str:
     """What the networks trained without ReLinear did, from the claim on them this profile tests
     most of (every depth where all ran, else depth 20): how many runs trained and their errors beside
     the ReLinear rows', then the verdict."""
@@ -692,15 +692,15 @@ def variables(S: dict, params: dict) -> dict:
         ClaimsRefuted=sum(v.startswith(stats.REFUTED) for v in verdicts),
         ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
         ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
-        HolmFamily=cs.family_size(S["claims"]),
+        HolmFamily=paired.family_size(S["claims"]),
         HeadlineSeeds=len(cs.HEADLINE_SEEDS),
         RestSeeds=len(cs.REST_SEEDS),
         MarginShare="half" if stats.MARGIN_SHARE == 0.5 else f"{stats.MARGIN_SHARE:g} times",
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
-        PowerSentence=cs.power_sentence(S["claims"]),
+        PowerSentence=paired.power_sentence(S["claims"]),
         NormallySentence=normally_sentence(S["claims"]),
-        UntrainedMargin=f"{cs.UNTRAINED_MARGIN:g}",
+        UntrainedMargin=f"{paired.UNTRAINED_MARGIN:g}",
         ParamsErratum=_params_erratum(params, rows),
         ParabolicParams=", ".join(mparams(f"cifar_parabolic_resnet{d}", "ri") for d in (20, 32, 56)),
         PolyParams=", ".join(mparams(f"cifar_poly_resnet{d}", "ri") for d in (20, 32, 56)),

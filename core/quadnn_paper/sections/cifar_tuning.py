@@ -24,18 +24,14 @@ import numpy as np
 import torch
 
 from quadnn import relinear
-from quadnn_paper.analysis import stats
+from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation, RunConfig, stage_ends
 from quadnn_paper.engine.optim import make_optimizer
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import (
-    CLAIMS_HEADER,
-    claim_rows,
-    param_count,
-)
+from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, param_count
 from quadnn_paper.sections._tiny import capped
 
 __all__ = [
@@ -297,7 +293,7 @@ def _error(res: dict | None) -> float:
 
 class SweepRow(NamedTuple):
     """One value of a sweep over the grid seeds: the mean final test error of the runs that trained,
-    how many did not (diverged, ended within :data:`_cifar.UNTRAINED_MARGIN` of chance, or not
+    how many did not (diverged, ended within :data:`paired.UNTRAINED_MARGIN` of chance, or not
     finished yet), and the quadratic terms' departure (median % of test predictions changed, and the
     terms' norm over W_r; None for the conventional network)."""
 
@@ -374,8 +370,8 @@ class _Arm(NamedTuple):
     value: float
 
 
-def _claim(arms_of: Callable, text: str, pairs: list[tuple], **kw) -> cs.Claim:
-    """:func:`_cifar.pair_claim` over pairs of arms (``arms_of(arm) -> (errors by seed, departure)``);
+def _claim(arms_of: Callable, text: str, pairs: list[tuple], **kw) -> paired.Claim:
+    """:func:`paired.pair_claim` over pairs of arms (``arms_of(arm) -> (errors by seed, departure)``);
     a pair ``(a, b, (a0, b0))`` is measured against its controls (the same budget, terms frozen)."""
     arms = {a: arms_of(a) for pair in pairs for a in (*pair[:2], *(pair[2] if len(pair) > 2 else ()))}
     measured = []
@@ -385,7 +381,7 @@ def _claim(arms_of: Callable, text: str, pairs: list[tuple], **kw) -> cs.Claim:
             a0, b0 = ctl[0]
             pair += ((a0.label, arms[a0][0], b0.label, arms[b0][0]),)
         measured.append(pair)
-    return cs.pair_claim(text, measured, moved_by={a.label: m for a, (_, m) in arms.items()}, **kw)
+    return paired.pair_claim(text, measured, moved_by={a.label: m for a, (_, m) in arms.items()}, **kw)
 
 
 def _rate_label(proto: dict, name: str, value: float) -> str:
@@ -405,10 +401,10 @@ PINNING = ("sw-l2",)
 
 def _margins(*pairs) -> list:
     """The equivalence margin of each pair of the paper's printed errors ``(better, worse)``."""
-    return [stats.margin_of(cs.paper_effect(a, b)) for a, b in pairs]
+    return [stats.margin_of(paired.paper_effect(a, b)) for a, b in pairs]
 
 
-def _setting_claims(arms_of: Callable, proto: dict) -> list[cs.Claim]:
+def _setting_claims(arms_of: Callable, proto: dict) -> list[paired.Claim]:
     """The claims on the settings the paper names, before Holm adjustment: its best ReLinear-sg and
     -sw against the conventional network and each other, gamma against 0 and a large gamma, ReZero."""
     dataset = proto["dataset"]
@@ -482,7 +478,7 @@ def transfer_budget(proto: dict, k: str) -> str:
     return f"w.t. trained {stage_ends(conventional_config(proto, 0))[int(k) - 1]}+{own} epochs, r.i. {own}"
 
 
-def _transfer_claims(arms_of: Callable, proto: dict, stages: list[str]) -> list[cs.Claim]:
+def _transfer_claims(arms_of: Callable, proto: dict, stages: list[str]) -> list[paired.Claim]:
     """Weight transfer from each stage against random initialisation, then the robustness claim
     (not a paired difference), before Holm adjustment. Transfer trains the source's stage first:
     each pair is measured against its controls at the same budgets (the transfer at gamma 0 and the
@@ -545,7 +541,7 @@ def _transfer_claims(arms_of: Callable, proto: dict, stages: list[str]) -> list[
     return claims
 
 
-def _gamma_zero_pair(arms_of: Callable, dataset: str) -> cs.Claim:
+def _gamma_zero_pair(arms_of: Callable, dataset: str) -> paired.Claim:
     # gamma = 0 in float32: a conventional network whose trajectory differs from its twin's by rounding.
     return _claim(
         arms_of,
@@ -583,7 +579,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     planned = plan(profile, tiny)
     got = {key: results.get(cfg.run_id) for key, cfg in planned.items()}
     experiments = list(dict.fromkeys(e for e, _, _ in planned))
-    limit = cs.trained_limit(proto["dataset"])
+    limit = paired.trained_limit(proto["dataset"])
     sweeps, curves = _sweeps_and_curves(got, experiments, proto["grid_seeds"], limit)
     stages = sorted(e for e in experiments if e.startswith("transfer"))
 
@@ -604,7 +600,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         dataset=proto["dataset"],
         margins=_margins((PAPER["sg"], published.CIFAR_MAIN["ResNet20"])),
     )
-    *claims, unscaled = cs.adjust(
+    *claims, unscaled = paired.adjust(
         _setting_claims(arms_of, proto) + _transfer_claims(arms_of, proto, stages) + [unscaled]
     )
     conventional = curves["conventional"][0].result
@@ -621,7 +617,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         gamma0=_gamma_zero_pair(arms_of, proto["dataset"]),
         moved_claimed=_setting_moved(got, "sg", SG_BEST),
         unscaled=unscaled,
-        detectable=cs.detectable_text(claims),
+        detectable=paired.detectable_text(claims),
         adam_error=_error(adam[0]) if adam else None,
         diverged={e: sum(r.diverged for r in sweeps[e]) for e in experiments},
         runs=len(planned),
@@ -807,14 +803,14 @@ def variables(S: dict, exact: dict) -> dict:
         TrainImages=P["train_limit"] or "all",
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
-        PowerSentence=cs.power_sentence(S["claims"]),
+        PowerSentence=paired.power_sentence(S["claims"]),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
         ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
         ClaimsRefuted=sum(v.startswith(stats.REFUTED) for v in verdicts),
         ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
         ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
-        HolmFamily=cs.family_size(S["claims"]),
+        HolmFamily=paired.family_size(S["claims"]),
         ClaimsAll=len(verdicts),
         RestSeeds=len(P.get("rest_seeds", P["seeds"])),
         GammaZeroFloat="--" if g0 is None else g0.text(),
@@ -893,11 +889,11 @@ def _scale_variables(S: dict) -> dict:
         TransferLargeRate=f"{rate(P, TRANSFER_LARGE):.2g}",
         RezeroNamed=" and ".join(f"{v:g}" for v in REZERO_NAMED),
         RezeroNamedRates=" and ".join(f"{rate(P, v):.2g}" for v in REZERO_NAMED),
-        MovedThreshold=f"{cs.MOVED_THRESHOLD:g}",
+        MovedThreshold=f"{paired.MOVED_THRESHOLD:g}",
         MovedClaimed="--" if moved is None else f"{moved:.1f}",
-        MovedEnough="--" if moved is None else ("at least" if moved >= cs.MOVED_THRESHOLD else "below"),
-        UntrainedMargin=f"{cs.UNTRAINED_MARGIN:g}",
-        TrainedLimit=f"{cs.trained_limit(P['dataset']):g}",
+        MovedEnough="--" if moved is None else ("at least" if moved >= paired.MOVED_THRESHOLD else "below"),
+        UntrainedMargin=f"{paired.UNTRAINED_MARGIN:g}",
+        TrainedLimit=f"{paired.trained_limit(P['dataset']):g}",
         Resolution="--" if not S["test_images"] else f"{100 / S['test_images']:.2f}",
     )
 
@@ -1057,7 +1053,7 @@ def _departure_figure(S: dict):
     fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.2))
     xs = [r.value for r in rows]
     axes[0].plot(xs, [r.moved for r in rows], "o-")
-    axes[0].axhline(cs.MOVED_THRESHOLD, color="0.5", ls=":", lw=1)
+    axes[0].axhline(paired.MOVED_THRESHOLD, color="0.5", ls=":", lw=1)
     axes[0].set_ylabel("test predictions changed (%)")
     axes[1].plot(xs, [r.terms for r in rows], "o-")
     axes[1].set_ylabel(r"$\|(W_g, W_b)\| \,/\, \|W_r\|$")

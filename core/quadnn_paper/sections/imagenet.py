@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quadnn_paper.analysis import stats
+from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
@@ -530,14 +530,14 @@ def _claim_variables(decided: list) -> dict:
     return dict(
         QBeatsRVerdict=by_id["imagenet-q-beats-r"].verdict_text,
         QBeatsPolyVerdict=by_id["imagenet-q-beats-poly"].verdict_text,
-        HolmFamily=cs.tested_pairs(decided),  # the ledger prints each section's family
+        HolmFamily=paired.tested_pairs(decided),  # the ledger prints each section's family
         HolmWords=_pairs_words(decided),
     )
 
 
 def _pairs_words(decided: list) -> str:
     """The Holm family in words: "3 pairs have a p-value" (a sentence's clause)."""
-    n = cs.tested_pairs(decided)
+    n = paired.tested_pairs(decided)
     return "no pair has a p-value" if n == 0 else f"{n} pair{' has' if n == 1 else 's have'} a p-value"
 
 
@@ -603,7 +603,7 @@ def seed_errors(configs: list, results: dict, n_classes: int) -> dict[str, dict[
 
 
 def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None], n_classes: int) -> list:
-    """The section's claims (:class:`~quadnn_paper.sections._cifar.Claim`), each pair a quadratic
+    """The section's claims (:class:`~quadnn_paper.analysis.paired.Claim`), each pair a quadratic
     ResNet against a network of its depth trained from the same initial weights under the same seed,
     decided by the CIFAR sections' rule (the quadratic terms' departure gate, then counts or the
     paired interval) and Holm-adjusted within the section. A network not trained at this profile
@@ -615,17 +615,17 @@ def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None
     def decide(id: str, text: str, rivals: tuple[str, ...]):
         # the arms by what was trained (ResNet-18, not the paper's "ResNet20" label for it)
         arms, name = pairs(rivals), trained_label
-        return cs.pair_claim(
+        return paired.pair_claim(
             text,
             [(name(q), errors.get(q, {}), name(r), errors.get(r, {})) for q, r in arms],
             "; ".join(f"{PAPER[q]} vs {PAPER[r]}" for q, r in arms),
             moved_by={name(m): v for m, v in moved_by.items()},
-            margins=[stats.margin_of(cs.paper_effect(PAPER[q], PAPER[r])) for q, r in arms],
-            limit=_chance(n_classes) - cs.UNTRAINED_MARGIN,
+            margins=[stats.margin_of(paired.paper_effect(PAPER[q], PAPER[r])) for q, r in arms],
+            limit=_chance(n_classes) - paired.UNTRAINED_MARGIN,
             id=id,
         )
 
-    return cs.adjust(
+    return paired.adjust(
         [
             decide("imagenet-q-beats-r", "QResNets beat the ResNets of their depth on ImageNet", ("resnet",)),
             decide(

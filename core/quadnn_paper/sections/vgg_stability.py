@@ -13,18 +13,13 @@ from __future__ import annotations
 import math
 
 from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
-from quadnn_paper.analysis import stats
+from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation, RunConfig
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import (
-    CLAIMS_HEADER,
-    claim_rows,
-    error_cell,
-    param_count,
-)
+from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 from quadnn_paper.sections._tiny import capped
 
 __all__ = [
@@ -68,7 +63,7 @@ PROTOCOLS = {
     # full: the paper's recipe; three seeds (the paper reports one run) so the claims get intervals.
     "full": dict(recipe=dict(cs.VGG_RECIPE), width=1.0, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
 }
-MARGIN = cs.UNTRAINED_MARGIN  # "learned": final test error at least this many points below chance
+MARGIN = paired.UNTRAINED_MARGIN  # "learned": final test error at least this many points below chance
 
 
 def rows() -> list[cs.Row]:
@@ -236,11 +231,11 @@ def _table(per_row: dict[cs.Row, list], sums: dict[cs.Row, dict], chance: float)
 
 def _claims(
     qvgg: cs.Row, vgg: cs.Row, square: list[cs.Row], errs: dict[cs.Row, dict], dataset: str, moved: float | None
-) -> tuple[list[cs.Claim], cs.Claim]:
+) -> tuple[list[paired.Claim], paired.Claim]:
     """The claims (one per square-activation learning rate) and the measurement against the
     conventional VGG16, Holm-adjusted together."""
     claims = [
-        cs.pair_claim(
+        paired.pair_claim(
             f"Quadratic VGG16 (ReLinear) trains where the square-activation VGG16 at lr {r.lr:g} does not",
             [(qvgg.label, errs[qvgg], r.label, errs[r])],
             paper=f"{qvgg.paper} vs no converge",
@@ -252,14 +247,14 @@ def _claims(
         for r in square
     ]
     # No claim of the paper: it prints no conventional VGG16 error. Shown as a measurement.
-    vs_vgg = cs.pair_claim(
+    vs_vgg = paired.pair_claim(
         "Quadratic VGG16 against the conventional VGG16 (no claim in the paper)",
         [(qvgg.label, errs[qvgg], vgg.label, errs[vgg])],
         dataset=dataset,
         moved_by={qvgg.label: moved},
     )
     # One family for Holm: the square-activation claims and the measurement against VGG16.
-    *claims, vs_vgg = cs.adjust([*claims, vs_vgg])
+    *claims, vs_vgg = paired.adjust([*claims, vs_vgg])
     return claims, vs_vgg
 
 
@@ -274,7 +269,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
     R = P["recipe"]
     planned = _plan(profile, tiny)
     rows = cs.vgg_rows()
-    chance = cs.chance(R["dataset"])
+    chance = paired.chance(R["dataset"])
     per_row, errs = _gather(results, planned, rows, R["dataset"])
     sums = {r: cs.summarise(v) for r, v in per_row.items()}
     learned = {r: _learned(sums[r], chance) for r in rows}
@@ -300,7 +295,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         qvgg=qvgg,
         vgg=vgg,
         history={r: [x for x in per_row[r] if x is not None] for r in rows},
-        detectable=cs.detectable_text(claims),
+        detectable=paired.detectable_text(claims),
         num_classes=num_classes,
         loss_limit=next(iter(planned.values())).diverge_factor * math.log(num_classes),
         test_images=_test_images(per_row),
@@ -352,7 +347,7 @@ def variables(S: dict, params: dict) -> dict:
         Verdict=cs.error_cell({"pending": S["pending"], "n": S["runs"]}) if S["pending"] else stats.combine(verdicts),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsAll=len(verdicts),
-        HolmFamily=cs.family_size([*S["claims"], S["vs_vgg"]]),
+        HolmFamily=paired.family_size([*S["claims"], S["vs_vgg"]]),
         VggError=cs.error_cell(v) if v["pending"] else (v["mean"] if v["finished"] else "no converge"),
         QvggError=cs.error_cell(q) if q["pending"] else (q["mean"] if q["finished"] else "no converge"),
         QvggComparison=comparison,
@@ -360,6 +355,6 @@ def variables(S: dict, params: dict) -> dict:
         QvggVsVggVerdict=S["vs_vgg"].verdict,
         VggParams=f"{params[S['vgg']] / 1e6:.2f}M",
         QvggParams=f"{params[S['qvgg']] / 1e6:.2f}M",
-        PowerSentence=cs.power_sentence([*S["claims"], S["vs_vgg"]]),
+        PowerSentence=paired.power_sentence([*S["claims"], S["vs_vgg"]]),
         Level=round(100 * stats.LEVEL),
     )
