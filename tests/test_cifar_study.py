@@ -112,13 +112,13 @@ def test_summaries_and_error_cells():
     fin = lambda e: dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)  # noqa: E731
     div = dict(status="diverged", test_error=None, epoch_time=1.0, diverged_reason="non-finite loss or parameters")
     s = cs.summarise([fin(7.0), fin(9.0)])
-    assert s["mean"] == 8.0 and s["std"] == pytest.approx(2**0.5)
+    assert s.mean == 8.0 and s.std == pytest.approx(2**0.5)
     assert cs.error_cell(s) == "8.00 +- 1.41"
     assert cs.error_cell(cs.summarise([div])) == "no converge"
     assert cs.error_cell(cs.summarise([div, fin(5.0)])) == "5.00 (1/2 untrained)"
     # a run that finished near chance did not train either (the one definition, trained_limit)
     near = cs.summarise([fin(88.0), fin(5.0)], paired.trained_limit("digits"))
-    assert (near["mean"], near["diverged"]) == (5.0, 1)
+    assert (near.mean, near.diverged) == (5.0, 1)
     assert cs.error_cell(None, run=False) == "full only"
 
 
@@ -135,7 +135,7 @@ def test_cheap_rows_exist_and_have_their_transfer_source(profile):
 def test_pending_runs_are_shown_as_pending_not_as_diverged():
     fin = dict(status="finished", test_error=7.0, epoch_time=1.0, diverged_reason=None)
     s = cs.summarise([fin, None, None])
-    assert s["pending"] == 2 and cs.error_cell(s) == "pending (2 of 3 runs)"
+    assert s.pending == 2 and cs.error_cell(s) == "pending (2 of 3 runs)"
 
 
 # -- claims from paired differences ---------------------------------------------------------------

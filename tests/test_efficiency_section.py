@@ -5,6 +5,7 @@ import pytest
 from bench_rows import bench_row
 
 from quadnn_paper.common.outputs import Lines, Table, Variables
+from quadnn_paper.experiments import efficiency as XE
 from quadnn_paper.report import Report
 from quadnn_paper.sections import efficiency as E
 
@@ -82,7 +83,7 @@ def test_a_timing_leaves_the_processs_thread_count_as_it_found_it():
     config = dict(input=[3, 8, 8], batch_size=2, steps=1, warmup=0, implementations={}, machine="M", torch="t")
     torch.set_num_threads(2)
     try:
-        times = E.inference_ms(models=["cifar_qresnet20"], threads=1, columns=5, **config)
+        times = XE.inference_ms(models=["cifar_qresnet20"], threads=1, columns=5, **config)
         assert set(times) == {"default", "naive"} and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

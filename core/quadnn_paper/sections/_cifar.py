@@ -475,7 +475,31 @@ def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tu
 
 
 # -- summaries --------------------------------------------------------------------------------
-def summarise(results: list[dict | None], limit: float = math.inf) -> dict:
+@dataclass(frozen=True)
+class Errors:
+    """A row's final test errors over its seeds (:func:`summarise`)."""
+
+    n: int  # runs done (trained or not)
+    finished: int  # runs that trained
+    diverged: int  # runs that did not: diverged, or ended within the untrained margin of chance
+    pending: int  # runs a runner has not delivered yet
+    mean: float | None  # over the runs that trained
+    std: float | None
+    epoch_time: float | None  # seconds per epoch, over every run done
+    params: int | None  # of the network trained
+    reasons: list[str]  # why the runs that did not train did not
+
+    def no_converge(self) -> str:
+        """ "no converge", with how many of how many runs where there are several."""
+        return "no converge" + (f" ({self.diverged}/{self.n})" if self.n > 1 else "")
+
+
+def pending_text(pending: int, done: int) -> str:
+    """The text of a cell whose runs are not all delivered: "pending (2 of 3 runs)"."""
+    return f"pending ({pending} of {done + pending} runs)"
+
+
+def summarise(results: list[dict | None], limit: float = math.inf) -> Errors:
     """Mean/std of final test error over the seeds that trained; counts of runs that did not
     (``diverged``: the engine's divergence, or a final error at or above ``limit``, see
     :func:`trained_limit`) and of pending runs (None: a run a cluster runner has not finished yet)."""
@@ -489,7 +513,7 @@ def summarise(results: list[dict | None], limit: float = math.inf) -> dict:
     reasons = {r["diverged_reason"] for r in results if r["status"] != "finished"}
     if any(r["status"] == "finished" and r["test_error"] >= limit for r in results):
         reasons.add(f"final error within {UNTRAINED_MARGIN:g} points of chance")
-    return dict(
+    return Errors(
         n=n,
         finished=k,
         diverged=n - k,
@@ -502,17 +526,17 @@ def summarise(results: list[dict | None], limit: float = math.inf) -> dict:
     )
 
 
-def error_cell(s: dict | None, run: bool = True) -> str:
+def error_cell(s: Errors | None, run: bool = True) -> str:
     """Text of an error cell: "7.21 +- 0.30", "no converge" (all seeds diverged), "full only"."""
     if not run or s is None:
         return "full only"
-    if s.get("pending"):
-        return f"pending ({s['pending']} of {s['n'] + s['pending']} runs)"
-    if s["finished"] == 0:
-        return "no converge" + (f" ({s['diverged']}/{s['n']})" if s["n"] > 1 else "")
-    text = f"{s['mean']:.2f}" + (f" +- {s['std']:.2f}" if s["finished"] > 1 else "")
-    if s["diverged"]:
-        text += f" ({s['diverged']}/{s['n']} untrained)"
+    if s.pending:
+        return pending_text(s.pending, s.n)
+    if s.finished == 0:
+        return s.no_converge()
+    text = f"{s.mean:.2f}" + (f" +- {s.std:.2f}" if s.finished > 1 else "")
+    if s.diverged:
+        text += f" ({s.diverged}/{s.n} untrained)"
     return text
 
 

@@ -180,7 +180,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     rows_run = "all" if P["rows"] is None else len(P["rows"])
     intro = f"profile {profile} | data {data(profile, tiny)} | rows {rows_run} | seeds {P['seeds']}"
     runs_text = [
-        f"{r.label:38s} {error_cell(s):>22s}  {s['epoch_time'] or 0:.2f} s/epoch  {s['reasons']}"
+        f"{r.label:38s} {error_cell(s):>22s}  {s.epoch_time or 0:.2f} s/epoch  {s.reasons}"
         for r, s in S["summaries"].items()
     ]
     runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"]]
@@ -473,7 +473,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         seed_rows=seeds,
         claims=verdicts,
         runs=len(planned),
-        pending=sum(s["pending"] for s in sums.values()),
+        pending=sum(s.pending for s in sums.values()),
         rows_run=len(per_row),
         detectable=paired.detectable_text(verdicts),
     )
@@ -490,15 +490,13 @@ def _error_cell(S: dict, r: cs.Row):
     s = S["summaries"].get(r)
     if s is None:
         return "full only"
-    if s["pending"]:
+    if s.pending or s.finished == 0:
         return cs.error_cell(s)
-    if s["finished"] == 0:
-        return "no converge" + (f" ({s['diverged']}/{s['n']})" if s["n"] > 1 else "")
     return Cell(
-        s["mean"],
-        spread=s["std"] if s["finished"] > 1 else None,
+        s.mean,
+        spread=s.std if s.finished > 1 else None,
         decimals=2,
-        note=f"({s['diverged']}/{s['n']} untrained)" if s["diverged"] else "",
+        note=f"({s.diverged}/{s.n} untrained)" if s.diverged else "",
     )
 
 
@@ -526,12 +524,12 @@ def tables(S: dict, params: dict) -> list[Table]:
 
     def trained_params(r):  # what was trained here, then the paper's width where they differ
         s = S["summaries"].get(r)
-        trained = f"{s['params'] / 1e6:.2f}M" if s and s.get("params") else "--"
+        trained = f"{s.params / 1e6:.2f}M" if s and s.params else "--"
         return mparams(r) if trained == mparams(r) else f"{trained} / {mparams(r)}"
 
     def time_cell(r):
         s = S["summaries"].get(r)
-        return f"{s['epoch_time']:.2f}" if s and s["epoch_time"] else "--"
+        return f"{s.epoch_time:.2f}" if s and s.epoch_time else "--"
 
     def moved_cell(r):
         m = S["moved"].get(r)

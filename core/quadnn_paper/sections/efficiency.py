@@ -11,10 +11,11 @@ a GPU (committed under docs/gpu/) shown apart.
 from __future__ import annotations
 
 from quadnn_paper.common import published
-from quadnn_paper.common.machine import machine, torch_threads
+from quadnn_paper.common.machine import machine
 from quadnn_paper.common.outputs import Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation
+from quadnn_paper.experiments import efficiency as experiment
 
 __all__ = [
     "NAME",
@@ -26,10 +27,6 @@ __all__ = [
     "work",
     "outputs",
     "SECONDS",
-    "model_sizes",
-    "extra_launches",
-    "bench_rows",
-    "inference_ms",
     "bench_table",
     "HEADER",
     "MODELS_HEADER",
@@ -38,7 +35,6 @@ __all__ = [
     "summary",
     "ratio",
     "model_facts",
-    "inference_times",
     "frontier",
     "choose_budget",
     "find",
@@ -187,23 +183,26 @@ def _computations(profile: str, tiny: bool) -> dict[str, Computation]:
     out = dict(
         sizes=Computation(
             "efficiency_sizes",
-            f"{__name__}:model_sizes",
+            f"{experiment.__name__}:model_sizes",
             dict(models=_size_models(P), input=config["input"]),
             s["sizes"],
         ),
         launch_floor=Computation(
-            "efficiency_launch_floor", f"{__name__}:extra_launches", dict(model=HEADLINE_MODEL), s["launch_floor"]
+            "efficiency_launch_floor",
+            f"{experiment.__name__}:extra_launches",
+            dict(model=HEADLINE_MODEL),
+            s["launch_floor"],
         ),
-        bench=Computation("efficiency", f"{__name__}:bench_rows", config, s["bench"], measures_machine=True),
+        bench=Computation("efficiency", f"{experiment.__name__}:bench_rows", config, s["bench"], measures_machine=True),
     )
     if P["compile_models"]:
         first = {m: ["default"] for m in P["compile_models"]}
         cconfig = dict(config, models=list(P["compile_models"]), implementations=first, compile=True, columns=5)
         out["compile"] = Computation(
-            "efficiency_compile", f"{__name__}:bench_rows", cconfig, s["compile"], measures_machine=True
+            "efficiency_compile", f"{experiment.__name__}:bench_rows", cconfig, s["compile"], measures_machine=True
         )
     out["inference"] = Computation(
-        "efficiency_inference", f"{__name__}:inference_ms", config, s["inference"], measures_machine=True
+        "efficiency_inference", f"{experiment.__name__}:inference_ms", config, s["inference"], measures_machine=True
     )
     return out
 
@@ -219,49 +218,6 @@ def _size_models(P: dict) -> list[str]:
     from quadnn_paper import bench
 
     return list(dict.fromkeys(n for m in P["models"] for n in (bench.baseline_name(m), m)))
-
-
-def model_sizes(models: list[str], input: list[int]) -> dict[str, dict]:
-    """Parameters and forward MFLOPs per image of each model at the input size (deterministic)."""
-    import torch
-
-    from quadnn_paper import bench
-
-    x = torch.zeros(1, *input)
-    out = {}
-    for name in models:
-        model = bench.create(name, in_chans=input[0]).eval()
-        params = sum(p.numel() for p in model.parameters())
-        out[name] = dict(params=params, mflops=bench.forward_gflops(model, x) * 1e3)
-    return out
-
-
-def extra_launches(model: str) -> int:
-    """The fewest kernel-launching operations ``model``'s eager step needs beyond its conventional
-    twin's, keeping what the default keeps (:func:`quadnn_paper.bench.launch_floor` less the twin's)."""
-    from quadnn_paper import bench
-
-    return bench.launch_floor(bench.create(model), 0)
-
-
-def bench_rows(
-    models, batch_size, input, steps, warmup, implementations, threads, machine, torch, columns, compile=False
-) -> list[dict]:
-    """:func:`quadnn_paper.bench.run` of the configuration (compiled: the compiled rows beside the
-    eager ones, no memory rows); ``machine``, ``torch`` and ``columns`` only key the cache."""
-    from quadnn_paper import bench
-
-    options = dict(memory=False, compile=True) if compile else {}
-    with torch_threads(threads):  # bench.run sets them; the submitting process gets its own back
-        return bench.run(models, batch_size, tuple(input), steps, warmup, implementations, threads=threads, **options)
-
-
-def inference_ms(
-    models, batch_size, input, steps, warmup, implementations, threads, machine, torch, columns
-) -> dict[str, float]:
-    """:func:`inference_times` at the benchmark's configuration (keyed by it) and threads."""
-    with torch_threads(threads):
-        return inference_times(dict(input=input, batch_size=batch_size, steps=steps))
 
 
 def model_facts(name: str) -> tuple[int, str]:
@@ -444,34 +400,6 @@ def gpu_epoch_variables(epochs) -> dict:
         GpuEpochBaseSpeedup=ratio_of(rows["r"], rows["rc"]),
         GpuEpochQuadWarmCompile=f"{rows['qw']['compile_seconds']:.1f}" if rows["qw"] else "--",
     )
-
-
-def inference_times(P: dict, model: str = "cifar_qresnet20", implementations=("default", "naive")) -> dict:
-    """Median forward time (ms) of ``model`` in eval mode under ``torch.no_grad()`` per implementation,
-    the implementations interleaved round by round (the same load for each)."""
-    import statistics
-    import time
-
-    import torch
-
-    from quadnn_paper import bench
-
-    torch.manual_seed(0)
-    shape = tuple(P["input"])
-    xb = torch.randn(P["batch_size"], *shape)
-    models = {
-        impl: bench.set_implementation(bench.create(model, in_chans=shape[0]), impl).eval() for impl in implementations
-    }
-    times = {impl: [] for impl in models}
-    with torch.no_grad():
-        for m in models.values():
-            m(xb)  # warm-up
-        for _ in range(max(2, P["steps"])):
-            for impl, m in models.items():
-                t0 = time.perf_counter()
-                m(xb)
-                times[impl].append(time.perf_counter() - t0)
-    return {impl: 1000 * statistics.median(t) for impl, t in times.items()}
 
 
 def frontier(rows: list[dict], model: str, default_budget: float) -> list[tuple[float, dict]]:

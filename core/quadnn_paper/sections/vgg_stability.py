@@ -188,12 +188,12 @@ def _gather(
 def _learned(s: dict, chance: float) -> bool:
     """Whether a row learned: none of its runs pending, some finished, and their mean error at least
     :data:`MARGIN` points below chance."""
-    return s["finished"] > 0 and not s["pending"] and s["mean"] < chance - MARGIN
+    return s.finished > 0 and not s.pending and s.mean < chance - MARGIN
 
 
 def _engine_cell(s: dict, done: list[dict]) -> str:
     """The table's "Engine" column: pending, finished, or which of the finished runs diverged and when."""
-    if s["pending"]:
+    if s.pending:
         return cs.error_cell(s)
     diverged = [x for x in done if x["status"] != "finished"]
     if not diverged:
@@ -204,16 +204,16 @@ def _engine_cell(s: dict, done: list[dict]) -> str:
 def _ours_cell(row: cs.Row, s: dict, chance: float) -> str | Cell:
     """The table's "Error ours" column: the pending text, or its :class:`Cell`
     (``reproduced``: whether learning or not agrees with the paper's row; None where it has none)."""
-    if s["pending"]:
+    if s.pending:
         return cs.error_cell(s)
     learned = _learned(s, chance)
     agrees = None if row.paper == "--" else learned != (row.paper == "no converge")
-    if not s["finished"]:
-        return Cell("no converge", note=f"({s['diverged']}/{s['n']})" if s["n"] > 1 else "", reproduced=agrees)
-    notes = (f"({s['diverged']}/{s['n']} diverged)" if s["diverged"] else "", "(chance)" if not learned else "")
+    if not s.finished:
+        return Cell("no converge", note=f"({s.diverged}/{s.n})" if s.n > 1 else "", reproduced=agrees)
+    notes = (f"({s.diverged}/{s.n} diverged)" if s.diverged else "", "(chance)" if not learned else "")
     return Cell(
-        s["mean"],
-        spread=s["std"] if s["finished"] > 1 else None,
+        s.mean,
+        spread=s.std if s.finished > 1 else None,
         decimals=2,
         note="; ".join(n for n in notes if n),
         reproduced=agrees,
@@ -286,10 +286,10 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         claims=claims,
         vs_vgg=vs_vgg,
         chance=chance,
-        pending=sum(s["pending"] for s in sums.values()),
+        pending=sum(s.pending for s in sums.values()),
         runs=len(planned),
         learned=learned,
-        square_diverged=sum(sums[r]["finished"] == 0 and not sums[r]["pending"] for r in square),
+        square_diverged=sum(sums[r].finished == 0 and not sums[r].pending for r in square),
         square_not_learned=sum(not learned[r] for r in square),
         square_runs=len(square),
         qvgg=qvgg,
@@ -314,7 +314,7 @@ def variables(S: dict, params: dict) -> dict:
     }.get(S["vs_vgg"].verdict, "not distinguishable from")
     if S["vs_vgg"].verdict.startswith(stats.EQUIVALENT):
         comparison = "within the equivalence margin of"
-    if q["pending"] or v["pending"]:
+    if q.pending or v.pending:
         comparison = "pending"
     verdicts = [c.verdict for c in S["claims"]]
     sd, mde, n = S["detectable"]
@@ -344,12 +344,12 @@ def variables(S: dict, params: dict) -> dict:
         QvggRateTrained=f"{cs.QVGG_LR_G * cs.gamma_scale(R):.2g}",
         GammaScale=f"{cs.gamma_scale(R):.3g}",
         SquareRuns=S["square_runs"],
-        Verdict=cs.error_cell({"pending": S["pending"], "n": S["runs"]}) if S["pending"] else stats.combine(verdicts),
+        Verdict=cs.pending_text(S["pending"], S["runs"]) if S["pending"] else stats.combine(verdicts),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsAll=len(verdicts),
         HolmFamily=paired.family_size([*S["claims"], S["vs_vgg"]]),
-        VggError=cs.error_cell(v) if v["pending"] else (v["mean"] if v["finished"] else "no converge"),
-        QvggError=cs.error_cell(q) if q["pending"] else (q["mean"] if q["finished"] else "no converge"),
+        VggError=cs.error_cell(v) if v.pending else (v.mean if v.finished else "no converge"),
+        QvggError=cs.error_cell(q) if q.pending else (q.mean if q.finished else "no converge"),
         QvggComparison=comparison,
         QvggVsVgg=S["vs_vgg"].evidence(),
         QvggVsVggVerdict=S["vs_vgg"].verdict,
