@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from quadnn_paper.common.outputs import columns
 from quadnn_paper.data import gpu_bench
 from quadnn_paper.execution import gpu_check
 
@@ -236,7 +237,12 @@ def test_the_reports_cost_table_and_make_status_name_their_source(monkeypatch, t
     assert "runge" not in with_gpu  # a section that trains nothing has no row
     assert with_gpu["imagenet"][2] == without["imagenet"][2]
     assert with_gpu["cifar_comparison"][2] != without["cifar_comparison"][2]
-    assert list(overview.FULL_COST_HEADER) == ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
+    assert [c.name for c in columns(overview.FULL_COST_HEADER)] == [
+        "Section",
+        "Runs",
+        "GPU-hours",
+        "Seconds per epoch assumed",
+    ]
     # make status: the same sources per section, and the note naming the GPU and folder
     text, failed = status.plan_table("full", tmp_path / "cache" / "runs", measured=measured)
     lines = {line.split()[0]: line for line in text.splitlines()}

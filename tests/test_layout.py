@@ -134,7 +134,6 @@ LAYERS = (
     "analysis",
     "experiments",
     "sections",
-    "latex",
     "execution",
     "report",
     "why",

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import dataclasses
 import io
 import json
 import math
@@ -44,7 +43,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from quadnn_paper import latex
 from quadnn_paper.common import figure_lint
 from quadnn_paper.common.cells import Cell, fmt, latex_escape
 from quadnn_paper.common.figure_data import figure_data
@@ -61,7 +59,7 @@ from quadnn_paper.common.files import (
     sha256_file,
 )
 from quadnn_paper.common.macros import write_macros
-from quadnn_paper.common.outputs import Figure, Lines, Output, Table, Variables
+from quadnn_paper.common.outputs import Figure, Lines, Output, Table, Variables, columns
 from quadnn_paper.common.profiles import check_profile
 from quadnn_paper.common.words import path_setting
 
@@ -407,19 +405,18 @@ class Report:
     # -- a section's outputs, as data ----------------------------------------------------
     def write(self, output: Output) -> None:
         """Render one of a section's outputs (:mod:`quadnn_paper.common.outputs`); a table's LaTeX
-        head and column alignment come from :mod:`quadnn_paper.latex`."""
+        head and column alignment are its columns'."""
         if isinstance(output, Table):
-            head = latex.head(self.section, output.name, output.header)
-            labels = head.pop("labels", {})  # plain cell text -> its LaTeX (a label with math)
-            rows = [[_labelled(c, labels) for c in row] for row in output.rows]
+            cols = columns(output.header)
             self.table(
                 output.name,
-                output.header,
-                rows,
+                [c.name for c in cols],
+                output.rows,
                 digits=output.digits,
                 rows_only=output.rows_only,
                 keys=output.keys,
-                **head,
+                header_tex=[latex_escape(c.name) if c.tex is None else c.tex for c in cols],
+                align="".join(c.align for c in cols),
             )
         elif isinstance(output, Figure):
             import matplotlib.pyplot as plt
@@ -438,15 +435,6 @@ class Report:
 def why_command(name: str) -> str:
     """The command that says where output ``name`` (a table, figure or macro) came from."""
     return f"make why NAME={name}"
-
-
-def _labelled(cell: Any, labels: dict[str, str]) -> Any:
-    """``cell`` with the LaTeX of its text where :mod:`quadnn_paper.latex` gives one."""
-    if isinstance(cell, Cell) and isinstance(cell.value, str) and cell.tex is None and cell.value in labels:
-        return dataclasses.replace(cell, tex=labels[cell.value])
-    if isinstance(cell, str) and cell in labels:
-        return Cell(cell, tex=labels[cell])
-    return cell
 
 
 def show(outputs: Iterable[Output], check: bool = False) -> None:

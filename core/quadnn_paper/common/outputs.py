@@ -1,9 +1,9 @@
-"""What a section hands the writer: its outputs as data, never as LaTeX or files.
+"""What a section hands the writer: its outputs as data, never as files.
 
 A section's ``outputs(results, profile, tiny)`` returns a list of these; the writer
 (:func:`quadnn_paper.report.publish`) renders each into ``paper/`` (tables as CSV and a booktabs
-tabular whose LaTeX head comes from :mod:`quadnn_paper.latex`, figures as PDF and PNG after the
-figure lint, variables as macros) and the notebook shows the :class:`Lines`.
+tabular whose head and alignment its :class:`Column` objects carry, figures as PDF and PNG after
+the figure lint, variables as macros) and the notebook shows the :class:`Lines`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,24 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Table", "Figure", "Variables", "Lines", "Overview", "Output", "call_chain"]
+__all__ = ["Column", "Table", "Figure", "Variables", "Lines", "Overview", "Output", "call_chain"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A table's column: ``name`` heads it in the CSV (and, escaped, in LaTeX unless ``tex`` is its
+    typeset head); ``align`` is its LaTeX column type (None: ``l`` for a table's first column,
+    ``r`` for the others). A plain string in a table's header is a column with that name."""
+
+    name: str
+    tex: str | None = None
+    align: str | None = None
+
+
+def columns(header: Sequence[str | Column]) -> list[Column]:
+    """``header`` as columns, each with its alignment."""
+    cols = [c if isinstance(c, Column) else Column(c) for c in header]
+    return [c if c.align else dataclasses.replace(c, align="l" if i == 0 else "r") for i, c in enumerate(cols)]
 
 
 def call_chain(skip: tuple[str, ...] = (), depth: int = 12) -> tuple[str, ...]:
@@ -40,14 +57,15 @@ class _Traced:
 
 @dataclasses.dataclass
 class Table(_Traced):
-    """``header`` and ``rows`` of plain values or :class:`~quadnn_paper.common.cells.Cell`;
+    """``header`` (column names or :class:`Column`) and ``rows`` of plain values or
+    :class:`~quadnn_paper.common.cells.Cell`;
     ``digits``: significant digits of its numbers; ``rows_only``: its ``.tex`` holds the body alone
     (a table the report assembles from several sections); ``keys``: a stable id per row ("" for a
     row without one), written beside it as ``tables/NAME.keys.json``: a reader finds a row by its
     id, never by its text."""
 
     name: str
-    header: Sequence[str]
+    header: Sequence[str | Column]
     rows: Sequence[Sequence[Any]]
     digits: int = 4
     rows_only: bool = False

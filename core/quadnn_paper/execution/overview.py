@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..analysis import stats
 from ..common.machine import cpu_name
-from ..common.outputs import Lines, Output, Table, Variables
+from ..common.outputs import Column, Lines, Output, Table, Variables
 from ..data import gpu_bench
 from ..sections import _cifar
 from . import status
@@ -100,7 +100,18 @@ def _versions() -> str:
 
 # Images: training images (short headers: the table fits a column at 6 pt and more)
 # gamma: the factor on the paper's rates of the quadratic terms (_cifar.gamma_scale)
-STANDIN_HEADER = ["Section", "Data", "Width", "Images", "Epochs", "Batch", "Optimiser", "gamma", "Seeds"]
+_TEXT = dict(align="l")  # a column of words
+STANDIN_HEADER = [
+    "Section",
+    Column("Data", **_TEXT),
+    Column("Width", **_TEXT),
+    Column("Images", **_TEXT),
+    "Epochs",
+    "Batch",
+    Column("Optimiser", **_TEXT),
+    "gamma",
+    "Seeds",
+]
 
 
 def _seeds(p: dict) -> str:
@@ -141,7 +152,7 @@ def standin_rows(profile: str) -> list[list]:
     return out
 
 
-FULL_COST_HEADER = ["Section", "Runs", "GPU-hours", "Seconds per epoch assumed"]
+FULL_COST_HEADER = ["Section", "Runs", "GPU-hours", Column("Seconds per epoch assumed", **_TEXT)]
 
 
 def full_cost_rows(measured: gpu_bench.GpuEpochs | None, cache: str | os.PathLike | None = None) -> list[list]:

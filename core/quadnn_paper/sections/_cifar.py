@@ -42,7 +42,7 @@ from quadnn_paper.analysis import stats
 from quadnn_paper.analysis.paired import UNTRAINED_MARGIN, Claim, chance
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
-from quadnn_paper.common.outputs import Table
+from quadnn_paper.common.outputs import Column, Table
 from quadnn_paper.engine import RunConfig
 
 __all__ = [
@@ -551,14 +551,21 @@ def seed_errors(result: dict | None, dataset: str) -> float | None:
 
 
 CLAIM_PAIRS_SHOWN = 2  # pairs a claims table lists per claim (the verdict uses every pair)
+
+
+def _ragged(name: str, width: float) -> Column:
+    """A column of running text set ``width`` of the page wide (a claims table spans the page)."""
+    return Column(name, align=r">{\raggedright\arraybackslash}p{" + f"{width:.2f}" + r"\textwidth}")
+
+
 CLAIMS_HEADER = [
-    "Claim of the paper",
-    "Paper (%)",
-    "Ours: paired difference, mean [95% CI] (points), or runs trained",
-    "Seeds",
-    "Detect. (points)",
-    "Terms moved (%)",
-    "Verdict",
+    _ragged("Claim of the paper", 0.17),
+    _ragged("Paper (%)", 0.12),
+    _ragged("Ours: paired difference, mean [95% CI] (points), or runs trained", 0.26),
+    Column("Seeds", align="r"),
+    _ragged("Detect. (points)", 0.06),
+    _ragged("Terms moved (%)", 0.05),
+    _ragged("Verdict", 0.13),
 ]
 
 

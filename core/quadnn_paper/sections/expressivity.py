@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from quadnn_paper.common import published
-from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation
 from quadnn_paper.experiments import expressivity as experiment
@@ -310,41 +310,66 @@ _SECONDS_PER = dict(
     spline_function=0.6,  # per test function: its derivatives' suprema (sympy) and the spline
 )
 
-#: Column names of the section's tables (their LaTeX heads: quadnn_paper.latex.expressivity).
+#: The section's tables' columns: their names (CSV) and heads as typeset.
 HEADERS = {
-    "expressivity_oscillation": ["network", "sigma", "x range R", "median max|f|", "10% quantile", "90% quantile"],
+    "expressivity_oscillation": [
+        "network",
+        Column("sigma", tex=r"$\sigma$"),
+        Column("x range R", tex=r"$R$"),
+        Column("median max|f|", tex=r"median $\max_{|x|\le R}|f|$"),
+        Column("10% quantile", tex="10\\%"),
+        Column("90% quantile", tex="90\\%"),
+    ],
     "expressivity_spline_exact": [
-        "function",
+        Column("function", tex="$f$"),
         "pieces",
         "layers",
-        "parameters",
-        "max |Q-S|",
-        "relative",
-        "paper formula error",
+        Column("parameters", tex="params"),
+        Column("max |Q-S|", tex=r"$\max|Q-S|$"),
+        Column("relative", tex="rel."),
+        Column("paper formula error", tex=r"$|s_0(x_0)|$"),
     ],
-    "expressivity_spline_rates": ["function", "slope linear", "slope cubic", "max ratio linear", "max ratio cubic"],
-    "expressivity_hall_meyer": ["m", "|E_2m|", "constant", "paper printed", "paper asymptotic", "asymptotic x8"],
+    "expressivity_spline_rates": [
+        Column("function", tex="$f$"),
+        Column("slope linear", tex="slope $m{=}1$"),
+        Column("slope cubic", tex="slope $m{=}2$"),
+        Column("max ratio linear", tex=r"$\max \frac{\|f-S\|}{\|f''\|h^2}$"),
+        Column("max ratio cubic", tex=r"$\max \frac{\|f-S\|}{\|f^{(4)}\|h^4}$"),
+    ],
+    "expressivity_hall_meyer": [
+        Column("m", tex="$m$"),
+        Column("|E_2m|", tex=r"$|E_{2m}|$"),
+        Column("constant", tex=r"$\frac{|E_{2m}|}{2^{2m}(2m)!}$"),
+        Column("paper printed", tex="paper"),
+        Column("paper asymptotic", tex=r"paper's $E_{2m}$ approx."),
+        Column("asymptotic x8", tex=r"$8\times$ that"),
+    ],
+    # Two groups of columns: quadratic neurons (p2) and quadratic activation (p1), headed by a row of their own.
     "expressivity_variety": [
-        "widths",
-        "P (p2)",
-        "paper (p2)",
-        "corrected (p2)",
-        "layerwise (p2)",
-        "numeric (p2)",
-        "P (p1)",
-        "paper (p1)",
-        "corrected (p1)",
-        "numeric (p1)",
-        "p2 > p1",
+        Column(
+            "widths",
+            tex=r"& \multicolumn{5}{c}{quadratic neurons ($p_2$)} & \multicolumn{4}{c}{quadratic activation ($p_1$)} & \\"
+            r" \cmidrule(lr){2-6}\cmidrule(lr){7-10} $\boldsymbol{d}$",
+        ),
+        Column("P (p2)", tex="$P$"),
+        Column("paper (p2)", tex=r"\paperval{paper}"),
+        Column("corrected (p2)", tex="corr."),
+        Column("layerwise (p2)", tex="layer."),
+        Column("numeric (p2)", tex=r"\textbf{num.}"),
+        Column("P (p1)", tex="$P$"),
+        Column("paper (p1)", tex=r"\paperval{paper}"),
+        Column("corrected (p1)", tex="corr."),
+        Column("numeric (p1)", tex=r"\textbf{num.}"),
+        Column("p2 > p1", tex="$>$"),
     ],
     "expressivity_amplification": [
-        "H",
-        "prod sqrt(d_h d_h-1)",
-        "conventional",
-        "quadratic random",
-        "quadratic ReLinear",
-        "ratio quad/conv",
-        "paper 2^H",
+        Column("H", tex="$H$"),
+        Column("prod sqrt(d_h d_h-1)", tex=r"$\prod\sqrt{d_hd_{h-1}}$"),
+        Column("conventional", tex="conv."),
+        Column("quadratic random", tex="quad. rand."),
+        Column("quadratic ReLinear", tex="quad. ReLin."),
+        Column("ratio quad/conv", tex="ratio"),
+        Column("paper 2^H", tex=r"\paperval{$2^H$}"),
     ],
 }
 

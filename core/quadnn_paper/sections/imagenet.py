@@ -21,7 +21,7 @@ import numpy as np
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import say_empty
-from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 
 # The data the section's runs read (re-exported for the notebook).
@@ -438,11 +438,17 @@ def _table_rows(
     return rows
 
 
-def table_header(top5: bool) -> list[str]:
-    """The error table's column names, with or without the top-5 column (their LaTeX:
-    :mod:`quadnn_paper.latex.imagenet`)."""
-    header = ["paper label", "trained", "params (ImageNet)", "params (run)", "paper top-1", "ours top-1"]
-    return header + ["ours top-5"] if top5 else header
+def table_header(top5: bool) -> list[Column]:
+    """The error table's columns, with or without the top-5 column: two labels, then numbers."""
+    header = [
+        Column("paper label", tex="paper"),
+        Column("trained", align="l"),
+        Column("params (ImageNet)", tex=r"params\,(M)"),
+        Column("params (run)", tex=r"run\,(M)"),
+        Column("paper top-1"),
+        Column("ours top-1", tex="top-1"),
+    ]
+    return header + [Column("ours top-5", tex="top-5")] if top5 else header
 
 
 def _top5_note(n_classes: int, top5: bool) -> str:

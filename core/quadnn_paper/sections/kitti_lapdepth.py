@@ -19,7 +19,7 @@ import numpy as np
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
 from quadnn_paper.common.figure_lint import say_empty
-from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 
 # The data and the models the section's runs use (re-exported for the notebook).
@@ -263,8 +263,15 @@ def work(profile: str, tiny: bool = False) -> list:
 
 
 # -- the section's numbers ---------------------------------------------------------------------------
-METRIC_LABELS = dict(
-    abs_rel="AbsRel", sq_rel="SqRel", rmse="RMSE", rmse_log="RMSE log", d1="d<1.25", d2="d<1.25^2", d3="d<1.25^3"
+# The metrics' columns: their names in the CSV and the text, their heads as typeset.
+METRIC_COLUMNS = dict(
+    abs_rel=Column("AbsRel"),
+    sq_rel=Column("SqRel"),
+    rmse=Column("RMSE"),
+    rmse_log=Column("RMSE log", tex=r"RMSE$_{\log}$"),
+    d1=Column("d<1.25", tex=r"$\delta_1$"),
+    d2=Column("d<1.25^2", tex=r"$\delta_2$"),
+    d3=Column("d<1.25^3", tex=r"$\delta_3$"),
 )
 
 
@@ -377,7 +384,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     """The section's table, figures, variables and printed lines from its work's ``results``."""
     S = summary(results, profile, tiny, seed=protocol(profile, tiny)["seeds"][0])  # the runs of the data shown
     sample = results[_data_sample(profile, tiny).key]
-    header = ["model", "source"] + [METRIC_LABELS[k] for k in METRICS]
+    header = ["model", Column("source", align="l")] + [METRIC_COLUMNS[k] for k in METRICS]
     return [
         Lines([f"profile {profile}", str(S["protocol"])]),
         Lines(_data_lines(sample), check=True),

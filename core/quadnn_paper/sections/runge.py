@@ -16,7 +16,7 @@ import torch
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
-from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation
 from quadnn_paper.experiments import runge as experiment
@@ -49,13 +49,20 @@ PROTOCOLS = {
 
 # -- the section interface ----------------------------------------------------------------------
 NAME = "runge"
-# What the report calls each strategy, in text and in macro names (its LaTeX: quadnn_paper.latex.runge).
+# What the report calls each strategy, in text and in macro names, and as the tables typeset it.
 LABEL = {
     "regular": "regular",
     "relinear-init": "ReLinear init only",
     "sw-l1": "ReLinear-sw-l1",
     "sw-l2": "ReLinear-sw-l2",
     "sg": "ReLinear-sg",
+}
+LABEL_TEX = {
+    "regular": "Regular",
+    "relinear-init": "ReLinear init only",
+    "sw-l1": r"ReLinear$^{sw}$-$\ell_1$",
+    "sw-l2": r"ReLinear$^{sw}$-$\ell_2$",
+    "sg": r"ReLinear$^{sg}$",
 }
 COLOR = {
     "regular": "tab:red",
@@ -73,8 +80,19 @@ PIECE_TOLERANCE = 1e-10  # the self-check passes when the pieces agree with the 
 # iterations in 112 s on two shared cores), and at least the smoke profile's few seconds.
 SECONDS_PER_RUN_ITERATION = 1.5e-4
 MIN_SECONDS = 5.0
-RMSE_HEADER = ["strategy", "RMSE mean", "RMSE median", "blew up", "paper"]
-PIECES_HEADER = ["strategy", "pieces mean", "range", "max |c_k|, k>=3 (median)"]
+RMSE_HEADER = [
+    Column("strategy", tex="Strategy"),
+    Column("RMSE mean", tex=r"mean $\pm$ std"),
+    Column("RMSE median", tex="median"),
+    Column("blew up", tex=r"RMSE$>$1"),
+    "paper",
+]
+PIECES_HEADER = [
+    Column("strategy", tex="Strategy"),
+    Column("pieces mean", tex="pieces"),
+    "range",
+    Column("max |c_k|, k>=3 (median)", tex=r"$\max_{k\ge3}|c_k|$"),
+]
 
 
 def protocol(profile: str, tiny: bool = False) -> dict:
@@ -120,8 +138,8 @@ def work(profile: str, tiny: bool = False) -> list:
 
 
 def _strategy_cell(s: str) -> Cell:
-    """The strategy's label, as the tables' first column shows it (its LaTeX from quadnn_paper.latex)."""
-    return Cell(LABEL[s])
+    """The strategy's label, as the tables' first column shows it."""
+    return Cell(LABEL[s], tex=LABEL_TEX[s])
 
 
 def _blown(v: np.ndarray) -> int:

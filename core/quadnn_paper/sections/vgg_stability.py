@@ -15,7 +15,7 @@ import math
 from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.cells import Cell, power_of_ten
-from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation, RunConfig
 from quadnn_paper.sections import _cifar as cs
@@ -160,7 +160,9 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
         Lines([intro]),
         Lines([f"{row.label:40s} {n:>12,d}" for row, n in params.items()], check=True),
         Lines(runs_text),
-        Table("vgg_stability", ["Network", "Params", "Engine", "Error ours (%)", "Paper (%)"], table),
+        Table(
+            "vgg_stability", ["Network", "Params", Column("Engine", align="l"), "Error ours (%)", "Paper (%)"], table
+        ),
         Table("vgg_claims", CLAIMS_HEADER, claim_rows(S["claims"])),
         cs.claims_table(NAME, "VGG", S["claims"] + [S["vs_vgg"]]),
         Figure("vgg_stability_loss", lambda: _loss_figure(S)),
