@@ -7,13 +7,15 @@ import numpy as np
 import pytest
 import torch
 
+from quadnn_paper.data import kitti
+from quadnn_paper.engine import lapdepth
 from quadnn_paper.sections import kitti_lapdepth as depth
 
 
 def test_metrics_hand_computed_with_invalid_pixels_masked():
     gt = torch.tensor([[2.0, 4.0, 0.0, 100.0, 8.0]])  # 0 (no measurement) and 100 m (> cap) are invalid
     pred = torch.tensor([[1.0, 5.0, 3.0, 50.0, 8.0]])
-    m = depth.depth_metrics(pred, gt)
+    m = lapdepth.depth_metrics(pred, gt)
     # valid pixels: (p, g) = (1, 2), (5, 4), (8, 8)
     assert m["abs_rel"] == pytest.approx((0.5 + 0.25 + 0.0) / 3)
     assert m["sq_rel"] == pytest.approx((1 / 2 + 1 / 4 + 0.0) / 3)
@@ -24,20 +26,20 @@ def test_metrics_hand_computed_with_invalid_pixels_masked():
     assert m["d2"] == pytest.approx(2 / 3)
     assert m["d3"] == pytest.approx(2 / 3)
     # an extra mask removes a pixel as well
-    m2 = depth.depth_metrics(pred, gt, mask=torch.tensor([[True, True, True, True, False]]))
+    m2 = lapdepth.depth_metrics(pred, gt, mask=torch.tensor([[True, True, True, True, False]]))
     assert m2["abs_rel"] == pytest.approx((0.5 + 0.25) / 2)
     with pytest.raises(ValueError):
-        depth.depth_metrics(pred, torch.zeros_like(gt))
+        lapdepth.depth_metrics(pred, torch.zeros_like(gt))
 
 
 def test_metrics_clip_prediction_to_range():
-    m = depth.depth_metrics(torch.tensor([120.0]), torch.tensor([40.0]))
+    m = lapdepth.depth_metrics(torch.tensor([120.0]), torch.tensor([40.0]))
     assert m["rmse"] == pytest.approx(40.0)  # prediction clipped to 80 m
 
 
 def test_depth_png_round_trip(tmp_path):
     d = np.array([[0.0, 1.0, 12.34567], [79.99, 150.0, 0.5]], dtype=np.float32)
-    depth.write_depth_png(tmp_path / "d.png", d)
+    kitti.write_depth_png(tmp_path / "d.png", d)
     back = depth.read_depth_png(tmp_path / "d.png")
     assert back.dtype == np.float32 and back.shape == d.shape
     np.testing.assert_allclose(back, d, atol=0.5 / 256 + 1e-6)
@@ -54,7 +56,7 @@ def test_loader_crop_cap_and_synthetic_files(tmp_path):
     raw = depth.read_depth_png(root / ds.items[0][1])
     assert (raw >= 80).any()  # the synthetic ground reaches beyond the cap ...
     assert float(gt.max()) < 80.0  # ... and the loader drops it
-    assert not mask[0][~torch.from_numpy(depth.garg_crop_mask(48, 96))].any()  # nothing outside the crop
+    assert not mask[0][~torch.from_numpy(kitti.garg_crop_mask(48, 96))].any()  # nothing outside the crop
     assert (gt[mask] > 0).all() and mask.any()
     assert (raw[:10] == 0).all()  # sky / above the horizon: no measurement
 
@@ -77,8 +79,8 @@ def test_loader_missing_data_message(tmp_path):
 
 def test_quadratic_encoder_matches_conventional_at_init():
     torch.manual_seed(0)
-    conv = depth.LapDepth("resnet18", decoder_width=16).eval()
-    quad = depth.quadratic_lapdepth("resnet18", decoder_width=16, conventional=conv).eval()
+    conv = lapdepth.LapDepth("resnet18", decoder_width=16).eval()
+    quad = lapdepth.quadratic_lapdepth("resnet18", decoder_width=16, conventional=conv).eval()
     assert sum(p.numel() for p in quad.parameters()) > sum(p.numel() for p in conv.parameters())
     x = torch.rand(1, 3, 64, 96)
     with torch.no_grad():
@@ -90,7 +92,7 @@ def test_quadratic_encoder_matches_conventional_at_init():
 
     task = DepthRegression.__new__(DepthRegression)  # the optimiser groups need no data
     task.cfg = depth.runs("full")[1]
-    task.kw = dict(depth.DATA_DEFAULTS, **task.cfg.task_kwargs)
+    task.kw = dict(lapdepth.DATA_DEFAULTS, **task.cfg.task_kwargs)
     from quadnn_paper.engine.optim import param_groups
 
     groups = {g["name"]: g for g in param_groups(task.cfg, quad, task)}

@@ -19,7 +19,7 @@ from runs import small_run
 from standin_device import DEVICE, StandInDevice, StrictCuda, StrictNCCL, to_cpu
 from torch import nn
 
-from quadnn_paper.data import tiny
+from quadnn_paper.data import kitti, tiny
 from quadnn_paper.engine import RunConfig, RunStore, loop, run
 from quadnn_paper.engine.distributed import SyncBatchNorm2d, sync_batchnorm
 from quadnn_paper.engine.tasks import ImageFolderClassification, loader_workers, make_task
@@ -221,21 +221,21 @@ def test_imagenet_augmentation_is_the_same_for_any_number_of_workers(tmp_path):
 
 
 # -- 5. KITTI's image sizes ---------------------------------------------------------------------------
-SMALL = [(h // 8, w // 8) for h, w in depth.KITTI_SIZES]  # 46x155, 46x153, 46x154, 47x155
+SMALL = [(h // 8, w // 8) for h, w in kitti.KITTI_SIZES]  # 46x155, 46x153, 46x154, 47x155
 CROP, TRAIN_CROP = [352 // 8, 1216 // 8], [352 // 8, 704 // 8]
 
 
 def test_kb_crop_batches_kittis_mixed_sizes(tmp_path):
-    root = depth.write_synthetic_kitti(tmp_path, n_train=4, n_test=4, seed=0, sizes=SMALL)
+    root = kitti.write_synthetic_kitti(tmp_path, n_train=4, n_test=4, seed=0, sizes=SMALL)
     sizes = {
         Image.open(root / line.split()[0]).size[::-1]
         for line in (root / "splits/eigen_train_files.txt").read_text().splitlines()
     }
     assert sizes == set(SMALL)
-    raw = depth.KittiSplit(root, "splits/eigen_train_files.txt")
+    raw = kitti.KittiSplit(root, "splits/eigen_train_files.txt")
     with pytest.raises(RuntimeError):  # what the first mixed batch did before the crop
         next(iter(torch.utils.data.DataLoader(raw, 4)))
-    cropped = depth.KittiSplit(root, "splits/eigen_train_files.txt", crop=CROP)
+    cropped = kitti.KittiSplit(root, "splits/eigen_train_files.txt", crop=CROP)
     rgb, gt, mask = next(iter(torch.utils.data.DataLoader(cropped, 4)))
     assert rgb.shape == (4, 3, *CROP) and gt.shape == mask.shape == (4, 1, *CROP)
     # the KB crop keeps the bottom rows, centred: the last row of the image is the last row kept

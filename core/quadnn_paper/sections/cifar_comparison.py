@@ -25,26 +25,7 @@ from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 from quadnn_paper.sections._tiny import capped
 
-__all__ = [
-    "NAME",
-    "PROTOCOLS",
-    "protocol",
-    "data",
-    "work",
-    "outputs",
-    "param_counts",
-    "runs",
-    "summary",
-    "rows",
-    "claims",
-    "tables",
-    "variables",
-    "CLAIMS_HEADER",
-    "transfer_budget",
-    "claim_rows",
-    "error_cell",
-    "param_count",
-]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
 
 NAME = "cifar_comparison"
 

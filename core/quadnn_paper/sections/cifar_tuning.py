@@ -34,29 +34,7 @@ from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, param_count
 from quadnn_paper.sections._tiny import capped
 
-__all__ = [
-    "NAME",
-    "PROTOCOLS",
-    "GRIDS",
-    "PAPER",
-    "protocol",
-    "data",
-    "work",
-    "outputs",
-    "grid",
-    "plan",
-    "runs",
-    "summary",
-    "SweepRow",
-    "Curve",
-    "conventional_config",
-    "gamma_zero_trajectory",
-    "gamma_zero_check",
-    "param_sizes",
-    "SWEEP_SUMMARY_HEADER",
-    "sweep_summary_rows",
-    "variables",
-]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
 
 NAME = "cifar_tuning"
 PAPER = published.CIFAR_TUNING  # errors (%) on CIFAR-10 printed in the paper

@@ -17,44 +17,7 @@ from quadnn_paper.common.profiles import protocol_of
 from quadnn_paper.engine import Computation
 from quadnn_paper.experiments import efficiency as experiment
 
-__all__ = [
-    "NAME",
-    "PROTOCOLS",
-    "PAPER_EPOCH_SECONDS",
-    "protocol",
-    "tiny_protocol",
-    "data",
-    "work",
-    "outputs",
-    "SECONDS",
-    "bench_table",
-    "HEADER",
-    "MODELS_HEADER",
-    "LAUNCH_TARGET",
-    "COMPILE_TARGET",
-    "summary",
-    "ratio",
-    "model_facts",
-    "frontier",
-    "choose_budget",
-    "find",
-    "spread",
-    "verdict",
-    "dominates",
-    "launches",
-    "gpu_table",
-    "GPU_HEADER",
-    "gpu_epoch_table",
-    "gpu_epoch_variables",
-    "GPU_EPOCH_HEADER",
-    "engine_gpu_pick",
-    "pick_agrees",
-    "PAPER_RATIO_HEADER",
-    "paper_ratio",
-    "paper_ratio_rows",
-    "paper_ratio_table",
-    "paper_ratio_verdict",
-]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
 _FAMILY56 = ("cifar_qresnet56", "cifar_qresnet56_compact", "cifar_parabolic_resnet56", "cifar_poly_resnet56")

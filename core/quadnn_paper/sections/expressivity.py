@@ -23,18 +23,7 @@ from quadnn_paper.engine import Computation
 from quadnn_paper.experiments import expressivity as experiment
 from quadnn_paper.experiments.expressivity import NETWORKS
 
-__all__ = [
-    "PROTOCOLS",
-    "protocol",
-    "PAPER",
-    "NAME",
-    "data",
-    "work",
-    "outputs",
-    "summary",
-    "OscillationRow",
-    "VarietyRow",
-]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
 
 # --------------------------------------------------------------------------------------
 # Protocols

@@ -26,12 +26,9 @@ from quadnn_paper.common.profiles import protocol_of
 
 # The data the section's runs read (re-exported for the notebook).
 from quadnn_paper.data.imagefolder import (
-    DATA_DEFAULTS,
     IMAGENET_MEAN,
     IMAGENET_STD,
     datasets,
-    eval_transform,
-    train_transform,
     write_digits_folder,
     write_fashion_folder,
 )
@@ -40,32 +37,7 @@ from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._arrays import pack, unpack
 from quadnn_paper.sections._tiny import capped
 
-__all__ = [
-    "PROTOCOLS",
-    "PAPER",
-    "MODELS",
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
-    "DATA_DEFAULTS",
-    "protocol",
-    "data",
-    "work",
-    "outputs",
-    "runs",
-    "data_sample",
-    "write_digits_folder",
-    "train_transform",
-    "eval_transform",
-    "datasets",
-    "NAME",
-    "summary",
-    "parameter_counts",
-    "depth_of",
-    "classes",
-    "trained_label",
-    "TOP5_MIN_CLASSES",
-    "claims",
-]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
 
 
 # The ten networks of the paper's ImageNet table, in its row order (plain, ResNet, Parabolic, Poly, Q).

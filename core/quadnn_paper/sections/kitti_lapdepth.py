@@ -25,56 +25,20 @@ from quadnn_paper.common.profiles import protocol_of
 # The data and the models the section's runs use (re-exported for the notebook).
 from quadnn_paper.data.kitti import (
     DEPTH_SCALE,
-    KITTI_SIZES,
     MIN_DEPTH,
     KittiSplit,
-    garg_crop_mask,
     read_depth_png,
-    write_depth_png,
     write_synthetic_kitti,
 )
 from quadnn_paper.engine import Computation
 from quadnn_paper.engine.lapdepth import (
-    DATA_DEFAULTS,
     METRICS,
     MODELS,
-    LapDepth,
-    build_model,
-    depth_metrics,
-    quadratic_lapdepth,
-    silog_loss,
 )
 from quadnn_paper.sections._arrays import pack, unpack
 from quadnn_paper.sections._tiny import capped
 
-__all__ = [
-    "PROTOCOLS",
-    "PAPER",
-    "METRICS",
-    "MODELS",
-    "LABELS",
-    "DATA_DEFAULTS",
-    "LapDepth",
-    "quadratic_lapdepth",
-    "build_model",
-    "depth_metrics",
-    "read_depth_png",
-    "write_depth_png",
-    "garg_crop_mask",
-    "KittiSplit",
-    "write_synthetic_kitti",
-    "silog_loss",
-    "protocol",
-    "data",
-    "work",
-    "outputs",
-    "runs",
-    "data_sample",
-    "trained_what",
-    "KITTI_SIZES",
-    "NAME",
-    "summary",
-]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
 
 # The paper's KITTI table: only SqRel and RMSE are given. (It prints RMSE 0.446 for LapDepth;
 # LapDepth's own paper reports 2.446 m, so the leading digit seems to have been lost.)

@@ -29,7 +29,7 @@ from quadnn_paper.experiments.runge import (
     trained_model,
 )
 
-__all__ = ["PAPER", "PAPER_RMSE", "PROTOCOLS", "NAME", "protocol", "data", "work", "outputs", "summary"]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
 
 
 # The paper's protocol (Section "Runge Function Approximation") and its reported RMSEs.

@@ -22,19 +22,7 @@ from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 from quadnn_paper.sections._tiny import capped
 
-__all__ = [
-    "NAME",
-    "PROTOCOLS",
-    "protocol",
-    "data",
-    "work",
-    "outputs",
-    "runs",
-    "summary",
-    "rows",
-    "variables",
-    "MARGIN",
-]
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
 
 NAME = "vgg_stability"
 # smoke/cpu: the same models and learning rates on the 8x8 digits stand-in, all channel counts
