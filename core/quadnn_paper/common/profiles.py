@@ -35,6 +35,17 @@ def check_tiny(tiny) -> bool:
     raise ValueError(f"tiny must be True or False, got {tiny!r} (papermill: -p tiny True; make: TINY=1/0)")
 
 
+def protocols(table: dict, caps=None):
+    """A section's ``protocol(profile, tiny=False)``: :func:`protocol_of` its ``table`` (with
+    ``caps``, what TINY=1 caps in the full protocol)."""
+
+    def protocol(profile: str, tiny: bool = False) -> dict:
+        """A copy of the profile's protocol (``tiny``, TINY=1, only with ``full``)."""
+        return protocol_of(table, profile, tiny, caps)
+
+    return protocol
+
+
 def protocol_of(table: dict, profile: str, tiny: bool = False, caps=None) -> dict:
     """A deep copy of ``table[profile]`` (a caller may change it freely): every section's protocol.
     ``tiny`` (TINY=1) goes with the full profile only, and then ``caps(copy)`` (if given) gives the

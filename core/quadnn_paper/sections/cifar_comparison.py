@@ -19,7 +19,7 @@ from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.machine import compute_device
 from quadnn_paper.common.outputs import Lines, Overview, Table, Variables
-from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
@@ -106,9 +106,7 @@ def rows() -> list[cs.Row]:
     return cs.comparison_rows()
 
 
-def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the profile's protocol (``tiny`` only with ``full``)."""
-    return protocol_of(PROTOCOLS, profile, tiny)
+protocol = protocols(PROTOCOLS)
 
 
 def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:

@@ -27,7 +27,7 @@ from quadnn import relinear
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, RunConfig, stage_ends
 from quadnn_paper.engine.optim import make_optimizer
 from quadnn_paper.sections import _cifar as cs
@@ -149,9 +149,7 @@ _RUN_KEYS = (
 )
 
 
-def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the profile's protocol (``tiny`` only with ``full``)."""
-    return protocol_of(PROTOCOLS, profile, tiny)
+protocol = protocols(PROTOCOLS)
 
 
 def grid(proto: dict, name: str) -> list:

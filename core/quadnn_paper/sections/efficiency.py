@@ -13,7 +13,7 @@ from __future__ import annotations
 from quadnn_paper.common import published
 from quadnn_paper.common.machine import machine
 from quadnn_paper.common.outputs import Lines, Table, Variables
-from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation
 from quadnn_paper.experiments import efficiency as experiment
 
@@ -85,18 +85,15 @@ HEADLINE_BASE = "cifar_resnet20"
 NAME = "efficiency"
 
 
-def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the protocol of ``profile``; TINY=1 keeps full's models, implementations and
-    input with two timed rounds and one compiled model (the code path, not a measurement)."""
-    return protocol_of(PROTOCOLS, profile, tiny, caps=tiny_protocol)
-
-
 def tiny_protocol(P: dict) -> dict:
     """TINY=1 caps of a full protocol (see :func:`protocol`)."""
     # The same rows and code paths (memory subprocesses, the limit) on batches of 16, and nothing
     # compiled: the timings of a TINY run say nothing anyway, and compiling on a CPU (minutes per
     # model; `make paper` and tests/test_compile.py compile) made this the slowest part of test-e2e.
     return dict(P, batch_size=16, steps=2, warmup=1, compile_models=())
+
+
+protocol = protocols(PROTOCOLS, caps=tiny_protocol)
 
 
 def data(profile: str, tiny: bool = False) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from quadnn_paper.common import published
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation
 from quadnn_paper.experiments import expressivity as experiment
 from quadnn_paper.experiments.expressivity import NETWORKS
@@ -87,13 +87,9 @@ PAPER = published.EXPRESSIVITY
 NAME = "expressivity"
 
 
-def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the protocol of ``profile`` (see :data:`PROTOCOLS`); TINY=1 keeps full's
-    architectures, depths and functions (the code paths) on fewer draws, points and trials."""
-    return protocol_of(PROTOCOLS, profile, tiny, caps=_tiny_caps)
-
-
 def _tiny_caps(P: dict) -> dict:
+    """TINY=1 keeps full's architectures, depths and functions (the code paths) on fewer draws,
+    points and trials."""
     P["oscillation"].update(
         n_points=min(P["oscillation"]["n_points"], 201), n_draws=min(P["oscillation"]["n_draws"], 100)
     )
@@ -101,6 +97,9 @@ def _tiny_caps(P: dict) -> dict:
     P["variety"].update(n_trials=1)
     P["amplification"].update(n_draws=min(P["amplification"]["n_draws"], 100))
     return P
+
+
+protocol = protocols(PROTOCOLS, caps=_tiny_caps)
 
 
 class OscillationRow(NamedTuple):

@@ -22,7 +22,7 @@ from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.common.profiles import protocols
 
 # The data the section's runs read (re-exported for the notebook).
 from quadnn_paper.data.imagefolder import (
@@ -140,9 +140,7 @@ PROTOCOLS = {
 NAME = "imagenet"
 
 
-def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the protocol of ``profile`` (TINY=1: the full protocol; :func:`runs` caps its runs)."""
-    return protocol_of(PROTOCOLS, profile, tiny)
+protocol = protocols(PROTOCOLS)
 
 
 # -- runs ------------------------------------------------------------------------------------------

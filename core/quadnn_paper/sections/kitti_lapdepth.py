@@ -20,7 +20,7 @@ from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
 from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.common.profiles import protocols
 
 # The data and the models the section's runs use (re-exported for the notebook).
 from quadnn_paper.data.kitti import (
@@ -87,9 +87,7 @@ PROTOCOLS = {
 NAME = "kitti_lapdepth"
 
 
-def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the protocol of ``profile`` (TINY=1: the full protocol; :func:`runs` caps its runs)."""
-    return protocol_of(PROTOCOLS, profile, tiny)
+protocol = protocols(PROTOCOLS)
 
 
 # -- runs ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation
 from quadnn_paper.experiments import runge as experiment
 from quadnn_paper.experiments.runge import (
@@ -95,9 +95,8 @@ PIECES_HEADER = [
 ]
 
 
-def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the protocol of ``profile``; TINY=1 caps the iterations (the code path, not a measurement)."""
-    return protocol_of(PROTOCOLS, profile, tiny, caps=lambda P: dict(P, iterations=min(P["iterations"], 300)))
+# TINY=1 caps the iterations (the code path, not a measurement)
+protocol = protocols(PROTOCOLS, caps=lambda P: dict(P, iterations=min(P["iterations"], 300)))
 
 
 def data(profile: str, tiny: bool = False) -> str:

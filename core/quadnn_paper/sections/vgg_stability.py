@@ -16,7 +16,7 @@ from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocol_of
+from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
@@ -59,9 +59,7 @@ def rows() -> list[cs.Row]:
     return cs.vgg_rows()
 
 
-def protocol(profile: str, tiny: bool = False) -> dict:
-    """A copy of the profile's protocol (``tiny`` only with ``full``)."""
-    return protocol_of(PROTOCOLS, profile, tiny)
+protocol = protocols(PROTOCOLS)
 
 
 def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:
