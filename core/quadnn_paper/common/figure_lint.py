@@ -59,6 +59,16 @@ class FigureLintError(ValueError):
     """A figure the report refuses: its name and every problem found."""
 
 
+def pending_figure(figsize: tuple[float, float] = (3.5, 1.0)):
+    """The figure of a section whose results a runner has not delivered yet: the word, nothing drawn."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=figsize)
+    ax.axis("off")
+    ax.text(0.5, 0.5, "pending", transform=ax.transAxes, ha="center", va="center", fontsize=8)
+    return fig
+
+
 def say_empty(ax, why: str = "pending: no run has finished") -> None:
     """Write in an axes with nothing to plot why it is empty (an empty axes that says nothing is
     refused by :func:`lint`)."""

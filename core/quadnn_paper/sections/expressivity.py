@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from quadnn_paper.common import published
+from quadnn_paper.common.figure_lint import pending_figure
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation
@@ -543,18 +544,9 @@ def _pending(part: str) -> list:
     return [
         Lines([f"{part}: pending (see make status)"]),
         *[Table(t, HEADERS[t], [["pending"] + [""] * (len(HEADERS[t]) - 1)]) for t in shape.tables],
-        *[Figure(f, _pending_figure) for f in shape.figures],
+        *[Figure(f, pending_figure) for f in shape.figures],
         Variables({v: "pending" for v in shape.variables}),
     ]
-
-
-def _pending_figure():
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(3.5, 1.0))
-    ax.axis("off")
-    ax.text(0.5, 0.5, "pending", ha="center", va="center", fontsize=8)
-    return fig
 
 
 # -- 1. oscillation ---------------------------------------------------------------------

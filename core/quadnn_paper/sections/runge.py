@@ -16,6 +16,7 @@ import torch
 from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
+from quadnn_paper.common.figure_lint import pending_figure
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation
@@ -387,16 +388,6 @@ def _loss_figure(S: dict, steps: list[int]):
     return fig
 
 
-def _pending_figure(figsize: tuple[float, float]):
-    """A figure that says the training is pending on its runner."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=figsize)
-    ax.text(0.5, 0.5, "pending", transform=ax.transAxes, ha="center", va="center")
-    ax.axis("off")
-    return fig
-
-
 # The quoted numbers that need the trained networks: per strategy (with its MACRO), and overall.
 _RANKING_VARIABLES = (
     ("OrderFirst", "OrderSecond", "OrderThird", "OrderMatches", "SgBest")
@@ -428,8 +419,8 @@ def _pending_outputs(P: dict) -> list:
         Lines([f"training pending: {runs} runs ({len(STRATEGIES)} strategies x {len(P['seeds'])} seeds)"]),
         Table("runge_rmse", RMSE_HEADER, [[_strategy_cell(s), *["pending"] * 3, PAPER_RMSE[s]] for s in STRATEGIES]),
         Variables(pending_variables(P)),
-        Figure("runge_fits", lambda: _pending_figure((7.2, 3.3))),
-        Figure("runge_loss", lambda: _pending_figure((3.4, 2.6))),
+        Figure("runge_fits", lambda: pending_figure((7.2, 3.3))),
+        Figure("runge_loss", lambda: pending_figure((3.4, 2.6))),
         Table("runge_pieces", PIECES_HEADER, [[_strategy_cell(s), *["pending"] * 3] for s in STRATEGIES]),
     ]
 
