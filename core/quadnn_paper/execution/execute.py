@@ -7,24 +7,19 @@ or running (a notebook then shows "pending (k of n runs)" instead of blocking fo
 :mod:`.runners`, keyed by run id so nothing is trained twice.
 
 What a run asks for comes from its configuration, never from the machine that submits it
-(:func:`resources`): ImageNet 8 GPUs (one DDP task each, as the paper trained it), every other GPU
-run one, ``device="cpu"`` runs none; ``CPUS_PER_GPU`` CPUs per GPU (more when the run's loader
-has more workers) and ``MEM_GB_PER_GPU`` memory. ``QUADNN_GPUS_PER_RUN`` overrides the GPU count
-(0: CPU jobs). Where the runner's machines have fewer GPUs (``runner.max_gpus``: this machine's
-for ``local``, a node of the partition for ``slurm``), a run gets what there is.
+(:func:`resources`), capped at what the runner's machines have (``runner.max_gpus``).
 
-A section's other work, its :class:`~quadnn_paper.engine.Computation` items, goes the same way
-(:func:`execute_work`): computed in this process by ``inline``, submitted as jobs keyed
-``<name>.<hash>`` by ``local`` and ``slurm`` (except a CPU computation estimated at most
-:data:`INLINE_SECONDS`, which is not worth a job, and a timing of this machine
-(``measures_machine``), which must not share it: both run in this process), and cached under
-``<cache>/<name>/``.
+A section's :class:`~quadnn_paper.engine.Computation` items go the same way (:func:`execute_work`),
+as jobs keyed ``<name>.<hash>`` and cached under ``<cache>/<name>/``, except a CPU computation
+estimated at most :data:`INLINE_SECONDS` (not worth a job) and a timing of this machine
+(``measures_machine``, which must not share it): both run in this process.
 """
 
 from __future__ import annotations
 
 import io
 import os
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,16 +87,11 @@ def execute(
     label: str = "work",
     **runner_options,
 ) -> dict[str, dict | None]:
-    """Results of ``runs`` by run id (None: not done yet); see the module doc. ``computations``
-    are cached beside ``out`` (in its parent folder) and their results returned by their keys.
-
-    ``wait``: block until every submitted run has ended (default ``QUADNN_WAIT``, else yes for
-    ``inline`` and ``local``, whose queue lives in this process, and no for ``slurm``).
-    ``retries``: while waiting, how many times a job that ended without its result (a node lost, a
-    process killed, an exception) is submitted again; each failure is printed with its log's end,
-    and what still fails is named in the pending note.
-    ``progress``: report counts and time left while it works (:mod:`.progress`), under ``label``
-    (the section's name).
+    """Results of ``runs`` by run id (None: not done yet), and of ``computations`` (cached beside
+    ``out``) by key. ``wait``: block until every submitted job has ended (default ``QUADNN_WAIT``,
+    else no for ``slurm`` only). ``retries``: while waiting, how many times a job that ended without
+    its result is submitted again (each failure printed with its log's end; what still fails is
+    named in the pending note). ``progress``: counts and time left under ``label`` (:mod:`.progress`).
     ``runner_options`` go to the runner (``workers``, ``gpus`` for ``local``; ``partition``, ... for ``slurm``).
     """
     if runner not in RUNNERS:
@@ -116,7 +106,10 @@ def execute(
     computations = with_needs(computations)
     cache, failures = Path(out).parent, {}
     done = is_done(out)
-    shown = _progress(label, todo, computations, runner, progress)
+    items = [(c.key, "computation", c.describe(), c.seconds) for c in computations]
+    items += [(cfg.run_id, "run", f"{cfg.describe()} [{cfg.run_id[:8]}]", cfg.epochs) for cfg in todo]
+    quiet = {} if progress else dict(stream=io.StringIO(), tty=False)  # the report to nowhere
+    shown = Progress(label, items, queue="SLURM" if runner == "slurm" else "", **quiet)
     shown.known_done(key for key in shown.items if done(key))
     with shown:
         if runner == "inline":
@@ -132,12 +125,8 @@ def execute(
             work = jobs(todo, out, r.max_gpus) + [computation_job(c, cache) for c in computations if c not in quick]
             states = r.submit(work, is_done=done)
             if progress:
-                counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
-                print(
-                    f"{runner}: {len(r.last_submitted)} run(s) submitted; "
-                    + ", ".join(f"{n} {s}" for s, n in counts.items()),
-                    flush=True,
-                )
+                counts = ", ".join(f"{n} {s}" for s, n in sorted(Counter(states.values()).items()))
+                print(f"{runner}: {len(r.last_submitted)} run(s) submitted; {counts}", flush=True)
             shown.update(states)
             if wait:
                 failures = _wait(r, work, out, shown, retries)
@@ -158,7 +147,7 @@ def _here(item: RunConfig | Computation, shown: Progress, out) -> None:
     done, telling ``shown`` as it starts and ends."""
     from ..engine import Computation, run
 
-    key = item.key if isinstance(item, Computation) else item.run_id
+    key = _key(item)
     if shown.state.get(key) == "done":
         return
     shown.start(key)
@@ -188,18 +177,9 @@ def _wait(r, work: list[Job], out, shown: Progress, retries: int) -> dict[str, s
     return failures
 
 
-def _progress(label: str, runs: list[RunConfig], computations: list[Computation], runner: str, on: bool) -> Progress:
-    """The progress report of one call's work (to nowhere when ``on`` is false)."""
-    items = [(c.key, "computation", c.describe(), c.seconds) for c in computations]
-    items += [(cfg.run_id, "run", f"{cfg.describe()} [{cfg.run_id[:8]}]", cfg.epochs) for cfg in runs]
-    queue = "SLURM" if runner == "slurm" else ""
-    return Progress(label, items, queue=queue) if on else Progress(label, items, stream=io.StringIO(), tty=False)
-
-
 def _collected(runs: list[RunConfig], out: str | os.PathLike) -> dict[str, dict | None]:
-    """The stored results of ``runs``, checked against their data here too (a result.json present
-    counts as done, so a run trained on other data would never reach a job that checks it); each
-    data set fingerprinted once."""
+    """The stored results of ``runs``, checked against their data here too (a stored result counts
+    as done, so no job would check it), each data set fingerprinted once."""
     from ..engine import RunStore
     from ..engine.loop import requested_data
 
@@ -248,11 +228,8 @@ def is_done(out: str | os.PathLike):
 
 
 class TrainRun:
-    """A picklable job: train one configuration into ``out`` (resuming from its checkpoint).
-
-    Its weight-transfer source is a job of its own, so it is never trained from here. With
-    several tasks, torch.distributed is joined from the environment the runner set.
-    """
+    """A picklable job: train one configuration into ``out``, resuming from its checkpoint (its
+    weight-transfer source is a job of its own); several tasks join torch.distributed."""
 
     def __init__(self, cfg: RunConfig, out: str | os.PathLike):
         # Absolute paths: the job may start in another working directory (data_dir is not hashed).
@@ -314,7 +291,10 @@ def computation_job(c: Computation, cache: str | os.PathLike) -> Job:
 
 
 def resources(cfg: RunConfig, max_gpus: int | None = None) -> dict:
-    """GPUs, tasks, CPUs per task and memory (GB) a run asks for; see the module doc."""
+    """GPUs, tasks, CPUs per task and memory (GB) a run asks for: ImageNet 8 GPUs (one DDP task
+    each, as the paper trained it), every other GPU run one, ``device="cpu"`` runs none (override:
+    ``QUADNN_GPUS_PER_RUN``), at most ``max_gpus``; :data:`CPUS_PER_GPU` CPUs per GPU (more when the
+    run's loader has more workers) and :data:`MEM_GB_PER_GPU` memory."""
     env = os.environ.get("QUADNN_GPUS_PER_RUN", "")
     if env and not env.isdigit():
         raise ValueError(f"QUADNN_GPUS_PER_RUN must be a non-negative integer, got {env!r}")
@@ -347,17 +327,22 @@ def jobs(runs: list[RunConfig], out: str | os.PathLike, max_gpus: int | None = N
     ]
 
 
+def _key(item: RunConfig | Computation) -> str:
+    """A run's id, a computation's key."""
+    from ..engine import Computation
+
+    return item.key if isinstance(item, Computation) else item.run_id
+
+
 def pending_note(results: dict[str, dict | None], work: list) -> str | None:
     """ "pending (k of n runs)" (and ", j of m computations") when some of ``work`` has no result
     yet, else None."""
     from ..engine import Computation
 
     parts = []
-    for kind, items, key in (
-        ("runs", [w for w in work if not isinstance(w, Computation)], lambda w: w.run_id),
-        ("computations", [w for w in work if isinstance(w, Computation)], lambda w: w.key),
-    ):
-        missing = sum(results.get(key(w)) is None for w in items)
+    for kind in ("run", "computation"):
+        items = [w for w in work if isinstance(w, Computation) == (kind == "computation")]
+        missing = sum(results.get(_key(w)) is None for w in items)
         if missing:
-            parts.append(f"{missing} of {len(items)} {kind if len(items) != 1 else kind[:-1]}")
+            parts.append(f"{missing} of {len(items)} {kind}{'s' if len(items) != 1 else ''}")
     return f"pending ({', '.join(parts)})" if parts else None

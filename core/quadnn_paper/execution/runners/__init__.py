@@ -6,8 +6,8 @@ them; :mod:`.inline`, :mod:`.local` and :mod:`.slurm` are the runners; this pack
 
 A :class:`Job` is a key (stable: the configuration hash of a run), a picklable callable that takes
 no argument, and what it needs (GPUs, nodes, tasks, CPUs, memory, the keys it depends on). The
-callable must be idempotent and resume from its own checkpoint when called again: a runner may
-call it again after a preemption, a timeout or a crash. Runners know nothing about training.
+callable must be idempotent and resume from its own checkpoint: a runner may call it again after a
+preemption, a timeout or a crash. Runners know nothing about training.
 
     runner = make_runner("slurm", "build/cache/runs/.jobs/alice", partition="gpu")
     runner.submit(jobs, is_done=lambda key: ...)    # returns at once: {key: state}
@@ -15,19 +15,15 @@ call it again after a preemption, a timeout or a crash. Runners know nothing abo
     runner.log_tail(key)                              # why a job failed
 
 ``submit`` submits every job that is neither done (``is_done(key)``) nor queued or running,
-whichever process queued it; ``runner.last_submitted`` lists what it submitted. States are
-``done | running | pending | failed | missing`` (``missing``: not submitted, or its submitting
-process ended before it started; the next submit takes it).
+whichever process queued it (``runner.last_submitted`` lists them). States are ``done | running |
+pending | failed | missing`` (``missing``: not submitted, or its submitting process ended before
+it started; the next submit takes it).
 
-Each key has one record, ``state_dir/<key>.json``, written under the key's lock
-(``state_dir/<key>.submit.lock``, a POSIX lock, so it holds between processes and on NFS):
-two racing submitters submit a key once. The state folder is a user's own (``.jobs/<user>``, as
-:func:`quadnn_paper.execution.execute.job_dir` names it: job pickles are loaded from it, so only
-its owner may write there); teammates sharing a cache may each queue a key, and the run store's
-lock still has it trained once (the later job waits, then reuses the result). ``inline`` runs a job in this process; ``local``
-(:mod:`.local`) runs it in a child process that holds the key's lock while it runs, so "running"
-is "its lock is held" and "trained once" is that lock; ``slurm`` (:mod:`.slurm`) submits through
-submitit and reads states from SLURM.
+Each key has one record, ``state_dir/<key>.json``, written under the key's POSIX lock
+(``<key>.submit.lock``, which holds between processes and on NFS): two racing submitters submit a
+key once. The state folder is the user's own (:func:`quadnn_paper.execution.execute.job_dir`),
+since job pickles are loaded from it; teammates sharing a cache may each queue a key, and the run
+store's lock still has it trained once.
 """
 
 from __future__ import annotations
@@ -38,22 +34,6 @@ from .base import ACTIVE, STATES, Job, Runner, order, tail
 from .inline import InlineRunner
 from .local import LocalRunner, visible_gpus
 from .slurm import SlurmRunner
-
-__all__ = [
-    "Job",
-    "Runner",
-    "InlineRunner",
-    "LocalRunner",
-    "SlurmRunner",
-    "make_runner",
-    "RUNNER_CLASSES",
-    "RUNNERS",
-    "STATES",
-    "ACTIVE",
-    "order",
-    "tail",
-    "visible_gpus",
-]
 
 RUNNER_CLASSES: dict[str, type[Runner]] = {cls.name: cls for cls in (InlineRunner, LocalRunner, SlurmRunner)}
 RUNNERS = tuple(RUNNER_CLASSES)

@@ -11,6 +11,7 @@ import graphlib
 import json
 import os
 import re
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from ...common.files import atomic_write_text, file_lock, lock_held, private_dir, read_json
 
-__all__ = ["Job", "Runner", "STATES", "ACTIVE", "order", "tail"]
+__all__ = ["Job", "Runner", "STATES", "ACTIVE", "order", "tail", "call"]
 
 STATES = ("done", "running", "pending", "failed", "missing")
 ACTIVE = ("pending", "running")
@@ -56,10 +57,17 @@ class Job:
             raise ValueError(f"job {self.key} depends on itself")
 
 
-# --- files ------------------------------------------------------------------------------------------
+def call(cmd: list[str], timeout: float = 60) -> str | None:
+    """stdout of ``cmd``, or None when it fails, is missing or hangs (a paused SLURM controller)."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
 
 
 def tail(paths: Iterable[Path], lines: int) -> str:
+    """The last ``lines`` lines of each of ``paths`` that can be read, each under its name."""
     out = []
     for path in paths:
         try:
@@ -84,9 +92,6 @@ def order(jobs: list[Job]) -> list[Job]:
         raise ValueError(f"dependency cycle: {' -> '.join(reversed(e.args[1]))}") from None
 
 
-# --- the shared part ---------------------------------------------------------------------------------
-
-
 class Runner:
     """Records, locks, states, waiting and the submission decision. A subclass implements
     ``_launch(jobs, sources, records) -> records`` (``jobs`` launched together; ``sources``: records
@@ -95,8 +100,10 @@ class Runner:
 
     name = ""
     max_gpus: int | None = None  # the most GPUs one job can get (None: unknown)
-    # Every runner kind by name, filled as each subclass is defined: a record names the kind that
-    # wrote it, and that kind's read_record says its state (no import of the implementations here).
+    max_group = 1  # the most jobs launched together (see submit)
+    max_poll_s = 30.0  # wait()'s longest pause while nothing changes: how often SLURM may be asked
+    # Every kind by name, filled as each subclass is defined: a record names the kind that wrote it,
+    # and that kind's read_record says its state.
     kinds: dict[str, type[Runner]] = {}
 
     def __init_subclass__(cls, **kwargs):
@@ -134,7 +141,6 @@ class Runner:
         """The last ``lines`` lines of the latest attempt's log(s) of ``key``."""
         return tail([Path(p) for p in (self.record(key) or {}).get("logs", [])], lines)
 
-    # states
     def _done(self, key: str) -> bool:
         return bool(self.is_done and self.is_done(key))
 
@@ -144,10 +150,7 @@ class Runner:
         is_done = is_done or self.is_done
         if is_done is not None and is_done(key):
             return "done", ""
-        record = self.record(key)
-        if record is None:
-            return "missing", "never submitted"
-        state, reason = self._record_state(record)
+        state, reason, _ = self._recorded(key)
         if state == "done" and is_done is not None:
             return "failed", "the job finished but is_done() says its result is missing"
         return state, reason
@@ -155,6 +158,11 @@ class Runner:
     def states(self, keys: Iterable[str], is_done: Callable[[str], bool] | None = None) -> dict[str, str]:
         """``{key: state}`` with states from :data:`STATES`."""
         return {key: self.state(key, is_done)[0] for key in keys}
+
+    def _recorded(self, key: str) -> tuple[str, str, dict | None]:
+        """``(state, reason, record)`` of ``key``'s record alone (is_done not asked)."""
+        record = self.record(key)
+        return ("missing", "never submitted", None) if record is None else (*self._record_state(record), record)
 
     def _record_state(self, record: dict) -> tuple[str, str]:
         """State of a record this process did not queue, read by the kind that wrote it."""
@@ -179,10 +187,9 @@ class Runner:
         max_poll_s: float | None = None,
         on_states: Callable[[dict[str, str]], None] | None = None,
     ) -> dict[str, str]:
-        """Block until no job of ``keys`` is pending or running; returns the final states. Polls
-        every ``poll_s``, backing off to ``max_poll_s`` (default :attr:`max_poll_s`) while nothing
-        changes; ``on_states`` sees the states at each poll (a progress bar). Raises TimeoutError
-        after ``timeout`` seconds."""
+        """Block until no job of ``keys`` is pending or running; the final states. Polls every
+        ``poll_s``, backing off to ``max_poll_s`` while nothing changes; ``on_states`` sees the
+        states at each poll. Raises TimeoutError after ``timeout`` seconds."""
         keys = list(keys)
         max_poll_s = self.max_poll_s if max_poll_s is None else max_poll_s
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -202,13 +209,6 @@ class Runner:
 
     def close(self) -> None:
         """Give back what the runner holds between jobs (the local runner's worker processes)."""
-
-    # The longest pause between two polls of wait() while nothing changes: SLURM's controller and
-    # database are asked no more often than that; the local runner's states are files here (1 s).
-    max_poll_s = 30.0
-
-    # submission
-    max_group = 1  # the most jobs launched together (see submit)
 
     def submit(self, jobs: Iterable[Job], is_done: Callable[[str], bool] | None = None) -> dict[str, str]:
         """Submit every job that is not done and not already pending or running; returns every
@@ -252,8 +252,7 @@ class Runner:
         """``(state, record)`` of a job not to launch now, else ``("launch", sources)``."""
         if self._done(job.key):
             return "done", None
-        old = self.record(job.key)
-        state = self._record_state(old)[0] if old else "missing"
+        state, _, old = self._recorded(job.key)
         if state in ACTIVE:
             return state, old
         sources = {}
@@ -263,8 +262,7 @@ class Runner:
             elif self._done(dep):
                 continue
             else:
-                dep_record = self.record(dep)
-                dep_state = self._record_state(dep_record)[0] if dep_record else "missing"
+                dep_state, _, dep_record = self._recorded(dep)
             if dep_state == "done":
                 continue
             if dep_state not in ACTIVE or not self._can_follow(dep_record):

@@ -1,44 +1,35 @@
 """The local runner: jobs in child processes on this machine, one GPU token per job.
 
 Slots are this machine's GPUs (``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L``; option ``gpus``)
-or ``workers`` CPU slots (default ``QUADNN_LOCAL_WORKERS`` or the CPU count) without GPUs. A
-thread pool (:mod:`concurrent.futures`) starts each job once its sources are done and it holds
-``max(1, gpus)`` slots; the job sees exactly its GPUs in ``CUDA_VISIBLE_DEVICES`` and gets
-``OMP_NUM_THREADS = CPUs // slots`` unless that is set. Each job is a process of its own
-(``python -m quadnn_paper.execution.runners.local_worker``), which holds the key's lock while it runs (another
-submitter then sees it running and the job itself skips a key that became done meanwhile),
-and ``tasks_per_node > 1`` starts that many ranks with ``torchrun``. The queue lives in the
-submitting process, which waits for it at exit (``concurrent.futures`` joins its threads); if
-that process is killed, queued jobs are lost (``missing``: the next submit queues them again)
+or, without GPUs, ``workers`` CPU slots (default ``QUADNN_LOCAL_WORKERS`` or the CPU count). A
+thread pool starts each job once its sources are done and it holds ``max(1, gpus)`` slots; the
+job sees exactly its GPUs in ``CUDA_VISIBLE_DEVICES`` and gets ``OMP_NUM_THREADS = CPUs // slots``
+unless that is set. A job's process (:mod:`.local_worker`) holds the key's lock while it runs
+(another submitter sees it running; the job skips a key that became done meanwhile), and
+``tasks_per_node > 1`` starts that many ranks with ``torchrun``. The queue lives in the submitting
+process: if it is killed, queued jobs are lost (``missing``: the next submit queues them again)
 and a started job runs to its end and records its exit status itself.
 
-Without GPUs each CPU slot keeps one worker process (``--serve``) that runs its jobs one after
-another, so a job costs its own work, not a Python start and the import of torch, timm and the
-engine (about 8 s of CPU here, longer than many cpu-profile runs' training). A job that kills its
-worker (a crash, a signal) fails alone; the slot starts a new worker for the next one. With GPUs
-every job has a process of its own: ``CUDA_VISIBLE_DEVICES`` cannot change inside one.
+With GPUs every job is a process of its own (``CUDA_VISIBLE_DEVICES`` cannot change inside one).
+Without, each CPU slot keeps one worker process (``--serve``) that runs its jobs one after another,
+so a job costs its own work, not a Python start and the import of torch and the engine; a job
+that kills its worker fails alone, and the slot starts a new worker for the next one.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import threading
-import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
-from ...common.files import load_private_pickle, private_dir, read_json
-from .base import Job, Runner
+from ...common.files import private_dir, read_json
+from .base import Job, Runner, call
 
 __all__ = ["LocalRunner", "visible_gpus"]
-# What job processes run: a module of its own, since `-m` on this one (which the package imports)
-# would make Python warn in every job's log.
-_MODULE = "quadnn_paper.execution.runners.local_worker"
+_MODULE = "quadnn_paper.execution.runners.local_worker"  # what a job's process runs
 
 
 def visible_gpus() -> list[str]:
@@ -46,21 +37,15 @@ def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
         return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-        except (OSError, subprocess.SubprocessError):
-            return []
-        return [str(i) for i, line in enumerate(x for x in out.splitlines() if x.startswith("GPU "))]
-    return []
+    listed = (call(["nvidia-smi", "-L"], timeout=20) or "").splitlines()
+    return [str(i) for i, _ in enumerate(x for x in listed if x.startswith("GPU "))]
 
 
 class LocalRunner(Runner):
     """A queue over this machine's GPUs (one token each) or ``workers`` CPU slots."""
 
     name = "local"
-    max_poll_s = 1.0  # wait(): the states are files on this machine, cheap to read (SLURM's 30 s
-    # made the last run of a notebook wait up to half a minute after it ended)
+    max_poll_s = 1.0  # the states are files on this machine, cheap to read
 
     def __init__(self, state_dir, is_done=None, workers: int | None = None, gpus: list[str] | None = None):
         super().__init__(state_dir, is_done)
@@ -86,8 +71,8 @@ class LocalRunner(Runner):
 
     @property
     def running(self) -> int:
-        """How many jobs of this runner run now: those holding slots. (A job's phase stays "running"
-        after its process ended, until its exit is recorded; by then its slots may be another's.)"""
+        """How many jobs of this runner hold slots now (a job's phase stays "running" until its exit
+        is recorded, after it gave its slots back)."""
         with self._cond:
             return len(self._holding)
 
@@ -159,8 +144,7 @@ class LocalRunner(Runner):
             self._phase.pop(job.key, None)
 
     def close(self) -> None:
-        """End the slots' worker processes once their current jobs are done (they also end when
-        this process does: their input closes)."""
+        """End the slots' worker processes after their current jobs (they also end with this process)."""
         for worker in self._workers.values():
             worker.close()
 
@@ -174,19 +158,13 @@ class LocalRunner(Runner):
             log.flush()
             if self._workers and job.tasks_per_node == 1:
                 return self._workers[slots[0]].run(record["spec"], str(self.state_dir), record["logs"][0], env)
-            return subprocess.call(
-                [sys.executable, "-u", "-m", _MODULE, record["spec"], str(self.state_dir)],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
+            cmd = [sys.executable, "-u", "-m", _MODULE, record["spec"], str(self.state_dir)]
+            return subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 class SlotWorker:
-    """One CPU slot's worker process: started at the slot's first job, it runs each job it is sent
-    (:func:`serve`) and answers with the job's exit status. A worker that dies with its job (a
-    crash, a kill) gives that job its exit status; the next job starts a new worker."""
+    """One CPU slot's worker process (``local_worker --serve``), started at the slot's first job and
+    again after a job that took it down; :meth:`run` answers a job's exit status."""
 
     def __init__(self):
         self.proc: subprocess.Popen | None = None
@@ -197,13 +175,8 @@ class SlotWorker:
             self.close()
         if self.proc is None or self.proc.poll() is not None:
             self.env = env
-            self.proc = subprocess.Popen(
-                [sys.executable, "-u", "-m", _MODULE, "--serve"],
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
+            cmd = [sys.executable, "-u", "-m", _MODULE, "--serve"]
+            self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             self.proc.stdin.write(json.dumps([spec, state_dir, log]) + "\n")
             self.proc.stdin.flush()
@@ -223,85 +196,6 @@ class SlotWorker:
         self.proc = None
 
 
-def serve() -> int:
-    """A slot's worker (``-m quadnn_paper.execution.runners.local_worker --serve``): for each line ``[spec,
-    state_dir, log]`` on stdin, run the job with its output in ``log`` and answer its exit status
-    on stdout; end when stdin closes."""
-    answers = os.fdopen(os.dup(1), "w", buffering=1)
-    between = os.dup(2)  # outside jobs, stray output goes where the worker's stderr goes
-    os.dup2(between, 1)
-    for line in sys.stdin:
-        spec, state_dir, log = json.loads(line)
-        with open(log, "a") as out:
-            os.dup2(out.fileno(), 1)
-            os.dup2(out.fileno(), 2)
-            try:
-                code = main(spec, state_dir)
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os.dup2(between, 1)
-                os.dup2(between, 2)
-        answers.write(f"{code}\n")
-    return 0
-
-
 def _cpus() -> int:
     """The CPUs this process may run on (its affinity, which a batch system may narrow), shared by the slots."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def main(spec: str, state_dir: str, task: bool = False) -> int:
-    """One local job: check and load its pickle, hold its key's lock, skip it if done meanwhile,
-    run it (or its ranks through torchrun), record its exit status."""
-    from ...common.files import atomic_write_text, file_lock
-
-    record_path = Path(state_dir) / f"{Path(spec).stem}.json"
-    try:
-        job = load_private_pickle(Path(spec), Path(state_dir))
-    except PermissionError as refused:
-        print(refused, file=sys.stderr)
-        if not task:
-            record = read_json(record_path) or {"key": Path(spec).stem, "runner": "local"}
-            atomic_write_text(record_path, json.dumps({**record, "exit": 1, "error": str(refused)}, indent=1))
-        return 1
-    if task:
-        job["fn"]()
-        return 0
-    code, error = 0, ""
-    with file_lock(Path(state_dir) / f"{job['key']}.lock", poll=0.05):
-        try:
-            if job["is_done"] is not None and job["is_done"](job["key"]):
-                pass
-            elif job["tasks"] > 1:
-                code = subprocess.call(
-                    [
-                        sys.executable,
-                        "-m",
-                        "torch.distributed.run",
-                        "--nnodes=1",
-                        f"--nproc-per-node={job['tasks']}",
-                        "--master-addr=127.0.0.1",
-                        f"--master-port={_free_port()}",
-                        "-m",
-                        _MODULE,
-                        "--task",
-                        spec,
-                        state_dir,
-                    ]
-                )
-                error = f"a task failed (torchrun exit {code})" if code else ""
-            else:
-                job["fn"]()
-        except BaseException as exc:
-            traceback.print_exc()
-            code, error = 1, f"{type(exc).__name__}: {exc}"
-        record = read_json(record_path) or {"key": job["key"], "runner": "local"}
-        atomic_write_text(record_path, json.dumps({**record, "exit": code, "error": error}, indent=1, sort_keys=True))
-    return code

@@ -1,35 +1,24 @@
 """The SLURM runner: jobs to ``sbatch`` through submitit, states from SLURM, never a key twice.
 
-Options (keyword, else environment, else the job's own request): ``partition``
-(``QUADNN_SLURM_PARTITION``), ``account`` (``QUADNN_SLURM_ACCOUNT``), ``qos``
-(``QUADNN_SLURM_QOS``), ``time_min`` (``QUADNN_SLURM_TIME``, default 1440), ``constraint``
-(``QUADNN_SLURM_CONSTRAINT``), ``cpus_per_task`` (``QUADNN_SLURM_CPUS_PER_TASK``), ``mem_gb``
-(``QUADNN_SLURM_MEM_GB``), ``sbatch`` (extra options, a dict or ``"--key=value --flag"``;
-``QUADNN_SLURM_SBATCH``), ``max_requeues`` (default 10), ``setup`` (shell lines run first). A job's
-``gpus`` become ``--gpus-per-node`` (every task sees the node's GPUs and takes ``cuda:LOCAL_RANK``),
-``tasks_per_node`` ``--ntasks-per-node``, ``cpus_per_task``/``mem_gb`` ``--cpus-per-task``/``--mem``.
+Options (keyword, else ``QUADNN_SLURM_<OPTION>``, else the job's own request): ``partition``,
+``account``, ``qos``, ``time_min`` (``QUADNN_SLURM_TIME``, default 1440), ``constraint``,
+``cpus_per_task``, ``mem_gb``, ``sbatch`` (extra options, a dict or ``"--key=value --flag"``);
+``max_requeues`` (default 10), ``setup`` (shell lines run first). A job's ``gpus`` become
+``--gpus-per-node`` (every task sees the node's GPUs and takes ``cuda:LOCAL_RANK``).
 The jobs of one ``submit`` that wait for no queued source and ask alike go to SLURM as one job array
-(one ``sbatch``: submitit's ``--array`` and ``%A_%a`` paths), task ``i`` recorded as job ``<array
-id>_<i>``; a group of one is a plain job. A job whose source is queued is submitted alone with
-``--dependency=afterok:<source's id>``. The callable runs inside a
-:class:`submitit.helpers.Checkpointable`: on preemption or timeout submitit requeues it (an array's
-task alone) and it resumes from its own checkpoint; a job killed outright is ``failed`` and the
-next submit resubmits it alone. A job starts through :mod:`.slurm_job`, which holds those signals
-from its first instruction until submitit's handlers are in place (a job signalled while it still
-loads its pickle is requeued, not killed).
+(one ``sbatch``), task ``i`` recorded as job ``<array id>_<i>``; a job whose source is queued goes
+alone with ``--dependency=afterok:<source's id>``. The callable is checkpointable: on preemption
+or timeout submitit requeues it (an array's task alone) and it resumes from its own checkpoint; a
+job killed outright is ``failed`` and the next submit resubmits it alone. A job starts through
+:mod:`.slurm_job`, which holds those signals until submitit's handlers are in place.
 
 Submission survives a controller that does not answer: the records (with a job name unique to the
-attempt, an array's for all its tasks) and the pickles are written *before* ``sbatch``, under the
-keys' submit locks; the job script itself puts its pickle in place if the submitter never could.
-After a failed ``sbatch`` the runner looks the name up with ``squeue``/``sacct``: a job found is
-adopted; none, with the controller answering and the error a rejection, is an error; otherwise
-the records stay "submitted, unconfirmed" (pending) and later passes look again. A name unknown
-for :data:`GRACE_S` with the controller answering becomes ``missing`` (submitted again).
-
-States come from ``sacct`` on the jobs and arrays (retried with backoff; submitit's parser expands
-a pending array's ``123_[0-5]``), then from ``squeue -r`` (what the controller still holds); a job
-neither can tell about stays ``pending``, never failed or resubmitted. The record's job name is
-compared, so a job id reused after SLURM's state was wiped is not taken for ours.
+attempt) and the pickles are written *before* ``sbatch``, under the keys' submit locks, and the job
+script puts its pickle in place if the submitter never could. After a failed ``sbatch`` the job is
+looked up by its name: one found is adopted; none, with the controller answering and the error a
+rejection, is an error; otherwise the records stay "submitted, unconfirmed" (pending) and later
+passes look again, until :data:`GRACE_S` without SLURM knowing the name makes them ``missing``.
+A job neither ``sacct`` nor ``squeue`` can tell about stays ``pending``, never failed or resubmitted.
 """
 
 from __future__ import annotations
@@ -39,23 +28,24 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
 from ...common.files import private_dir
-from .base import Job, Runner
+from .base import Job, Runner, call
 
-# submitit is imported where it is used: this module is imported with the package (any runner may
-# read a SLURM record), also where submitit is not installed (a GPU node checking a build).
+# submitit is imported where it is used: this module is imported with the package, also where
+# submitit is not installed (a GPU node checking a build).
 
 __all__ = ["SlurmRunner", "SlurmCall", "GRACE_S"]
 
 ACTIVE = dict.fromkeys("PENDING REQUEUED REQUEUE_HOLD REQUEUE_FED RESIZING SUSPENDED CONFIGURING".split(), "pending")
 ACTIVE |= dict.fromkeys("RUNNING COMPLETING STAGE_OUT SIGNALING STOPPED".split(), "running")
-JOBS = "jobs"  # submitit's folder: pickles and logs of every job, named by job id
+# submitit's folder: pickles and logs of every job, named by job id; one flat folder that exists before
+# sbatch, since SLURM opens a job's log there when it starts, maybe before we learn its id
+JOBS = "jobs"
 JOB_MAIN = Path(__file__).with_name("slurm_job.py")  # what a job runs: submitit's entry, signals held from the start
 GRACE_S = 300  # how long SLURM may not know a job it was asked to take
 SACCT_TIMEOUT_S = 20  # a sacct whose database does not answer hangs: give up after this ...
@@ -64,18 +54,13 @@ SACCT_RETRIES = 2  # ... this many more times (1 s, 2 s, ... apart), then ask sq
 _TRANSIENT = "timed out|Unable to contact|Zero Bytes|Connection refused|temporarily unavailable|Socket|TimeoutExpired"
 
 
-def _call(cmd: list[str], timeout: float = 60) -> str | None:
-    """stdout of ``cmd``, or None when it fails or hangs (a paused controller, a slow database)."""
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
+def _rows(text: str) -> dict[str, tuple[str, str]]:
+    """``{job id: (STATE, job name)}`` from ``JobID|State|JobName`` lines under that header, by
+    submitit's parser (which expands a pending array's ``123_[0-5]``)."""
+    from submitit import SlurmJob
 
-
-def _rows(text: str | None) -> dict[str, tuple[str, str]]:
-    rows = (line.split("|") for line in (text or "").splitlines())
-    return {r[0]: ((r[1].split() or ["UNKNOWN"])[0], r[2]) for r in rows if len(r) >= 3}
+    info = SlurmJob.watcher.read_info(text)
+    return {i: ((r.get("State", "").split() or ["UNKNOWN"])[0], r.get("JobName", "")) for i, r in info.items()}
 
 
 def query(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], bool]:
@@ -86,36 +71,31 @@ def query(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], bool]:
         return {}, True
     text, bases = None, ",".join(sorted({i.split("_")[0] for i in job_ids}))
     for attempt in range(SACCT_RETRIES + 1):
-        text = _call(["sacct", "-X", "-P", "-o", "JobID,State,JobName", "-j", bases], timeout=SACCT_TIMEOUT_S)
+        text = call(["sacct", "-X", "-P", "-o", "JobID,State,JobName", "-j", bases], timeout=SACCT_TIMEOUT_S)
         if text is not None or attempt == SACCT_RETRIES:
             break
         time.sleep(2**attempt)
-    from submitit import SlurmJob
-
-    info = SlurmJob.watcher.read_info(text or "")  # expands a pending array's 123_[0-5] line
-    known = {i: ((r.get("State", "").split() or ["UNKNOWN"])[0], r.get("JobName", "")) for i, r in info.items()}
-    if any(i not in known for i in job_ids):
-        queued = _call(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%j"])
-        known = {**{k: v for k, v in _rows(queued).items() if k in job_ids}, **known}
-        return known, text is not None and queued is not None
-    return known, True
+    known = _rows(text or "")
+    if all(i in known for i in job_ids):
+        return known, True
+    queued = call(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%j"])
+    held = _rows("JobID|State|JobName\n" + (queued or ""))
+    return {**{i: held[i] for i in job_ids if i in held}, **known}, text is not None and queued is not None
 
 
 def find(name: str, since: float) -> tuple[list[str], bool]:
     """Ids of the jobs or arrays named ``name`` (submitted since ``since``), and whether the
     controller answered."""
-    queued = _call(["squeue", "-h", "-t", "all", "-n", name, "-o", "%F"], timeout=30)
+    queued = call(["squeue", "-h", "-t", "all", "-n", name, "-o", "%F"], timeout=30)
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 60))
-    accounted = _call(["sacct", "-X", "-n", "-P", "--name", name, "-S", start, "-o", "JobID"], timeout=SACCT_TIMEOUT_S)
+    accounted = call(["sacct", "-X", "-n", "-P", "--name", name, "-S", start, "-o", "JobID"], timeout=SACCT_TIMEOUT_S)
     ids = {i.split("_")[0] for text in (queued, accounted) for i in (text or "").split() if i.strip()}
     return sorted(ids, key=int), queued is not None
 
 
 class SlurmCall:
-    """What SLURM runs: the distributed environment from submitit
-    (:class:`~submitit.helpers.TorchDistributedEnvironment`), then the job. Checkpointable (submitit
-    looks for a ``checkpoint`` method, as :class:`submitit.helpers.Checkpointable` has): on USR2
-    submitit pickles this object again and requeues it; the job resumes from its own checkpoint."""
+    """What SLURM runs: submitit's distributed environment, then the job. Checkpointable (its
+    ``checkpoint`` method): on USR2 submitit requeues it; the job resumes from its own checkpoint."""
 
     def __init__(self, fn, key: str):
         self.fn, self.key = fn, key
@@ -151,16 +131,8 @@ class SlurmRunner(Runner):
 
     name = "slurm"
     max_group = 500  # tasks of one array (SLURM's MaxArraySize defaults to 1001)
-    _ENV = {
-        "partition": "QUADNN_SLURM_PARTITION",
-        "account": "QUADNN_SLURM_ACCOUNT",
-        "qos": "QUADNN_SLURM_QOS",
-        "time_min": "QUADNN_SLURM_TIME",
-        "constraint": "QUADNN_SLURM_CONSTRAINT",
-        "cpus_per_task": "QUADNN_SLURM_CPUS_PER_TASK",
-        "mem_gb": "QUADNN_SLURM_MEM_GB",
-        "sbatch": "QUADNN_SLURM_SBATCH",
-    }
+    _OPTIONS = ("partition", "account", "qos", "time_min", "constraint", "cpus_per_task", "mem_gb", "sbatch")
+    _ENV = {k: "QUADNN_SLURM_" + k.upper().removesuffix("_MIN") for k in _OPTIONS}  # time_min: QUADNN_SLURM_TIME
 
     def __init__(
         self,
@@ -195,7 +167,7 @@ class SlurmRunner(Runner):
     def max_gpus(self) -> int | None:
         """The most GPUs a node of the partition has (``sinfo``'s GRES); None when unknown."""
         cmd = ["sinfo", "-h", "-o", "%G"] + (["-p", self.options["partition"]] if self.options["partition"] else [])
-        text = _call(cmd, timeout=30)
+        text = call(cmd, timeout=30)
         if text is None:
             return None
         counts = [int(m.group(1)) for m in re.finditer(r"gpu(?::[^:,(\s]+)?:(\d+)", text)]
@@ -214,8 +186,7 @@ class SlurmRunner(Runner):
 
     @contextlib.contextmanager
     def _asking(self, keys):
-        """One query for the jobs of ``keys`` (and one lookup per unconfirmed job name) while a
-        states or submit call lasts."""
+        """One query for the jobs of ``keys`` (one lookup per unconfirmed job name) while a call lasts."""
         ids = [r["job_id"] for r in map(self.record, keys) if r and r.get("job_id")]
         self._known, self._names = query(ids), {}
         try:
@@ -235,29 +206,24 @@ class SlurmRunner(Runner):
         )
         if job.gpus:
             params["gpus_per_node"] = job.gpus
-        for key in ("partition", "account", "qos", "constraint"):
-            if o[key]:
-                params[key] = o[key]
+        params |= {key: o[key] for key in ("partition", "account", "qos", "constraint") if o[key]}
         cpus = o["cpus_per_task"] or job.cpus_per_task
         mem = o["mem_gb"] or job.mem_gb
         if cpus:
             params["cpus_per_task"] = int(cpus)
         if mem:
             params["mem"] = f"{int(float(mem) * 1024)}M"
-        # If sbatch's answer was lost, nobody moved the pickle into place: the job does it (through a
-        # copy renamed into place, since the submitter may move the same pickle there meanwhile).
-        # Array task i's pickle is submitit's <array id>_<i>_submitted.pkl, its intent <name>_<i>.pkl.
         q = shlex.quote
-        # sbatch exports the submitter's environment: a plain job submitted from inside an array
-        # task would otherwise take itself for that task (its pickle, submitit's job id).
         params["setup"] = self.setup + [
+            # sbatch exports the submitter's environment: a plain job submitted from inside an array
+            # task would otherwise take itself for that task (its pickle, submitit's job id).
             *([] if array else ["unset ${!SLURM_ARRAY_@}"]),
-            # torch's intra-op threads on the CPUs SLURM gave the task, not on every core of the node:
-            # four 1-CPU tasks on one node otherwise spin against each other (TINY ResNet20 epoch 3.5 s vs 0.33 s here).
+            # torch's intra-op threads on the CPUs SLURM gave the task, not on every core of the node
             'export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"',
-            # SLURM >= 22.05: srun no longer passes sbatch's --cpus-per-task on to its tasks (each would
-            # get 1 CPU, workers and threads bound to it); it reads this variable instead.
+            # SLURM >= 22.05: srun passes sbatch's --cpus-per-task on to its tasks only through this
             'if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"; fi',
+            # If sbatch's answer was lost, nobody moved the pickle into place: the job does (a copy
+            # renamed into place). Task i's pickle: submitit's <array id>_<i>_submitted.pkl, its intent <name>_<i>.pkl.
             f'i="${{SLURM_ARRAY_TASK_ID:+_$SLURM_ARRAY_TASK_ID}}"; '
             f'p={q(str(self.folder / JOBS))}/"${{SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}}$i"_submitted.pkl; '
             f'[ -e "$p" ] || {{ cp {q(str(intents / name))}"$i.pkl" "$p.$$" && mv -f "$p.$$" "$p"; }} || rm -f "$p.$$"',
@@ -279,21 +245,17 @@ class SlurmRunner(Runner):
             | ({"array_index": i, "intent": str(intents / f"{name}_{i}.pkl")} if array else {})
             for i, r in enumerate(records)
         ]
-        # One flat folder that exists before sbatch: SLURM opens a job's log there when it starts,
-        # which may be before we learn its id (a per-job "%j" folder would not exist yet).
         from submitit import SlurmExecutor
         from submitit.core.utils import DelayedSubmission
 
-        # The job starts through slurm_job.py, which holds SLURM's signals until submitit handles them.
         python = f"{shlex.quote(sys.executable)} -u {shlex.quote(str(JOB_MAIN))}"
         executor = SlurmExecutor(
             folder=private_dir(self.folder / JOBS), max_num_timeout=self.max_requeues, python=python
         )
         params = self._parameters(jobs[0], name, intents, array)
         if sources:
-            params["additional_parameters"].update(
-                dependency="afterok:" + ":".join(ids.values()), **{"kill-on-invalid-dep": "yes"}
-            )
+            after = {"dependency": "afterok:" + ":".join(ids.values()), "kill-on-invalid-dep": "yes"}
+            params["additional_parameters"].update(after)
         executor.update_parameters(**params)
         if array:  # --array=0-<n-1> and %A_%a logs, as submitit's executor.batch() asks for them
             executor.parameters["map_count"] = len(jobs)
@@ -346,7 +308,7 @@ class SlurmRunner(Runner):
 
     def _discard(self, old):
         if old and old.get("runner") == "slurm" and old.get("job_id"):
-            _call(["scancel", old["job_id"]])  # e.g. still queued behind a source that failed
+            call(["scancel", old["job_id"]])  # e.g. still queued behind a source that failed
 
     def job(self, key: str):
         """The :class:`submitit.SlurmJob` of ``key``'s latest submission (or None)."""
@@ -381,12 +343,9 @@ class SlurmRunner(Runner):
 
 
 def _sbatch(executor) -> str:
-    """Run sbatch for what ``executor`` was set up for; the job (or array) id.
-
-    submitit's public ``submit``/``batch`` pickle and submit in one call and name the pickle by the
-    job id, known only after sbatch answers. We write each job's pickle (the "intent") and its
-    record *before* sbatch, so a lost answer loses nothing; that needs the two private calls below,
-    kept here alone (the SLURM tests in tests/test_runners.py run them against the installed submitit)."""
+    """Run sbatch for what ``executor`` was set up for; the job (or array) id. submitit's public
+    ``submit``/``batch`` pickle and submit in one call (the pickle named by the id sbatch answers);
+    our pickles and records are written before sbatch, which needs these two private calls."""
     return executor._submit_command(executor._submitit_command_str).job_id
 
 
@@ -411,7 +370,7 @@ def adopt(runner: Runner, records: list[dict], ids: list[str]) -> list[dict]:
     from submitit.core.utils import JobPaths
 
     for extra in ids[1:]:
-        _call(["scancel", extra])
+        call(["scancel", extra])
     adopted = []
     for record in records:
         job_id = ids[0] if "array_index" not in record else f"{ids[0]}_{record['array_index']}"

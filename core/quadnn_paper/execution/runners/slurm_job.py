@@ -1,18 +1,14 @@
 """What a SLURM job runs in place of ``python -m submitit.core._submit <folder>``: submitit's own
 entry point, with the preemption and timeout signals held from the job's first instruction.
 
-submitit installs its handlers (USR2: checkpoint and requeue; TERM: ignore) only after it has
-loaded the job's pickle, and loading a training imports torch: seconds, more on a loaded node.
-SLURM may signal in that window (a preemption, or ``--signal`` coming due early), and an unhandled
-USR2 or TERM kills the job: it ends failed instead of requeued. Here both are held from the start
-and delivered to submitit's handlers the moment they are installed.
-
-Its requeue is retried too: submitit asks ``scontrol requeue`` once, and a controller slow to
-answer on a loaded node would end the job failed, its checkpoint written but never resumed.
+submitit installs its handlers (USR2: checkpoint and requeue; TERM: ignore) only once it has loaded
+the job's pickle, which imports torch: a signal in that window (a preemption, ``--signal`` coming
+due early) would kill the job instead of requeueing it. Here both are held from the start and
+delivered to submitit's handlers the moment they are installed; its ``scontrol requeue`` is
+retried too (a controller slow to answer would end the job failed, its checkpoint never resumed).
 
 Run as a file (``python -u slurm_job.py -u -m submitit.core._submit <folder>``: the runner passes
-it as submitit's ``python``), so nothing but the standard library is imported before the handlers
-are in place.
+it as submitit's ``python``), so nothing but the standard library is imported before the handlers.
 """
 
 import os
