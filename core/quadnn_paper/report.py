@@ -59,7 +59,7 @@ from quadnn_paper.common.files import (
     sha256_file,
 )
 from quadnn_paper.common.macros import write_macros
-from quadnn_paper.common.outputs import Figure, Lines, Output, Table, Variables, columns
+from quadnn_paper.common.outputs import Column, Figure, Lines, Output, Table, Variables, columns
 from quadnn_paper.common.profiles import check_profile
 from quadnn_paper.common.words import path_setting
 
@@ -234,7 +234,7 @@ class Report:
     def table(
         self,
         name: str,
-        header: Sequence[str],
+        header: Sequence[str | Column],
         rows: Sequence[Sequence[Any]],
         *,
         align: str | None = None,
@@ -248,7 +248,8 @@ class Report:
         Cells are numbers (formatted by :func:`fmt`), strings (escaped) or :class:`Cell` (value
         with spread, "not reproduced" flag, note, LaTeX label). In the CSV a column holding
         :class:`Cell` spreads, notes or flags gets a companion column for each, so every CSV
-        cell is a bare number or string. ``header_tex`` replaces the escaped header in LaTeX.
+        cell is a bare number or string. ``header`` holds column names or :class:`Column` (its
+        typeset head and alignment); ``header_tex`` and ``align`` replace the columns' own.
         ``rows_only``: the ``.tex`` holds the body rows alone, for a table the report assembles
         from several sections (the CSV is complete either way). ``keys``: each row's stable id ("":
         none), written as ``tables/NAME.keys.json``, one entry per CSV row.
@@ -258,6 +259,8 @@ class Report:
             if len(keys) != len(rows) or len(ids) != len(set(ids)):
                 raise ValueError(f"table {name}: keys {list(keys)!r} must name each of its {len(rows)} rows once")
             atomic_write_text(self._staged(f"tables/{name}.keys.json"), json.dumps(list(keys), indent=1) + "\n")
+        cols = columns(header)
+        header = [c.name for c in cols]
         for row in rows:
             if len(row) != len(header):
                 raise ValueError(f"table {name}: row {row!r} has {len(row)} cells, header has {len(header)}")
@@ -298,8 +301,8 @@ class Report:
         def cell(c):
             return c.latex(digits) if isinstance(c, Cell) else fmt(c, digits)
 
-        align = align or ("l" + "r" * (len(header) - 1))
-        head = header_tex or [latex_escape(h) for h in header]
+        align = align or "".join(c.align for c in cols)
+        head = header_tex or [latex_escape(c.name) if c.tex is None else c.tex for c in cols]
         body = [" & ".join(cell(c) for c in row) + r" \\" for row in rows]
         lines = [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
         lines = body if rows_only else lines + body + [r"\bottomrule", r"\end{tabular}"]
@@ -407,16 +410,13 @@ class Report:
         """Render one of a section's outputs (:mod:`quadnn_paper.common.outputs`); a table's LaTeX
         head and column alignment are its columns'."""
         if isinstance(output, Table):
-            cols = columns(output.header)
             self.table(
                 output.name,
-                [c.name for c in cols],
+                output.header,
                 output.rows,
                 digits=output.digits,
                 rows_only=output.rows_only,
                 keys=output.keys,
-                header_tex=[latex_escape(c.name) if c.tex is None else c.tex for c in cols],
-                align="".join(c.align for c in cols),
             )
         elif isinstance(output, Figure):
             import matplotlib.pyplot as plt
