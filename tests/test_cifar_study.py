@@ -10,6 +10,7 @@ import quadnn  # noqa: F401
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.profiles import PROFILES
 from quadnn_paper.engine import RunConfig, run
+from quadnn_paper.execution.sections import section_runs
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
 
@@ -25,7 +26,7 @@ def test_section_interface(section):
     assert section.protocol("cpu")["seeds"] != "changed"  # a copy
     with pytest.raises(ValueError, match="full"):
         section.protocol("cpu", tiny=True)
-    planned = section.runs("smoke")
+    planned = section_runs(section.NAME, "smoke")
     assert planned and all(isinstance(c, RunConfig) for c in planned)
 
 
@@ -72,7 +73,7 @@ def test_resnet110_warms_up_as_he_et_al_and_nothing_else_does():
 
     warm = {}
     for profile in ("cpu", "full"):
-        for cfg in cifar_comparison.runs(profile):
+        for cfg in section_runs("cifar_comparison", profile):
             warm.setdefault((profile, cfg.model), set()).add(cfg.warmup_epochs)
     assert warm[("full", "cifar_resnet110")] == warm[("full", "cifar_resnet1202")] == {1}
     assert warm[("cpu", "cifar_resnet110")] == {1}  # the stand-in's epoch: 79 iterations of 64 images
@@ -231,7 +232,7 @@ def test_quadratic_rows_start_from_their_conventional_twin():
     assert q.init_twin == "cifar_resnet20" and conv.init_twin is None
     assert (q.seed, q.split_seed, q.width) == (conv.seed, conv.split_seed, conv.width) == (1, 1, cs.STANDIN_WIDTH)
     assert by[("cifar_qresnet20", "wt", 1)].transfer_from == conv  # the pair shares the source
-    tuning = cifar_tuning.plan("cpu")
+    tuning = cifar_tuning.run_plan("cpu")
     assert tuning[("sg", 1e-4, 3)].init_twin == "cifar_resnet20" and tuning[("sg", 1e-4, 3)].seed == 3
     assert tuning[("transfer1", 1e-4, 3)].transfer_from == tuning[("conventional", 0.0, 3)]
     # Unpaired runs keep their hashes: the field is not part of the key until it is set.

@@ -100,14 +100,14 @@ def test_the_paper_trains_at_its_own_rates_and_the_standin_at_the_stated_factor(
     assert cs.training_steps(cpu) == steps
     assert cs.gamma_scale(cpu) == pytest.approx(math.sqrt(78200 / steps))
     # every quadratic rate of every CIFAR section follows the rule; keys keep the paper's value
-    plan = cifar_tuning.plan("cpu")
+    plan = cifar_tuning.run_plan("cpu")
     k = cs.gamma_scale(cpu)
     for (e, v, _), cfg in plan.items():
         if cfg.relinear == "sg":  # the unscaled arm (the headline at the paper's own rate) excepted
             factor = 1.0 if e == "sg-unscaled" else k
             assert cfg.lr_g == pytest.approx(v * factor) and cfg.lr_b == pytest.approx(v * factor)
     assert any(e == "sg-unscaled" for e, _, _ in plan)
-    for (_, v, _), cfg in cifar_tuning.plan("full", tiny=True).items():
+    for (_, v, _), cfg in cifar_tuning.run_plan("full", tiny=True).items():
         if cfg.relinear == "sg":
             assert cfg.lr_g == v  # exactly the paper's
     for section in (cifar_comparison, vgg_stability):
@@ -115,14 +115,15 @@ def test_the_paper_trains_at_its_own_rates_and_the_standin_at_the_stated_factor(
             P = section.protocol(profile)
             k = cs.gamma_scale(P["recipe"])
             assert (k == 1.0) == (profile == "full")
-            for (row, _), cfg in section._plan(profile, False).items():
-                if row.lr_g is not None:
+            for key, cfg in section.plan(profile).items():
+                if isinstance(cfg, RunConfig) and key[0].lr_g is not None:
+                    row = key[0]
                     assert cfg.lr_g == pytest.approx(row.lr_g * k)
 
 
 def test_the_cpu_sweep_of_gamma_is_the_whole_grid_recentred():
     cpu = cifar_tuning.protocol("cpu")
-    values = sorted({v for (e, v, s) in cifar_tuning.plan("cpu") if e == "sg" and s == cpu["grid_seeds"][0]})
+    values = sorted({v for (e, v, s) in cifar_tuning.run_plan("cpu") if e == "sg" and s == cpu["grid_seeds"][0]})
     assert values == sorted({0.0, *cifar_tuning.GRIDS["sg"]})
 
 

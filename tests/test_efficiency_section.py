@@ -5,6 +5,7 @@ import pytest
 from bench_rows import bench_row
 
 from quadnn_paper.common.outputs import Lines, Table, Variables
+from quadnn_paper.engine import Results, work_id
 from quadnn_paper.experiments import efficiency as XE
 from quadnn_paper.report import Report
 from quadnn_paper.sections import efficiency as E
@@ -16,11 +17,11 @@ def row(model, impl, **kw):
     return bench_row(model, impl, baseline="cifar_resnet20", **{**fields, **kw})
 
 
-def smoke_results(**by_role):
-    """Results of the smoke work by key: the cheap computations done, the others as given."""
-    computations = E._computations("smoke", False)
+def smoke_results(**by_role) -> Results:
+    """The smoke plan's results: the cheap computations done, the others as given."""
     done = dict(sizes={"cifar_resnet20": dict(params=1000, mflops=20.0)}, launch_floor=144)
-    return {c.key: {**done, **by_role}.get(role) for role, c in computations.items()}
+    plan = E.plan("smoke")
+    return Results.of(E, "smoke", {work_id(c): {**done, **by_role}.get(role) for role, c in plan.items()})
 
 
 ROWS = [
@@ -35,8 +36,8 @@ def variables(outputs) -> dict:
 
 
 def test_pending_work_shows_as_pending_with_the_same_variables(tmp_path):
-    done = E.outputs(smoke_results(bench=ROWS, inference={"default": 2.0, "naive": 3.0}), "smoke")
-    pending = E.outputs(smoke_results(), "smoke")
+    done = E.outputs(smoke_results(bench=ROWS, inference={"default": 2.0, "naive": 3.0}))
+    pending = E.outputs(smoke_results())
     assert list(variables(pending)) == list(variables(done))  # the text's macros exist either way
     v = variables(pending)
     for name in ("BaseLaunches", "TwentyDefaultTime", "PaperRatioVerdict", "InferRatio", "LaunchAtFloor"):
@@ -59,12 +60,12 @@ def test_pending_work_shows_as_pending_with_the_same_variables(tmp_path):
 def test_an_implementation_that_disagrees_with_naive_stops_the_section():
     wrong = ROWS[:2] + [row("cifar_qresnet20", "naive", equal=False)]
     with pytest.raises(ValueError, match="disagrees with the naive formulation"):
-        E.outputs(smoke_results(bench=wrong), "smoke")
+        E.outputs(smoke_results(bench=wrong))
 
 
 def test_the_benchmark_keeps_its_cache_names_and_configuration():
     """The notebook's cache names and configuration (their hashes key results already measured)."""
-    work = {c.name: c for c in E.work("cpu")}
+    work = {c.name: c for c in E.plan("cpu").values()}
     bench, compiled, inference = work["efficiency"], work["efficiency_compile"], work["efficiency_inference"]
     assert inference.config == bench.config and bench.config["columns"] == 5
     assert compiled.config == dict(

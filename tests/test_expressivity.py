@@ -161,7 +161,7 @@ def test_work_keeps_the_notebooks_cache_names_and_configs():
     ``cached``, so the results it stored are found again."""
     P = E.protocol("cpu")
     by_name = {}
-    for c in E.work("cpu"):
+    for c in E.plan("cpu").values():
         by_name.setdefault(c.name, []).append(dict(c.config))
     assert by_name["expressivity_oscillation"] == [P["oscillation"]]
     assert by_name["expressivity_amplification"] == [P["amplification"]]
@@ -187,11 +187,12 @@ def test_pending_parts_stand_in_for_the_real_ones(tmp_path):
     """Work pending on a runner leaves every table, figure and variable of its part in place (the
     paper builds), each reading "pending"."""
     from quadnn_paper.common.outputs import Figure, Table, Variables
+    from quadnn_paper.engine import Results
     from quadnn_paper.execution import execute_work
     from quadnn_paper.execution.sections import SectionOutputs
     from quadnn_paper.report import publish
 
-    results = execute_work(E.work("smoke"), tmp_path / "cache", progress=False)
+    by_id = execute_work(list(E.plan("smoke").values()), tmp_path / "cache", progress=False)
 
     def shape(outputs):
         return (
@@ -200,8 +201,8 @@ def test_pending_parts_stand_in_for_the_real_ones(tmp_path):
             [name for o in outputs if isinstance(o, Variables) for name in o.values],
         )
 
-    real = E.outputs(results, "smoke")
-    pending = E.outputs(dict.fromkeys(results), "smoke")
+    real = E.outputs(Results.of(E, "smoke", by_id))
+    pending = E.outputs(Results.of(E, "smoke", dict.fromkeys(by_id)))
     assert shape(real) == shape(pending)
     assert {v for o in pending if isinstance(o, Variables) for v in o.values.values()} == {"pending"}
     publish(SectionOutputs("expressivity", "smoke", "made up", pending), tmp_path / "paper")

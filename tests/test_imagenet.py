@@ -323,6 +323,6 @@ def test_a_network_not_trained_at_the_profile_leaves_its_pairs_not_tested():
 
 def test_a_run_that_did_not_finish_counts_at_chance():
     configs = I.runs("cpu")[:2]
-    results = {configs[0].run_id: dict(status="finished", top1_error=31.0), configs[1].run_id: dict(status="diverged")}
-    errors = I.seed_errors(configs, results, n_classes=10)
+    keys = [(c.model, c.seed) for c in configs]
+    errors = I.seed_errors({keys[0]: dict(status="finished", top1_error=31.0), keys[1]: dict(status="diverged")}, 10)
     assert errors == {configs[0].model: {configs[0].seed: 31.0}, configs[1].model: {configs[1].seed: 90.0}}

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from quadnn_paper.common import ledger
+from quadnn_paper.engine import Results
 from quadnn_paper.sections import cifar_comparison, cifar_tuning, imagenet, vgg_stability
 
 # claims of the paper a referee once found missing from the report, by ledger id: each keeps its entry
@@ -34,7 +35,7 @@ def _section_claims(profile="cpu"):
     there are does not depend on them)."""
     out = {}
     for mod, table in _TABLES.items():
-        S = mod.summary({}, profile)
+        S = mod.summary(Results.of(mod, profile, {}))
         out[table] = list(S["claims"])
     out["claims_imagenet"] = list(imagenet.claims({}, {}, n_classes=10))
     return out

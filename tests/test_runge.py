@@ -107,7 +107,7 @@ def test_experiment_is_cached(tmp_path, monkeypatch):
 def test_the_sections_training_keeps_its_cache_key():
     """The section's training is the computation the notebook cached as ``runge``: the same name
     and configuration, so a built cache is read, not retrained (the smoke key as it was cached)."""
-    checks, training, pieces = R.work("smoke")
+    checks, training, pieces = R.plan("smoke").values()
     assert training.name == "runge" and dict(training.config) == XR.experiment_config(R.protocol("smoke"))
     assert training.key == "runge.2c40057f06271cc2"
     assert checks.name == "runge_checks" and training.seconds >= R.MIN_SECONDS
@@ -119,8 +119,8 @@ def test_the_cached_pieces_give_summary_the_numbers_of_the_pieces_themselves(one
     P = dict(R.protocol("smoke"), iterations=20)
     result = XR.experiment(**XR.experiment_config(P))
     analysed = XR.piece_analysis(P["interval"], P["width"], P["depth"], result)
-    by_cache = R.summary(result, json.loads(json.dumps(analysed)), "smoke")  # as the cache returns it
-    direct = R.summary(result, analysed, "smoke")
+    by_cache = R.summary(result, json.loads(json.dumps(analysed)), P)  # as the cache returns it
+    direct = R.summary(result, analysed, P)
     assert by_cache["variables"] == direct["variables"] and by_cache["piece_rows"] == direct["piece_rows"]
 
 
@@ -134,7 +134,7 @@ def test_experiment_refuses_a_configuration_it_does_not_train():
 
 def test_network_checks():
     P = R.protocol("smoke")
-    checks = R.work("smoke")[0]()
+    checks = R.plan("smoke")["checks"]()
     assert (checks["train_points"], checks["test_points"], checks["shared_points"]) == (33, 100, 2)
     assert checks["layers"] == [[1, 8], [8, 8], [8, 8], [8, 8], [8, 1]]
     assert checks["parameters"] == sum(p.numel() for p in XR.build_model(P["width"], P["depth"]).parameters())
@@ -146,17 +146,18 @@ def test_pending_training_renders_with_the_finished_variables(tmp_path, one_thre
     """While the training is pending on a runner the section still publishes its tables, figures
     and every variable the text quotes (named and ordered as the finished ones)."""
     from quadnn_paper.common.outputs import Variables
+    from quadnn_paper.engine import Results
     from quadnn_paper.execution.sections import SectionOutputs
     from quadnn_paper.report import publish
 
-    checks, training, pieces = R.work("smoke")
-    pending = R.outputs({checks.key: checks(), training.key: None, pieces.key: None}, "smoke")
+    checks = R.plan("smoke")["checks"]
+    pending = R.outputs(Results.of(R, "smoke", {checks.key: checks()}))
     publish(SectionOutputs("runge", "smoke", R.data("smoke"), pending), tmp_path)
     assert (tmp_path / "figures" / "runge_fits.pdf").exists() and (tmp_path / "tables" / "runge_pieces.tex").exists()
     pending_vars = next(o.values for o in pending if isinstance(o, Variables))
     result = XR.experiment(**XR.experiment_config(dict(R.protocol("smoke"), iterations=20)))
     P = R.protocol("smoke")
-    finished = R.summary(result, XR.piece_analysis(P["interval"], P["width"], P["depth"], result), "smoke")["variables"]
+    finished = R.summary(result, XR.piece_analysis(P["interval"], P["width"], P["depth"], result), P)["variables"]
     assert list(pending_vars) == list(finished)
     assert {k for k, v in pending_vars.items() if v != "pending"} == {"Seeds", "Iterations", "BlownRmse", "PaperPieces"}
 

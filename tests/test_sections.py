@@ -15,7 +15,7 @@ import pytest
 
 import quadnn_paper.sections as sections_pkg
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
-from quadnn_paper.engine import Computation, RunConfig
+from quadnn_paper.engine import Computation, RunConfig, work_id
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = sorted(m.name for m in pkgutil.iter_modules(sections_pkg.__path__) if not m.name.startswith("_"))
@@ -51,8 +51,8 @@ def test_section_declares_its_work_and_outputs(name):
     for fn, first in (
         ("protocol", ["profile", "tiny"]),
         ("data", ["profile", "tiny"]),
-        ("work", ["profile", "tiny"]),
-        ("outputs", ["results", "profile", "tiny"]),
+        ("plan", ["profile", "tiny"]),
+        ("outputs", ["results"]),
     ):
         params = list(inspect.signature(getattr(module, fn)).parameters)
         assert params[: len(first)] == first, f"{name}.{fn}{params}"
@@ -62,9 +62,11 @@ def test_section_declares_its_work_and_outputs(name):
     with pytest.raises(ValueError, match="full"):
         module.protocol("cpu", tiny=True)
     for profile, tiny in (("smoke", False), ("cpu", False), ("full", False), ("full", True)):
-        work = module.work(profile, tiny)
-        assert work, f"{name} declares no work at {profile}"
-        assert all(isinstance(w, (RunConfig, Computation)) for w in work), f"{name}.work: {work!r}"
+        plan = module.plan(profile, tiny)
+        assert isinstance(plan, dict) and plan, f"{name} plans no work at {profile}"
+        work = list(plan.values())
+        assert all(isinstance(w, (RunConfig, Computation)) for w in work), f"{name}.plan: {plan!r}"
+        assert len({work_id(w) for w in work}) == len(work), f"{name}.plan names an item twice"
         assert isinstance(module.data(profile, tiny), str) and module.data(profile, tiny)
         for c in (w for w in work if isinstance(w, Computation)):
             module_name, _, attribute = c.function.partition(":")
@@ -75,6 +77,63 @@ def test_section_declares_its_work_and_outputs(name):
             # the config and the results it needs are its keyword arguments
             inspect.signature(fn).bind(**c.config, **{n.name: None for n in c.needs})
             assert c.seconds > 0
+
+
+# What builds a section's plan or protocol: the framework calls each once and hands the outputs
+# their results (``data`` may: the framework calls it too, for the words on the data).
+_PLANNERS = {"plan", "run_plan", "runs", "protocol"}
+
+
+def _reached(tree: ast.Module, start: str) -> set[str]:
+    """The module's functions ``start`` calls, directly or through others (by name), data() left out."""
+    bodies = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in bodies:
+            continue
+        seen.add(name)
+        called = {n.func.id for n in ast.walk(bodies[name]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        todo += [c for c in called if c != "data"]
+    return seen | {c for f in seen for c in _calls(bodies[f])}
+
+
+def _calls(fn: ast.FunctionDef) -> set[str]:
+    return {n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)} - {"data"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_outputs_read_the_plan_they_are_handed_and_never_build_one(name):
+    """A section's ``outputs`` (and all it calls) take the profile, protocol and plan from the
+    results the framework hands them: nothing there plans the work again to find a result."""
+    path = Path(sections_pkg.__path__[0]) / f"{name}.py"
+    tree = ast.parse(path.read_text())
+    replanned = _reached(tree, "outputs") & _PLANNERS
+    assert not replanned, f"{name}.outputs reaches {sorted(replanned)}"
+    # the check sees calls: a section whose outputs called plan() would fail it
+    probe = ast.parse("def outputs(r):\n    return helper(r)\n\ndef helper(r):\n    return plan(r.profile)\n")
+    assert _reached(probe, "outputs") & _PLANNERS == {"plan"}
+
+
+def test_the_framework_plans_once_and_hands_the_plan_to_the_outputs(tmp_path, monkeypatch):
+    """run_section calls a section's plan() once; its outputs get that plan, with each item's result
+    under the section's own key."""
+    from quadnn_paper.execution import run as run_module
+    from quadnn_paper.sections import expressivity as section
+
+    calls, handed = [], []
+    real_plan, real_outputs = section.plan, section.outputs
+    monkeypatch.setattr(section, "plan", lambda *a, **k: calls.append(a) or real_plan(*a, **k))
+    monkeypatch.setattr(section, "outputs", lambda results: handed.append(results) or real_outputs(results))
+    # every item pending: the section shows each part as pending
+    monkeypatch.setattr(run_module, "execute_work", lambda work, *a, **k: {work_id(w): None for w in work})
+    out = run_module.run_section("expressivity", "smoke", cache_dir=tmp_path)
+    assert len(calls) == 1 and len(handed) == 1
+    (results,) = handed
+    plan = real_plan("smoke")
+    assert results.plan == plan and list(results) == list(plan) and results.profile == "smoke"
+    assert "oscillation" in plan and results.pending == len(plan)
+    assert any(isinstance(o, Lines) and o.text == ["oscillation: pending (see make status)"] for o in out.outputs)
 
 
 def test_every_weight_transfer_starts_from_a_conventional_network():

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats as sst
 
 from quadnn_paper.analysis import paired, stats
+from quadnn_paper.engine import Results
 from quadnn_paper.sections import _cifar as cs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -361,13 +362,13 @@ def test_every_comparison_claim_is_tested_at_cpu_with_the_seeds_it_was_sized_for
 def test_tuning_names_the_claims_it_once_skipped():
     from quadnn_paper.sections import cifar_tuning
 
-    planned = cifar_tuning.plan("cpu")
+    planned = cifar_tuning.run_plan("cpu")
     # gamma 0 (the conventional network) gets the lowest error of the sg sweep
     results = {
         cfg.run_id: dict(status="finished", test_error=1.0 if k[:2] == ("sg", 0.0) else 5.0 + k[2] / 10, history=[])
         for k, cfg in planned.items()
     }
-    S = cifar_tuning.summary(results, "cpu")
+    S = cifar_tuning.summary(Results.of(cifar_tuning, "cpu", results))
     texts = " | ".join(c.text for c in S["claims"])
     assert "ReZero stabilises training" in texts and "ReLinear-sg beats ReLinear-sw" in texts
     # robustness to gamma: each later stage against the one before at the largest gamma, net of the
@@ -405,7 +406,7 @@ def test_tuning_trains_controls_and_the_unscaled_rate_and_labels_what_it_trained
     from quadnn_paper.sections import cifar_tuning
 
     P = cifar_tuning.protocol("cpu")
-    planned = cifar_tuning.plan("cpu")
+    planned = cifar_tuning.run_plan("cpu")
     # every claimed transfer has its gamma-0 control at the same seeds, from the same source
     for (e, v, s), cfg in planned.items():
         if e.startswith("transfer") and v == cifar_tuning.SG_BEST:
@@ -418,7 +419,7 @@ def test_tuning_trains_controls_and_the_unscaled_rate_and_labels_what_it_trained
     results = {
         cfg.run_id: dict(status="finished", test_error=5.0 + k[2] / 10, history=[]) for k, cfg in planned.items()
     }
-    S = cifar_tuning.summary(results, "cpu")
+    S = cifar_tuning.summary(Results.of(cifar_tuning, "cpu", results))
     head = S["claims"][0]
     assert f"(trained {cifar_tuning.rate(P, cifar_tuning.SG_BEST):.2g})" in head.pairs[0][0]
     assert "unscaled" in S["unscaled"].pairs[0][0] and S["unscaled"].pairs[0][2] is not None

@@ -1,6 +1,6 @@
 """What a section hands the writer: its outputs as data, never as files.
 
-A section's ``outputs(results, profile, tiny)`` returns a list of these; the writer
+A section's ``outputs(results)`` returns a list of these; the writer
 (:func:`quadnn_paper.report.publish`) renders each into ``paper/`` (tables as CSV and a booktabs
 tabular whose head and alignment its :class:`Column` objects carry, figures as PDF and PNG after
 the figure lint, variables as macros) and the notebook shows the :class:`Lines`.

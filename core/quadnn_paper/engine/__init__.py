@@ -12,6 +12,7 @@ cannot express.
 
 from .config import OPERATIONAL, RunConfig, run_id
 from .loop import DependencyNotReady, lr_factor, result, run, stage_ends, state
+from .plan import Results, work_id
 from .store import CorruptFile, RunStore, cached
 from .work import Computation
 
@@ -26,6 +27,8 @@ __all__ = [
     "DependencyNotReady",
     "cached",
     "Computation",
+    "Results",
+    "work_id",
     "OPERATIONAL",
     "stage_ends",
     "lr_factor",

@@ -145,9 +145,9 @@ def execute(
 def _here(item: RunConfig | Computation, shown: Progress, out) -> None:
     """Compute ``item`` in this process (a run into ``out``, a computation beside it) unless it is
     done, telling ``shown`` as it starts and ends."""
-    from ..engine import Computation, run
+    from ..engine import Computation, run, work_id
 
-    key = _key(item)
+    key = work_id(item)
     if shown.state.get(key) == "done":
         return
     shown.start(key)
@@ -327,22 +327,15 @@ def jobs(runs: list[RunConfig], out: str | os.PathLike, max_gpus: int | None = N
     ]
 
 
-def _key(item: RunConfig | Computation) -> str:
-    """A run's id, a computation's key."""
-    from ..engine import Computation
-
-    return item.key if isinstance(item, Computation) else item.run_id
-
-
 def pending_note(results: dict[str, dict | None], work: list) -> str | None:
     """ "pending (k of n runs)" (and ", j of m computations") when some of ``work`` has no result
     yet, else None."""
-    from ..engine import Computation
+    from ..engine import Computation, work_id
 
     parts = []
     for kind in ("run", "computation"):
         items = [w for w in work if isinstance(w, Computation) == (kind == "computation")]
-        missing = sum(results.get(_key(w)) is None for w in items)
+        missing = sum(results.get(work_id(w)) is None for w in items)
         if missing:
             parts.append(f"{missing} of {len(items)} {kind}{'s' if len(items) != 1 else ''}")
     return f"pending ({', '.join(parts)})" if parts else None

@@ -428,9 +428,9 @@ def _tiny_section(section: str, out: Path) -> int:
     from ..sections._tiny import tiny_runs
     from .execute import execute
     from .runners import visible_gpus
+    from .sections import section_runs
 
-    mod = importlib.import_module(f"quadnn_paper.sections.{section}")
-    runs = tiny_runs(mod.runs("full"), out / "tiny" / "data")
+    runs = tiny_runs(section_runs(section, "full"), out / "tiny" / "data")
     results = execute(runs, out / "tiny" / "runs", runner="local", wait=True, progress=False)
     finished = sum(1 for r in results.values() if r is not None and r.get("status") == "finished")
     print(json.dumps(dict(section=section, runs=len(runs), finished=finished, gpus=len(visible_gpus()))))

@@ -8,7 +8,7 @@ from ..common.outputs import Output, Overview
 from ..common.profiles import check_profile
 from .execute import execute_work
 from .provenance import Reads, Trace
-from .sections import SectionOutputs, section_module, section_work
+from .sections import SectionOutputs, section_module, with_prerequisites
 
 __all__ = ["run_section"]
 
@@ -24,11 +24,14 @@ def run_section(
     """Execute ``name``'s work at ``profile`` on ``runner`` (what is cached is not computed again) and
     return its outputs; work still pending on a runner shows as pending in them. While the work runs
     it reports its progress (:mod:`.progress`); what each output read is traced (:mod:`.provenance`)."""
+    from ..engine import Results  # here: importing the execution layer does not import torch
+
     module = section_module(name)
-    results = execute_work(module.work(check_profile(profile), tiny), cache_dir, runner, label=name, **runner_options)
-    reads = Reads(results)
-    outputs = [o for item in module.outputs(reads, profile, tiny) for o in _filled(item, profile, cache_dir)]
-    trace = Trace(name, profile, tiny, runner, section_work(name, profile, tiny), reads)
+    plan = module.plan(check_profile(profile), tiny)
+    reads = Reads(execute_work(list(plan.values()), cache_dir, runner, label=name, **runner_options))
+    results = Results(profile, tiny, module.protocol(profile, tiny), plan, reads)
+    outputs = [o for item in module.outputs(results) for o in _filled(item, profile, cache_dir)]
+    trace = Trace(name, profile, tiny, runner, with_prerequisites(plan.values()), reads)
     return SectionOutputs(name, profile, module.data(profile, tiny), outputs, trace)
 
 

@@ -2,15 +2,18 @@
 
 A section module (:mod:`quadnn_paper.sections`) declares
 
-- ``NAME`` and ``data(profile, tiny)``: the data its numbers come from, in words;
-- ``work(profile, tiny)``: what must be computed, engine runs (:class:`~quadnn_paper.engine.RunConfig`)
-  and other cached computations (:class:`~quadnn_paper.engine.Computation`);
-- ``outputs(results, profile, tiny)``: its tables, figures, variables and printed lines, as data
-  (:mod:`quadnn_paper.common.outputs`), from ``results`` (by run id or computation key).
+- ``NAME``, ``PROTOCOLS`` and ``protocol(profile, tiny)``: what each profile runs;
+- ``data(profile, tiny)``: the data its numbers come from, in words;
+- ``plan(profile, tiny)``: what must be computed, ``{key: work}``: engine runs
+  (:class:`~quadnn_paper.engine.RunConfig`) and other cached computations
+  (:class:`~quadnn_paper.engine.Computation`), each under the section's own name for it;
+- ``outputs(results)``: its tables, figures, variables and printed lines, as data
+  (:mod:`quadnn_paper.common.outputs`), from :class:`~quadnn_paper.engine.Results` (the profile,
+  protocol and plan it ran, and each planned item's result by its key).
 
-:func:`.run.run_section` executes the work on a runner (:func:`~.execute.execute_work`: cached,
-so a re-run computes nothing) and returns the outputs; :func:`quadnn_paper.report.publish` writes
-them. A notebook is those two calls.
+:func:`.run.run_section` builds the plan once, executes it on a runner
+(:func:`~.execute.execute_work`: cached, so a re-run computes nothing) and hands the results to
+``outputs``; :func:`quadnn_paper.report.publish` writes them. A notebook is those two calls.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ..common.outputs import Output
 from ..common.profiles import check_profile
 from .execute import with_dependencies
 
-__all__ = ["SECTIONS", "section_module", "section_work", "section_runs", "SectionOutputs"]
+__all__ = ["SECTIONS", "section_module", "section_work", "with_prerequisites", "section_runs", "SectionOutputs"]
 
 # In the paper's order.
 SECTIONS = (
@@ -46,10 +49,15 @@ def section_module(name: str):
 
 def section_work(name: str, profile: str, tiny: bool = False) -> list:
     """Every item of ``name``'s work at ``profile``: runs (dependencies included) and computations."""
+    return with_prerequisites(section_module(name).plan(check_profile(profile), tiny).values())
+
+
+def with_prerequisites(work) -> list:
+    """``work``'s computations (what they need first) and its runs (their dependencies first)."""
     from ..engine import Computation
     from ..engine.work import with_needs
 
-    work = section_module(name).work(check_profile(profile), tiny)
+    work = list(work)
     runs = with_dependencies([w for w in work if not isinstance(w, Computation)])
     return with_needs([w for w in work if isinstance(w, Computation)]) + runs
 

@@ -20,12 +20,12 @@ from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.machine import compute_device
 from quadnn_paper.common.outputs import Lines, Overview, Table, Variables
 from quadnn_paper.common.profiles import protocols
-from quadnn_paper.engine import Computation, RunConfig
+from quadnn_paper.engine import Computation, Results
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 from quadnn_paper.sections._tiny import capped
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 NAME = "cifar_comparison"
 
@@ -109,17 +109,6 @@ def rows() -> list[cs.Row]:
 protocol = protocols(PROTOCOLS)
 
 
-def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:
-    P = protocol(profile, tiny)
-    planned = cs.plan(cs.comparison_rows(), P, width=P.get("width"))
-    return capped(planned, tiny)
-
-
-def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
-    """The engine runs of the section (weight-transfer sources are their dependencies)."""
-    return list(_plan(profile, tiny).values())
-
-
 def data(profile: str, tiny: bool = False) -> str:
     """The data the section's numbers come from, in words."""
     dataset = protocol(profile, tiny)["recipe"]["dataset"]
@@ -139,25 +128,25 @@ def param_counts(rows: list[list]) -> dict[str, int]:
     }
 
 
-def _params() -> Computation:
+def plan(profile: str, tiny: bool = False) -> dict:
+    """The parameter counts the tables quote (``"params"``) and every run, by ``(row, seed)``
+    (conventional ResNets first: their stage-1 checkpoints start the weight-transfer rows of their
+    depth and seed)."""
+    P = protocol(profile, tiny)
     config = {"rows": [[r.model, r.width, r.method] for r in rows()]}
-    return Computation("comparison_params", f"{__name__}:param_counts", config, seconds=30)
+    params = Computation("comparison_params", f"{__name__}:param_counts", config, seconds=30)
+    return {"params": params, **capped(cs.plan(cs.comparison_rows(), P, width=P.get("width")), tiny)}
 
 
-def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: the parameter counts its tables quote and its engine runs (conventional
-    ResNets first: their stage-1 checkpoints start the weight-transfer rows of their depth and seed)."""
-    return [_params(), *runs(profile, tiny)]
-
-
-def outputs(results: dict, profile: str, tiny: bool = False) -> list:
-    """The section's tables, variables and printed lines from its work's ``results``."""
-    counts = results[_params().key]
-    params = {r: counts[str(r.key)] for r in rows()}
-    S = summary(results, profile, tiny, params)
+def outputs(results: Results) -> list:
+    """The section's tables, variables and printed lines from its plan's ``results``."""
+    params = {r: results["params"][str(r.key)] for r in rows()}
+    S = summary(results, params)
     P = S["protocol"]
     rows_run = "all" if P["rows"] is None else len(P["rows"])
-    intro = f"profile {profile} | data {data(profile, tiny)} | rows {rows_run} | seeds {P['seeds']}"
+    intro = (
+        f"profile {results.profile} | data {data(results.profile, results.tiny)} | rows {rows_run} | seeds {P['seeds']}"
+    )
     runs_text = [
         f"{r.label:38s} {error_cell(s):>22s}  {s.epoch_time or 0:.2f} s/epoch  {s.reasons}"
         for r, s in S["summaries"].items()
@@ -423,16 +412,14 @@ def claims(
     return paired.adjust(_paper_claims(errs, params, cs.comparison_rows(), **kw))
 
 
-def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, params: dict | None = None) -> dict:
-    """Per-row summaries, per-seed errors and the claims from ``{run_id: result or None}``;
+def summary(results: Results, params: dict | None = None) -> dict:
+    """Per-row summaries, per-seed errors and the claims from the section's ``results``;
     ``params``: parameter counts by row (for the QResNet32/ResNet110 claim)."""
-    P = protocol(profile, tiny)
-    planned = _plan(profile, tiny)
+    P = results.protocol
     per_row: dict[cs.Row, list] = {}
     errs: dict[cs.Row, dict] = {}
     seeds: list[list] = []
-    for (row, seed), cfg in planned.items():
-        res = results.get(cfg.run_id)
+    for (row, seed), res in results.runs().items():
         per_row.setdefault(row, []).append(res)
         errs.setdefault(row, {})[seed] = cs.seed_errors(res, P["recipe"]["dataset"])
         seeds.append(cs.seed_row(row.label, f"x{row.width:g}", seed, res))
@@ -451,7 +438,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False, p
         moved=moved,
         seed_rows=seeds,
         claims=verdicts,
-        runs=len(planned),
+        runs=len(seeds),
         pending=sum(s.pending for s in sums.values()),
         rows_run=len(per_row),
         detectable=paired.detectable_text(verdicts),

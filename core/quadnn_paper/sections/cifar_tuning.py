@@ -26,13 +26,13 @@ from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
-from quadnn_paper.engine import Computation, RunConfig, stage_ends
+from quadnn_paper.engine import Computation, Results, RunConfig, stage_ends
 from quadnn_paper.experiments.cifar_tuning import gamma_zero_trajectory
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, param_count
 from quadnn_paper.sections._tiny import capped
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 NAME = "cifar_tuning"
 PAPER = published.CIFAR_TUNING  # errors (%) on CIFAR-10 printed in the paper
@@ -204,7 +204,7 @@ def _values(proto: dict, name: str, full_grid: bool, claimed: list) -> list:
     return sorted(set(claimed) | set(grid(proto, name))) if full_grid else sorted(claimed)
 
 
-def plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunConfig]:
+def run_plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunConfig]:
     """Every run of ``profile``, keyed by ``(experiment, value, seed)``.
 
     Experiments: ``conventional`` (value 0), ``sg``, ``sw-l1``, ``sw-l2``, ``rezero``,
@@ -248,11 +248,6 @@ def plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], RunCo
         if proto["optimizer"] != "adam" and s == proto["grid_seeds"][0]:
             out[("adam", 0.0, s)] = conv.replace(optimizer="adam")  # the optimiser the paper names
     return capped(out, tiny)
-
-
-def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
-    """The runs of ``profile`` (weight-transfer sources included, each once)."""
-    return list(plan(profile, tiny).values())
 
 
 def data(profile: str, tiny: bool = False) -> str:
@@ -542,17 +537,16 @@ def _epoch_times(curves: dict) -> dict:
     return dict(epoch_time_q=q, epoch_time_conv=_epoch_time(curves["conventional"][0].result))
 
 
-def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -> dict:
-    """Sweeps, the best setting of each, claims and quoted numbers from ``{run_id: result or None}``.
+def summary(results: Results) -> dict:
+    """Sweeps, the best setting of each, claims and quoted numbers from the section's ``results``.
 
     ``sweeps[experiment] = [SweepRow(value, mean error over grid seeds, sd, diverged count)]``;
     ``curves[experiment] = [Curve(value, result)]`` at the first grid seed (for the figures);
     ``best[experiment]``: the sweep's :class:`SweepRow` of lowest mean error.
     """
-    proto = protocol(profile, tiny)
-    planned = plan(profile, tiny)
-    got = {key: results.get(cfg.run_id) for key, cfg in planned.items()}
-    experiments = list(dict.fromkeys(e for e, _, _ in planned))
+    proto = results.protocol
+    got: _Results = results.runs()
+    experiments = list(dict.fromkeys(e for e, _, _ in got))
     limit = paired.trained_limit(proto["dataset"])
     sweeps, curves = _sweeps_and_curves(got, experiments, proto["grid_seeds"], limit)
     stages = sorted(e for e in experiments if e.startswith("transfer"))
@@ -594,7 +588,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         detectable=paired.detectable_text(claims),
         adam_error=_error(adam[0]) if adam else None,
         diverged={e: sum(r.diverged for r in sweeps[e]) for e in experiments},
-        runs=len(planned),
+        runs=len(got),
         seed_rows=[cs.seed_row(e, f"{v:g}", seed, r) for (e, v, seed), r in got.items()],
         pending=sum(r is None for r in got.values()),
         **_epoch_times(curves),
@@ -615,20 +609,19 @@ def param_sizes(models: list[str], width: float, in_chans: int) -> dict[str, lis
     return {m: [param_count(m), param_count(m, width=width, in_chans=in_chans)] for m in models}
 
 
-def _sizes(profile: str, tiny: bool) -> Computation:
+def plan(profile: str, tiny: bool = False) -> dict:
+    """The model sizes the text quotes (``"sizes"``), the float64 check at gamma 0 (``"exact"``) and
+    every run (:func:`run_plan`)."""
     P = protocol(profile, tiny)
     config = dict(models=[P["conventional"], P["model"]], width=P["width"], in_chans=_in_chans(P))
-    return Computation("cifar_tuning_params", f"{__name__}:param_sizes", config, seconds=5)
-
-
-def _exact() -> Computation:
-    # The cache name and configuration the notebook used (the cached result keeps its key).
-    return Computation("gamma_zero_trajectory", f"{__name__}:gamma_zero_check", {"steps": 20, "version": 1}, seconds=30)
-
-
-def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: the model sizes its text quotes, the float64 check at gamma 0, its runs."""
-    return [_sizes(profile, tiny), _exact(), *runs(profile, tiny)]
+    return {
+        "sizes": Computation("cifar_tuning_params", f"{__name__}:param_sizes", config, seconds=5),
+        # the cache name and configuration the notebook used (the cached result keeps its key)
+        "exact": Computation(
+            "gamma_zero_trajectory", f"{__name__}:gamma_zero_check", {"steps": 20, "version": 1}, seconds=30
+        ),
+        **run_plan(profile, tiny),
+    }
 
 
 SWEEP_SUMMARY_HEADER = [
@@ -1032,11 +1025,10 @@ def _tables(S: dict) -> list[Table]:
     ]
 
 
-def outputs(results: dict, profile: str, tiny: bool = False) -> list:
-    """The section's figures, tables, variables and printed lines from its work's ``results``."""
-    sizes = results[_sizes(profile, tiny).key]
-    exact = results[_exact().key]
-    S = summary(results, profile, tiny)
+def outputs(results: Results) -> list:
+    """The section's figures, tables, variables and printed lines from its plan's ``results``."""
+    sizes, exact = results["sizes"], results["exact"]
+    S = summary(results)
     P = S["protocol"]
     quoted = dict(
         ParamsResNet=f"{sizes[P['conventional']][0] / 1e6:.2f}M",
@@ -1045,7 +1037,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
         GuaranteedBars="bars: one standard deviation over the seeds" if _bars(S) else "one seed per point, so no bars",
     )
     return [
-        Lines([f"{profile} {data(profile, tiny)} {P}"]),
+        Lines([f"{results.profile} {data(results.profile, results.tiny)} {P}"]),
         Lines(_checked_lines(sizes, exact, P), check=True),
         Lines([f"{S['runs']} runs, {S['pending']} pending; conventional ResNet20 final error {S['conv_error']:.2f}"]),
         *_figures(S),

@@ -1,7 +1,7 @@
 """The efficiency section: what :mod:`quadnn_paper.bench` measures at each profile, and the paper's
 time per epoch beside it. The measurement itself is the harness's (``python -m quadnn_paper.bench``).
 
-Its work (:func:`work`) is CPU computations, cached by configuration: the models' sizes, the launch
+Its work (:func:`plan`) is CPU computations, cached by configuration: the models' sizes, the launch
 floor, the benchmark's rows (eager and, where the profile compiles, under ``torch.compile``) and the
 inference timing; the benchmark's configuration names this machine, so another machine measures
 anew. Its outputs (:func:`outputs`) are the tables and the text's numbers, with the rows measured on
@@ -14,10 +14,10 @@ from quadnn_paper.common import published
 from quadnn_paper.common.machine import machine
 from quadnn_paper.common.outputs import Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
-from quadnn_paper.engine import Computation
+from quadnn_paper.engine import Computation, Results
 from quadnn_paper.experiments import efficiency as experiment
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 _FAMILY20 = ("cifar_qresnet20", "cifar_qresnet20_compact", "cifar_parabolic_resnet20", "cifar_poly_resnet20")
 _FAMILY56 = ("cifar_qresnet56", "cifar_qresnet56_compact", "cifar_parabolic_resnet56", "cifar_poly_resnet56")
@@ -134,9 +134,10 @@ def _bench_config(P: dict) -> dict:
     )
 
 
-def _computations(profile: str, tiny: bool) -> dict[str, Computation]:
+def plan(profile: str, tiny: bool = False) -> dict[str, Computation]:
     """The section's computations by role: model sizes, the launch floor, the benchmark (eager and,
-    where the profile names ``compile_models``, compiled) and the inference timing."""
+    where the profile names ``compile_models``, compiled) and the inference timing (CPU timings, so
+    never on a GPU)."""
     P = protocol(profile, tiny)
     s = SECONDS["tiny" if tiny else profile]
     config = _bench_config(P)
@@ -165,12 +166,6 @@ def _computations(profile: str, tiny: bool) -> dict[str, Computation]:
         "efficiency_inference", f"{experiment.__name__}:inference_ms", config, s["inference"], measures_machine=True
     )
     return out
-
-
-def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: model sizes, the launch floor, the benchmark and the inference timing
-    (CPU timings, so never on a GPU)."""
-    return list(_computations(profile, tiny).values())
 
 
 def _size_models(P: dict) -> list[str]:
@@ -203,7 +198,7 @@ def _label(r: dict) -> str:
     return r["implementation"] + (", compiled" if r.get("compiled") else "")
 
 
-def summary(results: dict, profile: str, tiny: bool = False) -> dict:
+def summary(results: dict) -> dict:
     """The efficiency tables from ``results = dict(rows=..., compile_rows=..., gpu=...)`` (quadnn_paper.bench's
     rows; compiled rows are ratios to the compiled baseline; ``gpu``: a :class:`~..data.gpu_bench.GpuBench`
     or None):
@@ -782,19 +777,17 @@ def bench_table(rows: list[dict] | None) -> str:
     return PENDING if rows is None else bench.format_table(rows)
 
 
-def outputs(results: dict, profile: str, tiny: bool = False) -> list:
-    """The section's tables, variables and printed lines from its work's ``results`` and the GPU
+def outputs(results: Results) -> list:
+    """The section's tables, variables and printed lines from its plan's ``results`` and the GPU
     records committed under docs/gpu/ (read here, not cached: a new record shows at once)."""
     from quadnn_paper.data import gpu_bench
 
-    P = protocol(profile, tiny)
-    C = _computations(profile, tiny)
-    got = {role: results[c.key] for role, c in C.items()}
-    machine = C["bench"].config["machine"]
-    rows, compile_rows, infer = got["bench"], got.get("compile", []), got["inference"]
+    P = results.protocol
+    machine = results.plan["bench"].config["machine"]
+    rows, compile_rows, infer = results["bench"], results.get("compile", []), results["inference"]
     _check_equal((rows or []) + (compile_rows or []))
     gpu, epochs = gpu_bench.load(), gpu_bench.load_epochs()  # None: no GPU record committed yet
-    T = summary(dict(rows=rows or [], compile_rows=compile_rows or [], gpu=gpu, epochs=epochs), profile, tiny)
+    T = summary(dict(rows=rows or [], compile_rows=compile_rows or [], gpu=gpu, epochs=epochs))
     pending = [what for what, r in (("eager rows", rows), ("compiled rows", compile_rows)) if r is None]
     T["table"] = [[f"{PENDING} ({what})"] + ["--"] * (len(HEADER) - 1) for what in pending] + T["table"]
     # the paper's QResNet20 / ResNet20 epoch ratio against every ratio of the two we measured, here and on a GPU
@@ -804,7 +797,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
         "PaperRatioVerdict": PENDING if pending else paper_ratio_verdict(found),
         **{f"PaperRatio{w}": PENDING if rows is None else timed_verdict(rows, m) for w, m in PAPER_TIMED.items()},
         **_setting_variables(P, machine),
-        **_pending_if(rows is None, _launch_variables(rows or [], got["launch_floor"])),
+        **_pending_if(rows is None, _launch_variables(rows or [], results["launch_floor"])),
         **_gpu_variables(gpu),
         **_pending_if(rows is None, {**_depth_variables(rows or []), **_point_variables(rows or [])}),
         **_pending_if(compile_rows is None, _compile_variables(compile_rows or [])),
@@ -813,8 +806,8 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     table_lines = [str(row) for row in T["table"] + T["models"] + T["gpu"] + T["gpu_epoch"]]
     return [
         Lines([machine]),
-        Lines(_size_lines(got["sizes"]), check=True),
-        Lines([bench_table(rows)] + ([bench_table(compile_rows)] if "compile" in C else [])),
+        Lines(_size_lines(results["sizes"]), check=True),
+        Lines([bench_table(rows)] + ([bench_table(compile_rows)] if "compile" in results else [])),
         Lines(table_lines + _headline_lines(rows, compile_rows)),
         Lines([str(infer if infer is not None else PENDING)]),
         Table("efficiency", HEADER, T["table"], digits=3),

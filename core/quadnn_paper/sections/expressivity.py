@@ -4,7 +4,7 @@ figures and quoted numbers.
 
 Protocols live in :data:`PROTOCOLS` (``smoke`` / ``cpu`` / ``full``); ``full`` holds the values
 the paper states (architecture and sigmas of its first figure, unit-variance parameters for
-its amplification estimate, the spline degrees m = 1, 2 of its Lemma). :func:`work` lists the
+its amplification estimate, the spline degrees m = 1, 2 of its Lemma). :func:`plan` lists the
 experiments as cached computations, :func:`outputs` turns their results into outputs.
 """
 
@@ -20,11 +20,11 @@ from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import pending_figure
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
-from quadnn_paper.engine import Computation
+from quadnn_paper.engine import Computation, Results
 from quadnn_paper.experiments import expressivity as experiment
 from quadnn_paper.experiments.expressivity import NETWORKS
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 # --------------------------------------------------------------------------------------
 # Protocols
@@ -447,9 +447,10 @@ def _computation(name: str, function: str, config: dict, seconds: float) -> Comp
     return Computation(name, f"{experiment.__name__}:{function}", config, seconds=max(1, round(seconds)))
 
 
-def _work(profile: str, tiny: bool) -> dict[str, list[Computation]]:
-    """The section's computations, by the part of its outputs that needs them (cache names and
-    configurations as the notebook passed them to ``cached``: the cache keys are unchanged)."""
+def plan(profile: str, tiny: bool = False) -> dict:
+    """The section's computations (no engine runs: random draws, splines, ranks), each by the part of
+    its outputs that reads it (the spline error: one per function, ``("spline_error", function)``).
+    Cache names and configurations are those the notebook passed to ``cached``: the keys are unchanged."""
     P = protocol(profile, tiny)
     osc, spl, var, amp = P["oscillation"], P["spline"], P["variety"], P["amplification"]
     per, hs = _SECONDS_PER, spline_steps(spl)
@@ -460,62 +461,49 @@ def _work(profile: str, tiny: bool) -> dict[str, list[Computation]]:
         n_eval=SPLINE_EVAL_POINTS,
         plot_every=SPLINE_PLOT_EVERY,
     )
-    return dict(
-        oscillation=[
-            _computation(
-                "expressivity_oscillation",
-                "oscillation",
-                osc,
-                per["oscillation_point"] * osc["n_draws"] * osc["n_points"] * ranges * len(osc["sigmas"]),
-            )
-        ],
-        spline_construction=[
-            _computation(
-                "expressivity_spline_construction",
-                "spline_construction",
-                construction,
-                per["spline_function"] * len(spl["functions"]),
-            )
-        ],
-        spline_error=[
-            _computation(
+    return {
+        "oscillation": _computation(
+            "expressivity_oscillation",
+            "oscillation",
+            osc,
+            per["oscillation_point"] * osc["n_draws"] * osc["n_points"] * ranges * len(osc["sigmas"]),
+        ),
+        "spline_construction": _computation(
+            "expressivity_spline_construction",
+            "spline_construction",
+            construction,
+            per["spline_function"] * len(spl["functions"]),
+        ),
+        **{
+            ("spline_error", name): _computation(
                 "expressivity_spline_h",
                 "spline_error_vs_h",
                 dict(name=name, hs=hs),
                 per["spline_function"] + per["spline_step"] * len(hs),
             )
             for name in spl["functions"]
-        ],
-        hall_meyer=[_computation("expressivity_hall_meyer", "hall_meyer_table", dict(ms=HALL_MEYER_MS), 0)],
-        variety=[
-            _computation(
-                "expressivity_variety",
-                "variety_table",
-                {k: [list(a) for a in v] if k == "archs" else v for k, v in var.items()},
-                per["variety_trial"] * len(var["archs"]) * var["n_trials"],
-            )
-        ],
-        amplification=[
-            _computation(
-                "expressivity_amplification",
-                "amplification",
-                amp,
-                per["amplification_draw"] * amp["n_draws"] * len(amp["depths"]),
-            )
-        ],
-    )
+        },
+        "hall_meyer": _computation("expressivity_hall_meyer", "hall_meyer_table", dict(ms=HALL_MEYER_MS), 0),
+        "variety": _computation(
+            "expressivity_variety",
+            "variety_table",
+            {k: [list(a) for a in v] if k == "archs" else v for k, v in var.items()},
+            per["variety_trial"] * len(var["archs"]) * var["n_trials"],
+        ),
+        "amplification": _computation(
+            "expressivity_amplification",
+            "amplification",
+            amp,
+            per["amplification_draw"] * amp["n_draws"] * len(amp["depths"]),
+        ),
+    }
 
 
-def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: no engine runs, only computations (random draws, splines, ranks)."""
-    return [c for part in _work(profile, tiny).values() for c in part]
-
-
-def outputs(results: dict, profile: str, tiny: bool = False) -> list:
-    """The section's tables, figures, variables and printed lines from its work's ``results``; a
+def outputs(results: Results) -> list:
+    """The section's tables, figures, variables and printed lines from its plan's ``results``; a
     part whose computations are pending shows as pending."""
-    P = protocol(profile, tiny)
-    got = {part: [results[c.key] for c in cs] for part, cs in _work(profile, tiny).items()}
+    P = results.protocol
+    got = {part: [r for k, r in results.items() if (k[0] if isinstance(k, tuple) else k) == part] for part in PARTS}
     (osc,), (con,), (hm,), (vd,), (amp,) = (
         got[p] for p in ("oscillation", "spline_construction", "hall_meyer", "variety", "amplification")
     )
@@ -527,7 +515,7 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
         "variety": lambda: _variety_outputs(vd),
         "amplification": lambda: _amplification_outputs(amp, P["amplification"]),
     }
-    out = [Lines([f"profile {profile}"])]
+    out = [Lines([f"profile {results.profile}"])]
     for part, make in build.items():
         needed = [r for p in _NEEDS.get(part, (part,)) for r in got[p]]
         out += make() if all(r is not None for r in needed) else _pending(part)

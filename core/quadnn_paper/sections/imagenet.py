@@ -6,7 +6,7 @@ SGD with lr 0.1, momentum 0.9, weight decay 1e-4, ReLinear-sg with 1e-5 for the 
 and the standard 10-crop validation. Its labels "ResNet20/32" and "plain-20/32" stand for the 18-
 and 34-layer ImageNet models (:mod:`quadnn.models.imagenet_resnet`). :func:`runs` makes them
 configurations of the engine's ``"imagefolder"`` task (data: :mod:`quadnn_paper.data.imagefolder`);
-:func:`work` adds the parameter counts at ImageNet size and a look at the data (:func:`data_sample`);
+:func:`plan` adds the parameter counts at ImageNet size and a look at the data (:func:`data_sample`);
 :func:`summary` turns results into the error table and the text's numbers, :func:`outputs` into the
 section's table, figures and variables. One run under torchrun (DDP):
 ``python -m quadnn_paper.execution.imagenet --model ...``.
@@ -32,12 +32,12 @@ from quadnn_paper.data.imagefolder import (
     write_digits_folder,
     write_fashion_folder,
 )
-from quadnn_paper.engine import Computation
+from quadnn_paper.engine import Computation, Results
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._arrays import pack, unpack
 from quadnn_paper.sections._tiny import capped
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 
 # The ten networks of the paper's ImageNet table, in its row order (plain, ResNet, Parabolic, Poly, Q).
@@ -283,16 +283,21 @@ def data_sample(
     )
 
 
-def _params() -> Computation:
-    return Computation(
-        "imagenet_params", f"{__name__}:parameter_counts", {"models": MODELS[18] + MODELS[34]}, seconds=10
-    )
+def plan(profile: str, tiny: bool = False) -> dict:
+    """The parameter counts at ImageNet size (``"params"``), the look at the data (``"data"``) and
+    every run, by ``(model, seed)``."""
+    configs = runs(profile, tiny)
+    params = {"models": MODELS[18] + MODELS[34]}
+    return {
+        "params": Computation("imagenet_params", f"{__name__}:parameter_counts", params, seconds=10),
+        "data": _data_sample(protocol(profile, tiny), configs[0].data_dir, tiny),
+        **{(cfg.model, cfg.seed): cfg for cfg in configs},
+    }
 
 
-def _data_sample(profile: str, tiny: bool) -> Computation:
-    P = protocol(profile, tiny)
+def _data_sample(P: dict, root: str, tiny: bool) -> Computation:
     config = dict(
-        root=runs(profile, tiny)[0].data_dir,
+        root=root,
         data=P["data"],
         image_size=P["image_size"],
         max_per_class=P["max_per_class"],
@@ -305,11 +310,6 @@ def _data_sample(profile: str, tiny: bool) -> Computation:
     return Computation("imagenet_data", f"{__name__}:data_sample", config, seconds=seconds)
 
 
-def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: the parameter counts at ImageNet size, the look at the data, the runs."""
-    return [_params(), _data_sample(profile, tiny), *runs(profile, tiny)]
-
-
 # -- the section's numbers ---------------------------------------------------------------------------
 def depth_of(model: str) -> int:
     """A network's depth, from the model registry."""
@@ -318,14 +318,14 @@ def depth_of(model: str) -> int:
     return VARIANTS[model][0]
 
 
-def classes(profile: str, tiny: bool = False) -> int:
-    """How many classes the profile's data has: 1000 on ImageNet, the ten digits on the stand-in, the
+def classes(P: dict, tiny: bool = False) -> int:
+    """How many classes a protocol's data has: 1000 on ImageNet, the ten digits on the stand-in, the
     TINY=1 tree's classes at TINY=1 (the notebook checks it against the folder it reads)."""
     from quadnn_paper.data.tiny import CAPS
 
     if tiny:
         return CAPS["imagenet_classes"]
-    return 1000 if protocol(profile)["data"] == "imagenet" else _STANDIN_CLASSES
+    return 1000 if P["data"] == "imagenet" else _STANDIN_CLASSES
 
 
 def trained_label(model: str, width: float = 1.0) -> str:
@@ -353,16 +353,15 @@ _MACROS = {
 }
 
 
-def _gather(configs: list, results: dict, models: list[str]) -> tuple[dict[str, list[dict]], list]:
-    """Per model its finished results (in run order), and the configurations still pending."""
+def _gather(runs: dict, models: list[str]) -> tuple[dict[str, list[dict]], list]:
+    """Per model its finished results (in run order), and the ``(model, seed)`` of the runs pending."""
     by_model = {m: [] for m in models}
     pending = []
-    for cfg in configs:
-        r = results.get(cfg.run_id)
+    for (model, seed), r in runs.items():
         if r is None:
-            pending.append(cfg)
+            pending.append((model, seed))
         else:
-            by_model[cfg.model].append(r)
+            by_model[model].append(r)
     return by_model, pending
 
 
@@ -524,22 +523,20 @@ def _compute_seconds(by_model: dict[str, list[dict]]) -> float:
     )
 
 
-def summary(results: dict, profile: str, tiny: bool = False, data_root: str | Path | None = None) -> dict:
+def summary(results: Results) -> dict:
     """Per model the finished results (``by_model``), the pending ones, the error table's rows
-    (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes, from the results of
-    the section's :func:`work` (by run id and computation key)."""
-    P = protocol(profile, tiny)
-    configs = runs(profile, tiny, data_root)
-    by_model, pending = _gather(configs, results, P["models"])
-    full_params = results[_params().key]
-    n_classes = classes(profile, tiny)
+    (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes, from the section's
+    ``results``."""
+    P = results.protocol
+    by_model, pending = _gather(results.runs(), P["models"])
+    full_params = results["params"]
+    n_classes = classes(P, results.tiny)
     top5 = n_classes >= TOP5_MIN_CLASSES
     moved_by = {m: cs.moved(rs) for m, rs in by_model.items()}  # None for a conventional network
-    decided = claims(seed_errors(configs, results, n_classes), moved_by, n_classes)
+    decided = claims(seed_errors(results.runs(), n_classes), moved_by, n_classes)
     return dict(
         claims=decided,
         protocol=P,
-        configs=configs,
         by_model=by_model,
         pending=pending,
         params=full_params,
@@ -566,15 +563,15 @@ def _chance(n_classes: int) -> float:
     return 100.0 * (1 - 1 / n_classes)
 
 
-def seed_errors(configs: list, results: dict, n_classes: int) -> dict[str, dict[int, float]]:
-    """Per model, each finished seed's top-1 error (%); a run that did not finish counts at chance."""
+def seed_errors(runs: dict, n_classes: int) -> dict[str, dict[int, float]]:
+    """Per model, each finished seed's top-1 error (%) from ``{(model, seed): result or None}``; a
+    run that did not finish counts at chance."""
     chance = _chance(n_classes)
     out: dict[str, dict[int, float]] = {}
-    for cfg in configs:
-        r = results.get(cfg.run_id)
+    for (model, seed), r in runs.items():
         if r is not None:
             err = r.get("top1_error") if r.get("status", "finished") == "finished" else None
-            out.setdefault(cfg.model, {})[cfg.seed] = chance if err is None else err
+            out.setdefault(model, {})[seed] = chance if err is None else err
     return out
 
 
@@ -675,7 +672,7 @@ def _data_lines(sample: dict) -> list[str]:
 
 def _run_lines(S: dict) -> list[str]:
     """One line per run: pending, or its errors (top-5 only with >= TOP5_MIN_CLASSES classes), size and speed."""
-    lines = [f"{cfg.model:<28} seed {cfg.seed}: pending" for cfg in S["pending"]]
+    lines = [f"{model:<28} seed {seed}: pending" for model, seed in S["pending"]]
     for m, rs in S["by_model"].items():
         for r in rs:
             top5 = f"  top-5 {r['top5_error']:5.2f}%" if S["top5"] else ""
@@ -684,15 +681,15 @@ def _run_lines(S: dict) -> list[str]:
     return lines
 
 
-def outputs(results: dict, profile: str, tiny: bool = False) -> list:
-    """The section's table, figures, variables and printed lines from its work's ``results``."""
-    S = summary(results, profile, tiny)
-    sample = results[_data_sample(profile, tiny).key]
+def outputs(results: Results) -> list:
+    """The section's table, figures, variables and printed lines from its plan's ``results``."""
+    S = summary(results)
+    sample = results["data"]
     if sample["classes"] != S["classes"]:  # the data as the section knows it
         raise ValueError(f"{sample['classes']} classes in the data the runs read; the section expects {S['classes']}")
     P = S["protocol"]
     return [
-        Lines([f"profile {profile}", str({k: v for k, v in P.items() if k != "models"})]),
+        Lines([f"profile {results.profile}", str({k: v for k, v in P.items() if k != "models"})]),
         Lines(_params_lines(S["params"]), check=True),
         Lines(_data_lines(sample), check=True),
         Lines(_run_lines(S)),

@@ -5,7 +5,7 @@ encoder and 0 on the decoder, polynomial lr decay (power 0.5) from 1e-4 to 1e-5,
 (23,488 train / 697 test images), LapDepth's KB crop (352 x 1216) with random 352 x 704 training
 crops. ``PROTOCOLS`` (smoke / cpu: a few small synthetic images, a resnet18 encoder, 1 thread),
 :func:`runs` (the engine's ``"depth"`` task; the models are :mod:`quadnn_paper.engine.lapdepth`, the
-data :mod:`quadnn_paper.data.kitti`), :func:`work` (the runs and a look at the data,
+data :mod:`quadnn_paper.data.kitti`), :func:`plan` (the runs and a look at the data,
 :func:`data_sample`), :func:`summary` (the metrics table and the text's numbers) and :func:`outputs`
 (the section's table, figures and variables).
 """
@@ -30,7 +30,7 @@ from quadnn_paper.data.kitti import (
     read_depth_png,
     write_synthetic_kitti,
 )
-from quadnn_paper.engine import Computation
+from quadnn_paper.engine import Computation, Results
 from quadnn_paper.engine.lapdepth import (
     METRICS,
     MODELS,
@@ -38,7 +38,7 @@ from quadnn_paper.engine.lapdepth import (
 from quadnn_paper.sections._arrays import pack, unpack
 from quadnn_paper.sections._tiny import capped
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 # The paper's KITTI table: only SqRel and RMSE are given. (It prints RMSE 0.446 for LapDepth;
 # LapDepth's own paper reports 2.446 m, so the leading digit seems to have been lost.)
@@ -95,10 +95,9 @@ protocol = protocols(PROTOCOLS)
 LABELS = {"lapdepth": "LapDepth", "quadratic_lapdepth": "Quadratic-LapDepth"}
 
 
-def trained_what(profile: str, tiny: bool = False) -> str:
-    """What this profile trains where it is not the paper's network on KITTI (its encoder, data
-    and image size), for figure titles; "" for the paper's own."""
-    P = protocol(profile, tiny)
+def trained_what(P: dict, tiny: bool = False) -> str:
+    """What a protocol trains where it is not the paper's network on KITTI (its encoder, data and
+    image size), for figure titles; "" for the paper's own."""
     if P["data"] == "kitti" and P["encoder"] == PROTOCOLS["full"]["encoder"] and not tiny:
         return ""
     data = "KITTI" if P["data"] == "kitti" else "synthetic scenes"
@@ -203,9 +202,10 @@ def data_sample(
     )
 
 
-def _data_sample(profile: str, tiny: bool) -> Computation:
-    P = protocol(profile, tiny)
-    first = runs(profile, tiny)[0]  # the data of the first seed's runs
+def plan(profile: str, tiny: bool = False) -> dict:
+    """The look at the data (``"data"``: the first seed's) and every run, by ``(model, seed)``."""
+    P, configs = protocol(profile, tiny), runs(profile, tiny)
+    first = configs[0]
     config = dict(
         root=first.data_dir,
         synthetic=P["data"] == "synthetic",
@@ -216,12 +216,8 @@ def _data_sample(profile: str, tiny: bool) -> Computation:
         max_depth=P["max_depth"],
         seed=first.split_seed,
     )
-    return Computation("kitti_data", f"{__name__}:data_sample", config, seconds=5)
-
-
-def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: the look at the data and the runs."""
-    return [_data_sample(profile, tiny), *runs(profile, tiny)]
+    data = Computation("kitti_data", f"{__name__}:data_sample", config, seconds=5)
+    return {"data": data, **{(cfg.model, cfg.seed): cfg for cfg in configs}}
 
 
 # -- the section's numbers ---------------------------------------------------------------------------
@@ -237,23 +233,20 @@ METRIC_COLUMNS = dict(
 )
 
 
-def summary(
-    results: dict, profile: str, tiny: bool = False, data_dir: str | Path | None = None, seed: int | None = None
-) -> dict:
+def summary(results: Results, seed: int | None = None) -> dict:
     """Per model (display name) its result or None (pending), the metrics table's rows (the paper's
     and ours) and the variables the text quotes. ``seed``: only that seed's runs (default: all)."""
     from quadnn_paper.common.cells import Cell
 
-    P = protocol(profile, tiny)
-    configs = [c for c in runs(profile, tiny, data_dir) if seed is None or c.seed == seed]
-    by_name = {LABELS[c.model]: results.get(c.run_id) for c in configs}
+    P = results.protocol
+    by_name = {LABELS[m]: r for (m, s), r in results.runs().items() if seed is None or s == seed}
 
     def cell(v):
         return Cell(v, decimals=3) if isinstance(v, float) else ("pending" if v is None else v)
 
     rows = [[name, "paper"] + [cell(vals[k]) if k in vals else "--" for k in METRICS] for name, vals in PAPER.items()]
     rows += [
-        [name, f"ours ({profile})"] + [cell(r[k]) if r is not None else "pending" for k in METRICS]
+        [name, f"ours ({results.profile})"] + [cell(r[k]) if r is not None else "pending" for k in METRICS]
         for name, r in by_name.items()
     ]
     lap, quad = by_name["LapDepth"], by_name["Quadratic-LapDepth"]
@@ -279,7 +272,7 @@ def summary(
         LrQuad=power_of_ten(P["lr_b"]),
         ComputeMinutes=f"{sum(r['epoch_time'] * r['epochs_run'] for r in (lap, quad) if r) / 60:.1f}",
     )
-    return dict(protocol=P, configs=configs, results=by_name, rows=rows, variables=var)
+    return dict(protocol=P, results=by_name, rows=rows, variables=var)
 
 
 # -- the section's outputs ---------------------------------------------------------------------------
@@ -300,7 +293,7 @@ def _scene_figure(sample: dict):
     return fig
 
 
-def _curves_figure(S: dict, profile: str, tiny: bool):
+def _curves_figure(S: dict, tiny: bool):
     """Training loss per epoch of both models."""
     import matplotlib.pyplot as plt
 
@@ -312,7 +305,7 @@ def _curves_figure(S: dict, profile: str, tiny: bool):
     ax.set_xlabel("epoch", fontsize=7)
     ax.set_ylabel("training loss (SILog)", fontsize=7)
     ax.tick_params(labelsize=6.5)
-    ax.set_title(trained_what(profile, tiny), fontsize=6.5)  # a stand-in says what it trained
+    ax.set_title(trained_what(S["protocol"], tiny), fontsize=6.5)  # a stand-in says what it trained
     # beside: curves may fill any corner
     if ax.get_lines():
         ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
@@ -342,18 +335,18 @@ def _run_lines(S: dict) -> list[str]:
     return lines
 
 
-def outputs(results: dict, profile: str, tiny: bool = False) -> list:
-    """The section's table, figures, variables and printed lines from its work's ``results``."""
-    S = summary(results, profile, tiny, seed=protocol(profile, tiny)["seeds"][0])  # the runs of the data shown
-    sample = results[_data_sample(profile, tiny).key]
+def outputs(results: Results) -> list:
+    """The section's table, figures, variables and printed lines from its plan's ``results``."""
+    S = summary(results, seed=results.protocol["seeds"][0])  # the runs of the data shown
+    sample = results["data"]
     header = ["model", Column("source", align="l")] + [METRIC_COLUMNS[k] for k in METRICS]
     return [
-        Lines([f"profile {profile}", str(S["protocol"])]),
+        Lines([f"profile {results.profile}", str(S["protocol"])]),
         Lines(_data_lines(sample), check=True),
         Lines(_run_lines(S)),
         Table("kitti_metrics", header, S["rows"], digits=3),
         Lines([str(r) for r in S["rows"]]),
         Figure("kitti_scene", lambda: _scene_figure(sample)),
-        Figure("kitti_curves", lambda: _curves_figure(S, profile, tiny)),
+        Figure("kitti_curves", lambda: _curves_figure(S, results.tiny)),
         Variables({**S["variables"], "TrainImages": sample["train_images"], "TestImages": sample["test_images"]}),
     ]

@@ -2,7 +2,7 @@
 under each training strategy (:mod:`quadnn_paper.experiments.runge` trains them), its RMSE and
 piecewise-polynomial tables, figures and quoted numbers.
 
-The section declares its work (:func:`work`): the batched training of every strategy and seed
+The section declares its work (:func:`plan`): the batched training of every strategy and seed
 (``experiment``, cached as ``runge``), the checks of the data set, the network and the
 piecewise decomposition (``network_checks``), and the trained networks' pieces (``piece_analysis``);
 :func:`outputs` turns their results into the tables, figures and quoted numbers.
@@ -19,7 +19,7 @@ from quadnn_paper.common.cells import Cell
 from quadnn_paper.common.figure_lint import pending_figure
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
-from quadnn_paper.engine import Computation
+from quadnn_paper.engine import Computation, Results
 from quadnn_paper.experiments import runge as experiment
 from quadnn_paper.experiments.runge import (
     STRATEGIES,
@@ -30,7 +30,7 @@ from quadnn_paper.experiments.runge import (
     trained_model,
 )
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 
 # The paper's protocol (Section "Runge Function Approximation") and its reported RMSEs.
@@ -106,35 +106,32 @@ def data(profile: str, tiny: bool = False) -> str:
     return f"Runge function, {P['n_train']} points" + (f", TINY=1: {P['iterations']} iterations" if tiny else "")
 
 
-def _experiment(profile: str, tiny: bool) -> Computation:
-    """The batched training of every strategy and seed (the cache entry ``runge``)."""
+def plan(profile: str, tiny: bool = False) -> dict[str, Computation]:
+    """The section's work: the checks of its data, network and piecewise decomposition
+    (``"checks"``), the batched training of every strategy and seed (``"training"``, cache entry
+    ``runge``), and the trained networks taken apart into their polynomial pieces (``"pieces"``)."""
     P = protocol(profile, tiny)
-    seconds = round(max(MIN_SECONDS, SECONDS_PER_RUN_ITERATION * len(STRATEGIES) * len(P["seeds"]) * P["iterations"]))
-    return Computation("runge", f"{experiment.__name__}:experiment", experiment_config(P), seconds=seconds)
-
-
-def _checks(profile: str, tiny: bool) -> Computation:
-    """The checks of the data set, the network and the piecewise decomposition."""
-    P = protocol(profile, tiny)
-    config = {k: P[k] for k in ("interval", "n_train", "n_test", "width", "depth")}
-    config.update(probe_strategy=PROBE[0], probe_seed=PROBE[1])
-    return Computation("runge_checks", f"{experiment.__name__}:network_checks", config, seconds=2)
-
-
-def _pieces(profile: str, tiny: bool) -> Computation:
-    """The exact polynomial pieces of every trained network (reads the training's result)."""
-    P = protocol(profile, tiny)
-    config = {k: P[k] for k in ("interval", "width", "depth")}
-    seconds = max(2, round(0.05 * len(STRATEGIES) * len(P["seeds"])))
-    return Computation(
-        "runge_pieces", f"{experiment.__name__}:piece_analysis", config, seconds, needs=(_experiment(profile, tiny),)
+    checks = {k: P[k] for k in ("interval", "n_train", "n_test", "width", "depth")}
+    checks.update(probe_strategy=PROBE[0], probe_seed=PROBE[1])
+    runs = len(STRATEGIES) * len(P["seeds"])
+    training = Computation(
+        "runge",
+        f"{experiment.__name__}:experiment",
+        experiment_config(P),
+        seconds=round(max(MIN_SECONDS, SECONDS_PER_RUN_ITERATION * runs * P["iterations"])),
     )
-
-
-def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: the checks of its data and network, the training of all its runs, and
-    the trained networks taken apart into their polynomial pieces."""
-    return [_checks(profile, tiny), _experiment(profile, tiny), _pieces(profile, tiny)]
+    pieces = {k: P[k] for k in ("interval", "width", "depth")}
+    return {
+        "checks": Computation("runge_checks", f"{experiment.__name__}:network_checks", checks, seconds=2),
+        "training": training,
+        "pieces": Computation(
+            "runge_pieces",
+            f"{experiment.__name__}:piece_analysis",
+            pieces,
+            max(2, round(0.05 * runs)),
+            needs=(training,),
+        ),
+    }
 
 
 def _strategy_cell(s: str) -> Cell:
@@ -251,12 +248,11 @@ def _gap_and_spread(rmse_: dict) -> tuple[float, float]:
     return gap, spread
 
 
-def summary(results: dict, pieces: dict, profile: str, tiny: bool = False) -> dict:
+def summary(results: dict, pieces: dict, P: dict) -> dict:
     """The section's numbers from :func:`run_experiment`'s ``results`` and :func:`piece_analysis`'s
     ``pieces``: per strategy the test RMSEs, the trained networks and their exact polynomial pieces;
     the RMSE and pieces tables (rows of :class:`~quadnn_paper.common.cells.Cell`); and the variables
-    the text quotes."""
-    P = protocol(profile, tiny)
+    the text quotes (``P``: the protocol they ran)."""
     by = {s: [r for r in results["runs"] if r["strategy"] == s] for s in STRATEGIES}
     models = {s: [trained_model(r, P) for r in rs] for s, rs in by.items()}
     rmse_ = {s: np.array([r["rmse"] for r in rs]) for s, rs in by.items()}
@@ -425,15 +421,15 @@ def _pending_outputs(P: dict) -> list:
     ]
 
 
-def outputs(results: dict, profile: str, tiny: bool = False) -> list:
-    """The section's tables, figures, variables and printed lines from its work's ``results``."""
-    P = protocol(profile, tiny)
+def outputs(results: Results) -> list:
+    """The section's tables, figures, variables and printed lines from its plan's ``results``."""
+    P = results.protocol
     shown = {k: v for k, v in P.items() if k != "seeds"}
-    head = [Lines([f"{profile} {shown} seeds: {P['seeds']}"]), *_check_lines(results[_checks(profile, tiny).key], P)]
-    result = results[_experiment(profile, tiny).key]
+    head = [Lines([f"{results.profile} {shown} seeds: {P['seeds']}"]), *_check_lines(results["checks"], P)]
+    result = results["training"]
     if result is None:
         return head + _pending_outputs(P)
-    S = summary(result, results[_pieces(profile, tiny).key], profile, tiny)
+    S = summary(result, results["pieces"], P)
     order = f"our order: {S['order']} | paper: {list(PAPER_ORDER)} | gap {round(S['gap'], 4)} largest std {round(S['spread'], 4)}"
     return head + [
         Lines(_result_lines(result, S)),

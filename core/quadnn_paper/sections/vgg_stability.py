@@ -17,12 +17,12 @@ from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
-from quadnn_paper.engine import Computation, RunConfig
+from quadnn_paper.engine import Computation, Results, RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
 from quadnn_paper.sections._tiny import capped
 
-__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "work", "outputs"]  # the section's contract (execution.sections)
+__all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 NAME = "vgg_stability"
 # smoke/cpu: the same models and learning rates on the 8x8 digits stand-in, all channel counts
@@ -62,17 +62,6 @@ def rows() -> list[cs.Row]:
 protocol = protocols(PROTOCOLS)
 
 
-def _plan(profile: str, tiny: bool) -> dict[tuple[cs.Row, int], RunConfig]:
-    P = protocol(profile, tiny)
-    planned = cs.plan(cs.vgg_rows(), P, width=P["width"])
-    return capped(planned, tiny)
-
-
-def runs(profile: str, tiny: bool = False) -> list[RunConfig]:
-    """The engine runs of the section at ``profile``."""
-    return list(_plan(profile, tiny).values())
-
-
 def data(profile: str, tiny: bool = False) -> str:
     """The data the section's numbers come from, in words."""
     dataset = protocol(profile, tiny)["recipe"]["dataset"]
@@ -85,14 +74,12 @@ def param_counts(models: list[str]) -> dict[str, int]:
     return {m: param_count(m, num_classes=100) for m in models}
 
 
-def _params() -> Computation:
+def plan(profile: str, tiny: bool = False) -> dict:
+    """The parameter counts the table quotes (``"params"``) and every run, by ``(row, seed)``."""
+    P = protocol(profile, tiny)
     models = sorted({row.model for row in rows()})
-    return Computation("vgg_params", f"{__name__}:param_counts", {"models": models}, seconds=5)
-
-
-def work(profile: str, tiny: bool = False) -> list:
-    """The section's work: its engine runs and the parameter counts its table quotes."""
-    return [_params(), *runs(profile, tiny)]
+    params = Computation("vgg_params", f"{__name__}:param_counts", {"models": models}, seconds=5)
+    return {"params": params, **capped(cs.plan(cs.vgg_rows(), P, width=P["width"]), tiny)}
 
 
 def _loss_figure(S: dict):
@@ -132,13 +119,12 @@ def _loss_figure(S: dict):
     return fig
 
 
-def outputs(results: dict, profile: str, tiny: bool = False) -> list:
-    """The section's tables, figure, variables and printed lines from its work's ``results``."""
-    counts = results[_params().key]
-    params = {row: counts[row.model] for row in rows()}
-    S = summary(results, profile, tiny)
-    P = S["protocol"]
-    intro = f"profile {profile} | data {data(profile, tiny)} | width {P['width']} | epochs {P['recipe']['epochs']} | seeds {P['seeds']}"
+def outputs(results: Results) -> list:
+    """The section's tables, figure, variables and printed lines from its plan's ``results``."""
+    params = {row: results["params"][row.model] for row in rows()}
+    S = summary(results)
+    P = results.protocol
+    intro = f"profile {results.profile} | data {data(results.profile, results.tiny)} | width {P['width']} | epochs {P['recipe']['epochs']} | seeds {P['seeds']}"
     runs_text = [f"{t['row'].label:40s} {error_cell(S['summaries'][t['row']]):>24s}  {t['engine']}" for t in S["table"]]
     runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"] + [S["vs_vgg"]]]
     table = [[t["row"].label, f"{params[t['row']] / 1e6:.2f}M", t["engine"], t["ours"], t["paper"]] for t in S["table"]]
@@ -156,18 +142,12 @@ def outputs(results: dict, profile: str, tiny: bool = False) -> list:
     ]
 
 
-def _gather(
-    results: dict[str, dict | None],
-    planned: dict[tuple[cs.Row, int], RunConfig],
-    rows: list[cs.Row],
-    dataset: str,
-) -> tuple[dict[cs.Row, list], dict[cs.Row, dict]]:
+def _gather(results: Results, rows: list[cs.Row], dataset: str) -> tuple[dict[cs.Row, list], dict[cs.Row, dict]]:
     """Per row its results in plan order (None: pending) and, by seed, the error each contributes
     to a paired difference."""
     per_row = {r: [] for r in rows}
     errs = {r: {} for r in rows}
-    for (row, seed), cfg in planned.items():
-        res = results.get(cfg.run_id)
+    for (row, seed), res in results.runs().items():
         per_row[row].append(res)
         errs[row][seed] = cs.seed_errors(res, dataset)
     return per_row, errs
@@ -251,14 +231,13 @@ def _test_images(per_row: dict[cs.Row, list]) -> int | None:
     return next((x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None)
 
 
-def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -> dict:
-    """Rows, claims and quoted numbers from ``{run_id: result or None}``."""
-    P = protocol(profile, tiny)
+def summary(results: Results) -> dict:
+    """Rows, claims and quoted numbers from the section's ``results``."""
+    P = results.protocol
     R = P["recipe"]
-    planned = _plan(profile, tiny)
     rows = cs.vgg_rows()
     chance = paired.chance(R["dataset"])
-    per_row, errs = _gather(results, planned, rows, R["dataset"])
+    per_row, errs = _gather(results, rows, R["dataset"])
     sums = {r: cs.summarise(v) for r, v in per_row.items()}
     learned = {r: _learned(sums[r], chance) for r in rows}
     qvgg = next(r for r in rows if r.model == "cifar_qvgg16")
@@ -275,7 +254,7 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         vs_vgg=vs_vgg,
         chance=chance,
         pending=sum(s.pending for s in sums.values()),
-        runs=len(planned),
+        runs=sum(len(v) for v in per_row.values()),
         learned=learned,
         square_diverged=sum(sums[r].finished == 0 and not sums[r].pending for r in square),
         square_not_learned=sum(not learned[r] for r in square),
@@ -285,7 +264,8 @@ def summary(results: dict[str, dict | None], profile: str, tiny: bool = False) -
         history={r: [x for x in per_row[r] if x is not None] for r in rows},
         detectable=paired.detectable_text(claims),
         num_classes=num_classes,
-        loss_limit=next(iter(planned.values())).diverge_factor * math.log(num_classes),
+        loss_limit=next(c for c in results.plan.values() if isinstance(c, RunConfig)).diverge_factor
+        * math.log(num_classes),
         test_images=_test_images(per_row),
     )
 
