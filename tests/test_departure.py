@@ -94,6 +94,12 @@ def test_the_paper_trains_at_its_own_rates_and_the_standin_at_the_stated_factor(
     assert cs.PAPER_STEPS == 200 * 391
     full_tuning = cifar_tuning.protocol("full")
     assert cs.gamma_scale(full_tuning) == 1.0
+    # every CIFAR protocol states the factor its runs train at, the rule's for its recipe
+    for section in (cifar_tuning, cifar_comparison, vgg_stability):
+        for profile, tiny in (("smoke", False), ("cpu", False), ("full", False), ("full", True)):
+            P = section.protocol(profile, tiny)
+            assert P["gamma_scale"] == cs.gamma_scale(P.get("recipe", P)), (section.NAME, profile, tiny)
+            assert (P["gamma_scale"] == 1.0) == (profile == "full")
     cpu = cifar_tuning.protocol("cpu")
     steps = cpu["epochs"] * math.ceil(cpu["train_limit"] / cpu["batch_size"])  # a subset of Fashion-MNIST
     assert cpu["dataset"] == "fashion_mnist16" and 0 < cpu["train_limit"] < 60_000

@@ -21,7 +21,6 @@ from ..analysis import stats
 from ..common.machine import cpu_name
 from ..common.outputs import Column, Lines, Output, Table, Variables
 from ..data import gpu_bench
-from ..sections import _cifar
 from . import status
 from .sections import section_module
 
@@ -99,7 +98,7 @@ def _versions() -> str:
 
 
 # Images: training images (short headers: the table fits a column at 6 pt and more)
-# gamma: the factor on the paper's rates of the quadratic terms (_cifar.gamma_scale)
+# gamma: the factor on the paper's rates of the quadratic terms (the protocol's gamma_scale)
 _TEXT = dict(align="l")  # a column of words
 STANDIN_HEADER = [
     "Section",
@@ -128,7 +127,7 @@ def _optimiser(name: str, lr: float, weight_decay: float) -> str:
     return f"{name.upper() if name == 'sgd' else name.capitalize()} {lr:g}, wd {mantissa}e{int(exponent)}"
 
 
-def _standin_row(name: str, recipe: dict, width: float, seeds: str) -> list:
+def _standin_row(name: str, recipe: dict, width: float, seeds: str, gamma: float) -> list:
     return [
         name,
         recipe["dataset"],
@@ -137,7 +136,7 @@ def _standin_row(name: str, recipe: dict, width: float, seeds: str) -> list:
         recipe["epochs"],
         recipe["batch_size"],
         _optimiser(recipe["optimizer"], recipe["lr"], recipe["weight_decay"]),
-        f"x{_cifar.gamma_scale(recipe):.3g}",
+        f"x{gamma:.3g}",
         seeds,
     ]
 
@@ -145,10 +144,10 @@ def _standin_row(name: str, recipe: dict, width: float, seeds: str) -> list:
 def standin_rows(profile: str) -> list[list]:
     """One row per CIFAR section: the settings its runs use at ``profile``."""
     t = section_module("cifar_tuning").protocol(profile)  # the tuning protocol is its recipe
-    out = [_standin_row("Tuning", t, t["width"], _seeds(t))]
+    out = [_standin_row("Tuning", t, t["width"], _seeds(t), t["gamma_scale"])]
     for name, module in (("Comparison", "cifar_comparison"), ("VGG16", "vgg_stability")):
         p = section_module(module).protocol(profile)
-        out.append(_standin_row(name, p["recipe"], p.get("width") or 1, _seeds(p)))
+        out.append(_standin_row(name, p["recipe"], p.get("width") or 1, _seeds(p), p["gamma_scale"]))
     return out
 
 

@@ -78,6 +78,7 @@ __all__ = [
     "training_steps",
     "PAPER_STEPS",
     "gamma_scale",
+    "stating_gamma",
     "moved",
     "SEED_HEADER",
     "seed_row",
@@ -194,6 +195,13 @@ def gamma_scale(recipe: dict) -> float:
     if recipe["dataset"].startswith("cifar"):
         return 1.0
     return math.sqrt(PAPER_STEPS / training_steps(recipe))
+
+
+def stating_gamma(protocols: dict) -> dict:
+    """``protocols`` (a CIFAR section's table), each profile's entry stating ``gamma_scale``, the factor
+    its runs train the paper's rates of the quadratic terms at (:func:`gamma_scale` of its recipe):
+    what the plan, the text and the overview read."""
+    return {p: dict(P, gamma_scale=gamma_scale(P.get("recipe", P))) for p, P in protocols.items()}
 
 
 # -- what counts as trained, and as a quadratic network ----------------------------------------
@@ -446,7 +454,7 @@ def config_for(
     if row.lr_g is None:
         cfg["relinear"] = "none"
     else:
-        k = gamma_scale(protocol["recipe"])
+        k = protocol["gamma_scale"]
         cfg.update(relinear="sg", lr_g=row.lr_g * k, lr_b=row.lr_b * k)
     if row.method == NORMAL:  # without ReLinear: terms drawn, one rate, ordinary L2 toward 0
         cfg.update(quadratic_init="random", quadratic_decay="zero")

@@ -64,31 +64,33 @@ _SMOKE_ROWS = (
     _key("cifar_qresnet20", "wt"),
     _key("cifar_qresnet20", "wt0"),
 )
-PROTOCOLS = {
-    "smoke": dict(
-        recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 160},
-        rows=_SMOKE_ROWS,
-        seeds=(0, 1),
-        threads=1,
-    ),
-    "cpu": dict(
-        recipe={**cs.RESNET_RECIPE, **cs.STANDIN},
-        rows=_CPU_ROWS,
-        seeds=_H,
-        threads=1,
-        width=cs.STANDIN_WIDTH,
-        split_per_seed=True,
-        warmup={"cifar_resnet110": 1},  # an epoch at a tenth of the rate (cs.WARMUP_EPOCHS)
-    ),
-    "full": dict(
-        recipe=dict(cs.RESNET_RECIPE),
-        rows=None,
-        seeds=(0, 1, 2),
-        threads=None,
-        quadratic_decay="zero",
-        warmup=cs.WARMUP_EPOCHS,
-    ),
-}
+PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: _cifar.gamma_scale of its recipe
+    {
+        "smoke": dict(
+            recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 160},
+            rows=_SMOKE_ROWS,
+            seeds=(0, 1),
+            threads=1,
+        ),
+        "cpu": dict(
+            recipe={**cs.RESNET_RECIPE, **cs.STANDIN},
+            rows=_CPU_ROWS,
+            seeds=_H,
+            threads=1,
+            width=cs.STANDIN_WIDTH,
+            split_per_seed=True,
+            warmup={"cifar_resnet110": 1},  # an epoch at a tenth of the rate (cs.WARMUP_EPOCHS)
+        ),
+        "full": dict(
+            recipe=dict(cs.RESNET_RECIPE),
+            rows=None,
+            seeds=(0, 1, 2),
+            threads=None,
+            quadratic_decay="zero",
+            warmup=cs.WARMUP_EPOCHS,
+        ),
+    }
+)
 
 
 _CIFAR10_TRAIN = 50_000  # CIFAR-10's training images (the full protocol's warm-up is one epoch of them)
@@ -634,9 +636,9 @@ def variables(S: dict, params: dict) -> dict:
         FullRates="$" + ", ".join(power_of_ten(cs.LR_G[d], math=False) for d in (20, 32, 56, 110)) + "$",
         FullRatesRezero="$" + ", ".join(power_of_ten(cs.LR_G_REZERO[d], math=False) for d in (20, 32, 56, 110)) + "$",
         FullRatesCompact="$" + ", ".join(power_of_ten(cs.LR_B_COMPACT[d], math=False) for d in (20, 32, 56)) + "$",
-        # the rates trained at this profile beside the paper's (the stand-in's factor, cs.gamma_scale)
-        GammaScale=f"{cs.gamma_scale(R):.3g}",
-        TrainedRates=", ".join(f"{cs.LR_G[d] * cs.gamma_scale(R):.2g}" for d in (20, 32, 56, 110)),
+        # the rates trained at this profile beside the paper's (the stand-in's factor, gamma_scale)
+        GammaScale=f"{P['gamma_scale']:.3g}",
+        TrainedRates=", ".join(f"{cs.LR_G[d] * P['gamma_scale']:.2g}" for d in (20, 32, 56, 110)),
         WarmupEpochs=_count_word(max((P.get("warmup") or {0: 0}).values())),
         Alpha=round(100 * (1 - stats.LEVEL)),
         AlphaCifar=round(100 * (1 - stats.LEVEL)) * _CIFAR_SECTIONS,

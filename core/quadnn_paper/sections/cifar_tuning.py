@@ -75,62 +75,64 @@ _COMMON = dict(
     weight_decay=1e-4,
     momentum=0.9,
 )
-PROTOCOLS = {
-    "smoke": dict(
-        _COMMON,
-        dataset="digits",
-        width=0.25,
-        epochs=4,
-        train_limit=128,
-        eval_every_epoch=True,
-        seeds=[0, 1],
-        rest_seeds=[0, 1],  # every profile has the same keys (one protocol shape)
-        grid_seeds=[0],
-        optimizer="sgd",
-        grid="ends",
-        full_sweeps=(),
-        quadratic_decay="reference",
-        split_per_seed=True,
-    ),
-    # cpu: the stand-in protocol the comparison section shares (_cifar.STANDIN): its ResNet20,
-    # QResNet20 (sg) and stage-1 transfer runs are the comparison's, trained once. The settings of
-    # the headline claims (sg and stage-1 transfer against their baselines) run at ``seeds``, the
-    # other claimed settings at ``rest_seeds``, every sweep's two ends at ``grid_seeds``.
-    "cpu": dict(
-        _COMMON,
-        dataset=cs.STANDIN["dataset"],
-        lr=cs.STANDIN["lr"],
-        width=cs.STANDIN_WIDTH,
-        epochs=cs.STANDIN["epochs"],
-        batch_size=cs.STANDIN["batch_size"],
-        train_limit=cs.STANDIN["train_limit"],
-        eval_every_epoch=cs.STANDIN["eval_every_epoch"],
-        seeds=list(cs.HEADLINE_SEEDS),
-        rest_seeds=list(cs.REST_SEEDS),
-        grid_seeds=[0],
-        optimizer="sgd",
-        grid="ends",
-        full_sweeps=("sg",),  # the curve of departure and error against gamma, at the grid seed
-        quadratic_decay="reference",
-        split_per_seed=True,
-    ),
-    "full": dict(
-        _COMMON,
-        dataset="cifar10",
-        width=1.0,
-        epochs=200,
-        train_limit=0,
-        eval_every_epoch=True,
-        seeds=[0, 1, 2],
-        rest_seeds=[0, 1, 2],
-        grid_seeds=[0],
-        optimizer="adam",
-        grid="all",
-        full_sweeps=(),  # every sweep is whole already
-        quadratic_decay="zero",
-        split_per_seed=False,
-    ),
-}
+PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: _cifar.gamma_scale of its recipe
+    {
+        "smoke": dict(
+            _COMMON,
+            dataset="digits",
+            width=0.25,
+            epochs=4,
+            train_limit=128,
+            eval_every_epoch=True,
+            seeds=[0, 1],
+            rest_seeds=[0, 1],  # every profile has the same keys (one protocol shape)
+            grid_seeds=[0],
+            optimizer="sgd",
+            grid="ends",
+            full_sweeps=(),
+            quadratic_decay="reference",
+            split_per_seed=True,
+        ),
+        # cpu: the stand-in protocol the comparison section shares (_cifar.STANDIN): its ResNet20,
+        # QResNet20 (sg) and stage-1 transfer runs are the comparison's, trained once. The settings of
+        # the headline claims (sg and stage-1 transfer against their baselines) run at ``seeds``, the
+        # other claimed settings at ``rest_seeds``, every sweep's two ends at ``grid_seeds``.
+        "cpu": dict(
+            _COMMON,
+            dataset=cs.STANDIN["dataset"],
+            lr=cs.STANDIN["lr"],
+            width=cs.STANDIN_WIDTH,
+            epochs=cs.STANDIN["epochs"],
+            batch_size=cs.STANDIN["batch_size"],
+            train_limit=cs.STANDIN["train_limit"],
+            eval_every_epoch=cs.STANDIN["eval_every_epoch"],
+            seeds=list(cs.HEADLINE_SEEDS),
+            rest_seeds=list(cs.REST_SEEDS),
+            grid_seeds=[0],
+            optimizer="sgd",
+            grid="ends",
+            full_sweeps=("sg",),  # the curve of departure and error against gamma, at the grid seed
+            quadratic_decay="reference",
+            split_per_seed=True,
+        ),
+        "full": dict(
+            _COMMON,
+            dataset="cifar10",
+            width=1.0,
+            epochs=200,
+            train_limit=0,
+            eval_every_epoch=True,
+            seeds=[0, 1, 2],
+            rest_seeds=[0, 1, 2],
+            grid_seeds=[0],
+            optimizer="adam",
+            grid="all",
+            full_sweeps=(),  # every sweep is whole already
+            quadratic_decay="zero",
+            split_per_seed=False,
+        ),
+    }
+)
 _RUN_KEYS = (
     "dataset",
     "width",
@@ -162,7 +164,7 @@ def grid(proto: dict, name: str) -> list:
 def rate(proto: dict, value: float) -> float:
     """The rate a run of the quadratic terms trains at for the paper's ``value`` (gamma_g = gamma_b):
     the paper's at full, scaled by :func:`_cifar.gamma_scale` on a stand-in."""
-    return value * cs.gamma_scale(proto)
+    return value * proto["gamma_scale"]
 
 
 def _base(proto: dict, seed: int, **kw) -> RunConfig:
@@ -225,7 +227,7 @@ def run_plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], R
         # gamma_g = gamma_b = 0 keeps every quadratic term at its reference: a conventional network.
         for v in _values(proto, "sg", full_grid, sg_claimed + ([0.0] if full_grid else [])):
             out[("sg", v, s)] = _base(proto, s, relinear="sg", lr_g=rate(proto, v), lr_b=rate(proto, v))
-        if s in rest and cs.gamma_scale(proto) != 1:  # the headline setting at the paper's own rate
+        if s in rest and proto["gamma_scale"] != 1:  # the headline setting at the paper's own rate
             out[(UNSCALED, SG_BEST, s)] = _base(proto, s, relinear="sg", lr_g=SG_BEST, lr_b=SG_BEST)
         if full_grid:
             for v in grid(proto, "sw-l1"):
@@ -356,7 +358,7 @@ def _claim(arms_of: Callable, text: str, pairs: list[tuple], **kw) -> paired.Cla
 def _rate_label(proto: dict, name: str, value: float) -> str:
     """An arm's label with the rate its quadratic terms trained at beside the paper's, where they
     differ: "sg 0.0001 (trained 0.0015)"."""
-    k = cs.gamma_scale(proto)
+    k = proto["gamma_scale"]
     if value == 0 or k == 1:
         return f"{name} {value:g}"
     return f"{name} {value:g} (trained {rate(proto, value):.2g})"
@@ -643,7 +645,7 @@ def _setting_text(proto: dict, e: str, value: float) -> str:
     """A sweep's value as the tables print it: the paper's, and the rate trained where they differ
     (sg, ReZero and transfer scale theirs; sw's shrink factors are not scaled)."""
     scaled = e in ("sg", "rezero") or e.startswith("transfer")
-    if not scaled or value == 0 or cs.gamma_scale(proto) == 1:
+    if not scaled or value == 0 or proto["gamma_scale"] == 1:
         return f"{value:g}"
     return f"{value:g} (trained {rate(proto, value):.2g})"
 
@@ -791,7 +793,7 @@ def _scale_variables(S: dict) -> dict:
     P = S["protocol"]
     moved = S["moved_claimed"]
     return dict(
-        GammaScale=f"{cs.gamma_scale(P):.3g}",
+        GammaScale=f"{P['gamma_scale']:.3g}",
         PaperSteps=f"{cs.PAPER_STEPS:,}",
         OurSteps=f"{cs.training_steps(P):,}",
         StepRatio=f"{cs.PAPER_STEPS / cs.training_steps(P):.0f}",
@@ -975,7 +977,7 @@ def _departure_figure(S: dict):
             ax.set_xscale("log")
         else:
             ax.text(0.5, 0.5, "pending", transform=ax.transAxes, ha="center", va="center", color="0.5")
-        ax.set_xlabel(rf"paper's $\gamma_g=\gamma_b$ (trained at {float(cs.gamma_scale(P)):.3g} times it)")
+        ax.set_xlabel(rf"paper's $\gamma_g=\gamma_b$ (trained at {P['gamma_scale']:.3g} times it)")
     # The dotted threshold is named in the caption (a legend here sat on the points at some profile).
     title = f"ReLinear-sg, QResNet20{_width_tag(P)} (seed {P['grid_seeds'][0]:d}): departure from the linear twin"
     fig.suptitle(title, fontsize=7)
@@ -996,7 +998,7 @@ def _checked_lines(sizes: dict, exact: dict, P: dict) -> list[str]:
 
 
 def _departure_lines(S: dict) -> list[str]:
-    k = float(cs.gamma_scale(S["protocol"]))
+    k = S["protocol"]["gamma_scale"]
     return [
         f"gamma {r.value:g} x{k:.3g}: {r.moved:.1f} % of predictions changed, terms {r.terms:.3g} of W_r, "
         f"error {r.mean:.2f}"

@@ -27,30 +27,32 @@ __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the se
 NAME = "vgg_stability"
 # smoke/cpu: the same models and learning rates on the 8x8 digits stand-in, all channel counts
 # scaled by ``width``, more seeds than the paper's one so each claim gets an interval.
-PROTOCOLS = {
-    "smoke": dict(
-        recipe={**cs.VGG_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 192}, width=0.125, seeds=(0,), threads=1
-    ),
-    # cpu: the CIFAR stand-in's data (Fashion-MNIST at 16x16, every test image), a per-seed subset of
-    # 5,000 training images, batch 64, 6 epochs (470 steps), HEADLINE_SEEDS: a trains-or-not claim is
-    # decided on counts, and 4 of 4 against 0 of 4 (Fisher's p 0.029) does not survive Holm over three.
-    "cpu": dict(
-        recipe={
-            **cs.VGG_RECIPE,
-            "dataset": cs.STANDIN["dataset"],
-            "epochs": 6,
-            "train_limit": 5_000,
-            "batch_size": 64,
-            "eval_every_epoch": False,
-        },
-        width=0.125,
-        seeds=cs.HEADLINE_SEEDS,
-        threads=1,
-        split_per_seed=True,
-    ),
-    # full: the paper's recipe; three seeds (the paper reports one run) so the claims get intervals.
-    "full": dict(recipe=dict(cs.VGG_RECIPE), width=1.0, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
-}
+PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: _cifar.gamma_scale of its recipe
+    {
+        "smoke": dict(
+            recipe={**cs.VGG_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 192}, width=0.125, seeds=(0,), threads=1
+        ),
+        # cpu: the CIFAR stand-in's data (Fashion-MNIST at 16x16, every test image), a per-seed subset of
+        # 5,000 training images, batch 64, 6 epochs (470 steps), HEADLINE_SEEDS: a trains-or-not claim is
+        # decided on counts, and 4 of 4 against 0 of 4 (Fisher's p 0.029) does not survive Holm over three.
+        "cpu": dict(
+            recipe={
+                **cs.VGG_RECIPE,
+                "dataset": cs.STANDIN["dataset"],
+                "epochs": 6,
+                "train_limit": 5_000,
+                "batch_size": 64,
+                "eval_every_epoch": False,
+            },
+            width=0.125,
+            seeds=cs.HEADLINE_SEEDS,
+            threads=1,
+            split_per_seed=True,
+        ),
+        # full: the paper's recipe; three seeds (the paper reports one run) so the claims get intervals.
+        "full": dict(recipe=dict(cs.VGG_RECIPE), width=1.0, seeds=(0, 1, 2), threads=None, quadratic_decay="zero"),
+    }
+)
 MARGIN = paired.UNTRAINED_MARGIN  # "learned": final test error at least this many points below chance
 
 
@@ -308,9 +310,9 @@ def variables(S: dict, params: dict) -> dict:
         SquareNotLearned=S["square_not_learned"],
         Chance=S["chance"],
         Margin=MARGIN,
-        # the quadratic VGG16's rate of the quadratic terms as trained here (the paper's times cs.gamma_scale)
-        QvggRateTrained=f"{cs.QVGG_LR_G * cs.gamma_scale(R):.2g}",
-        GammaScale=f"{cs.gamma_scale(R):.3g}",
+        # the quadratic VGG16's rate of the quadratic terms as trained here (the paper's times its gamma_scale)
+        QvggRateTrained=f"{cs.QVGG_LR_G * P['gamma_scale']:.2g}",
+        GammaScale=f"{P['gamma_scale']:.3g}",
         SquareRuns=S["square_runs"],
         Verdict=cs.pending_text(S["pending"], S["runs"]) if S["pending"] else stats.combine(verdicts),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
