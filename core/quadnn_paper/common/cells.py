@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Cell", "fmt", "latex_escape"]
+__all__ = ["Cell", "fmt", "latex_escape", "power_of_ten", "number_word"]
 
 
 def latex_escape(text: str) -> str:
@@ -29,6 +29,16 @@ def power_of_ten(x: float, math: bool = True) -> str:
     mant = mant.rstrip("0").rstrip(".")
     text = (f"{mant}\\times" if mant != "1" else "") + f"10^{{{int(exp)}}}"
     return f"${text}$" if math else text
+
+
+_NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def number_word(n: int, noun: str | None = None) -> str:
+    """A count as the text writes it: ``2`` -> "two", ``12`` -> "12", ``1234`` -> "1,234"; with
+    ``noun``, in the number it takes ("one seed", "no runs")."""
+    word = _NUMBER_WORDS[n] if 0 <= n < len(_NUMBER_WORDS) else f"{n:,d}"
+    return word if noun is None else f"{word} {noun}" + ("" if n == 1 else "s")
 
 
 def fmt(value: Any, digits: int = 4) -> str:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from quadnn.models.cifar_resnet import STAGE_CHANNELS
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
-from quadnn_paper.common.cells import Cell, power_of_ten
+from quadnn_paper.common.cells import Cell, number_word, power_of_ten
 from quadnn_paper.common.machine import compute_device
 from quadnn_paper.common.outputs import Lines, Overview, Table, Variables
 from quadnn_paper.common.profiles import protocols
@@ -95,12 +95,6 @@ PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: _cifar.ga
 
 _CIFAR10_TRAIN = 50_000  # CIFAR-10's training images (the full protocol's warm-up is one epoch of them)
 _CIFAR_SECTIONS = 3  # cifar_tuning, vgg_stability, cifar_comparison: Holm's method runs within each
-_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-
-
-def _count_word(n: int) -> str:
-    """A small count as the text writes it (``2`` -> ``two``)."""
-    return _WORDS[n] if 0 <= n < len(_WORDS) else str(n)
 
 
 def rows() -> list[cs.Row]:
@@ -631,7 +625,7 @@ def variables(S: dict, params: dict) -> dict:
         FullDecay=power_of_ten(F["weight_decay"]),
         FullLrDivisor=round(1 / F["lr_decay"]),
         FullMilestones=" and ".join(str(round(m * F["epochs"])) for m in F["milestones"]),
-        FullWarmupEpochs=_count_word(max(cs.WARMUP_EPOCHS.values())),
+        FullWarmupEpochs=number_word(max(cs.WARMUP_EPOCHS.values())),
         FullWarmupSteps=math.ceil(_CIFAR10_TRAIN / F["batch_size"]),
         FullRates="$" + ", ".join(power_of_ten(cs.LR_G[d], math=False) for d in (20, 32, 56, 110)) + "$",
         FullRatesRezero="$" + ", ".join(power_of_ten(cs.LR_G_REZERO[d], math=False) for d in (20, 32, 56, 110)) + "$",
@@ -639,7 +633,7 @@ def variables(S: dict, params: dict) -> dict:
         # the rates trained at this profile beside the paper's (the stand-in's factor, gamma_scale)
         GammaScale=f"{P['gamma_scale']:.3g}",
         TrainedRates=", ".join(f"{cs.LR_G[d] * P['gamma_scale']:.2g}" for d in (20, 32, 56, 110)),
-        WarmupEpochs=_count_word(max((P.get("warmup") or {0: 0}).values())),
+        WarmupEpochs=number_word(max((P.get("warmup") or {0: 0}).values())),
         Alpha=round(100 * (1 - stats.LEVEL)),
         AlphaCifar=round(100 * (1 - stats.LEVEL)) * _CIFAR_SECTIONS,
         StageEnd=round(R["milestones"][0] * R["epochs"]),

@@ -24,6 +24,7 @@ import numpy as np
 
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
+from quadnn_paper.common.cells import number_word
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, Results, RunConfig, stage_ends
@@ -694,8 +695,8 @@ def variables(S: dict, exact: dict) -> dict:
     out.update(
         Runs=S["runs"],
         Seeds=len(P["seeds"]),
-        GridSeedsText=_count(len(P["grid_seeds"]), "seed"),
-        DivergedText=_count(sum(S["diverged"].values()), "run"),
+        GridSeedsText=number_word(len(P["grid_seeds"]), "seed"),
+        DivergedText=number_word(sum(S["diverged"].values()), "run"),
         QuadraticDecay=_DECAY_TEXT[P["quadratic_decay"]],
         FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]],
         CurveMetric="test error" if P["eval_every_epoch"] else "training error",
@@ -738,15 +739,6 @@ def variables(S: dict, exact: dict) -> dict:
         **_scale_variables(S),
     )
     return out
-
-
-_NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-
-
-def _count(n: int, noun: str) -> str:
-    """ "one seed", "3 runs", "no runs": a count with its noun in the number it takes."""
-    word = _NUMBER_WORDS[n] if 0 <= n < len(_NUMBER_WORDS) else f"{n:,d}"
-    return f"{word} {noun}" + ("" if n == 1 else "s")
 
 
 def results_sentence(S: dict) -> str:

@@ -267,20 +267,6 @@ def _amplification_summary(amp: dict) -> dict:
     )
 
 
-def summary(results: dict, profile: str, tiny: bool = False) -> dict:
-    """Rows and variables of the variety and amplification tables and the oscillation ratios, from
-    ``results = dict(oscillation=..., variety=..., amplification=...)`` (the cached outputs of
-    :func:`oscillation`, :func:`variety_table` and :func:`amplification`)."""
-    out: dict = {}
-    if "oscillation" in results:
-        out.update(_oscillation_summary(results["oscillation"]))
-    if "variety" in results:
-        out.update(_variety_summary(results["variety"]))
-    if "amplification" in results:
-        out.update(_amplification_summary(results["amplification"]))
-    return out
-
-
 # --------------------------------------------------------------------------------------
 # The section as a declaration: its data, its work, its outputs
 # --------------------------------------------------------------------------------------
