@@ -36,7 +36,7 @@ def _section_claims(profile="cpu"):
     out = {}
     for mod, table in _TABLES.items():
         S = mod.summary(Results.of(mod, profile, {}))
-        out[table] = list(S["claims"])
+        out[table] = list(S.claims)
     out["claims_imagenet"] = list(imagenet.claims({}, {}, n_classes=10))
     return out
 

@@ -369,11 +369,11 @@ def test_tuning_names_the_claims_it_once_skipped():
         for k, cfg in planned.items()
     }
     S = cifar_tuning.summary(Results.of(cifar_tuning, "cpu", results))
-    texts = " | ".join(c.text for c in S["claims"])
+    texts = " | ".join(c.text for c in S.claims)
     assert "ReZero stabilises training" in texts and "ReLinear-sg beats ReLinear-sw" in texts
     # robustness to gamma: each later stage against the one before at the largest gamma, net of the
     # same stages' gamma-0 transfers (a later source trained longer)
-    later = next(c for c in S["claims"] if c.text.startswith("Later transfer stages"))
+    later = next(c for c in S.claims if c.text.startswith("Later transfer stages"))
     large = f"{cifar_tuning.TRANSFER_LARGE:g}"
     assert [(a.split(" (")[0], b.split(" (")[0]) for a, b, _ in later.pairs] == [
         (f"transfer 2 {large}", f"transfer 1 {large}"),
@@ -382,9 +382,9 @@ def test_tuning_names_the_claims_it_once_skipped():
     assert all(b.endswith(", net of controls") for _, b, _ in later.pairs)
     assert all(iv is not None for *_, iv in later.pairs) and "transfer 2 0 vs transfer 1 0" in later.note
     # ReZero at the gammas the paper names, each against ReLinear-sg alone at the same gamma
-    named = next(c for c in S["claims"] if c.text.startswith("ReZero stabilises training where"))
+    named = next(c for c in S.claims if c.text.startswith("ReZero stabilises training where"))
     assert len(named.pairs) == len(cifar_tuning.REZERO_NAMED) and all(iv is not None for *_, iv in named.pairs)
-    assert S["best"]["sg"][0] != 0  # gamma 0 is the conventional network, never sg's best
+    assert S.best["sg"][0] != 0  # gamma 0 is the conventional network, never sg's best
 
 
 def test_the_papers_column_holds_only_the_papers_numbers_of_the_pair_that_ran():
@@ -420,10 +420,10 @@ def test_tuning_trains_controls_and_the_unscaled_rate_and_labels_what_it_trained
         cfg.run_id: dict(status="finished", test_error=5.0 + k[2] / 10, history=[]) for k, cfg in planned.items()
     }
     S = cifar_tuning.summary(Results.of(cifar_tuning, "cpu", results))
-    head = S["claims"][0]
+    head = S.claims[0]
     assert f"(trained {cifar_tuning.rate(P, cifar_tuning.SG_BEST):.2g})" in head.pairs[0][0]
-    assert "unscaled" in S["unscaled"].pairs[0][0] and S["unscaled"].pairs[0][2] is not None
-    transfer = next(c for c in S["claims"] if c.text.startswith("Weight transfer from stage 2"))
+    assert "unscaled" in S.unscaled.pairs[0][0] and S.unscaled.pairs[0][2] is not None
+    transfer = next(c for c in S.claims if c.text.startswith("Weight transfer from stage 2"))
     assert "net of controls" in transfer.pairs[0][1] and "net of controls: transfer 2 0 vs ResNet20" in transfer.note
 
 

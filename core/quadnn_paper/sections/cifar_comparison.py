@@ -10,8 +10,8 @@ differences of final test error (:mod:`quadnn_paper.analysis.stats`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import replace
 
 from quadnn.models.cifar_resnet import STAGE_CHANNELS
 from quadnn_paper.analysis import paired, stats
@@ -138,16 +138,16 @@ def outputs(results: Results) -> list:
     """The section's tables, variables and printed lines from its plan's ``results``."""
     params = {r: results["params"][str(r.key)] for r in rows()}
     S = summary(results, params)
-    P = S["protocol"]
+    P = S.protocol
     rows_run = "all" if P["rows"] is None else len(P["rows"])
     intro = (
         f"profile {results.profile} | data {data(results.profile, results.tiny)} | rows {rows_run} | seeds {P['seeds']}"
     )
     runs_text = [
         f"{r.label:38s} {error_cell(s):>22s}  {s.epoch_time or 0:.2f} s/epoch  {s.reasons}"
-        for r, s in S["summaries"].items()
+        for r, s in S.summaries.items()
     ]
-    runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"]]
+    runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S.claims]
     return [
         Overview(),  # the report's overview is printed in this section
         Lines([intro]),
@@ -245,7 +245,7 @@ def _fewer_parameters_claim(
         **kw,
     )
     if not fewer and c.intervals:
-        c = replace(c, verdict=stats.CONTRADICTED, note=c.note + " (not fewer)")
+        c = dataclasses.replace(c, verdict=stats.CONTRADICTED, note=c.note + " (not fewer)")
     return c
 
 
@@ -355,7 +355,7 @@ def _pair_claims(C: _Claims) -> list[paired.Claim]:
     row, normally = C.row, C.normally
 
     def claim(pair_of: str, *args, **kw) -> paired.Claim:
-        return replace(C.claim(*args, **kw), pair_of=pair_of)
+        return dataclasses.replace(C.claim(*args, **kw), pair_of=pair_of)
 
     return [
         claim(
@@ -408,7 +408,23 @@ def claims(
     return paired.adjust(_paper_claims(errs, params, cs.comparison_rows(), **kw))
 
 
-def summary(results: Results, params: dict | None = None) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What the section's outputs are made of: per row its errors and the terms' departure, per
+    seed its row of the seeds table, and the claims."""
+
+    protocol: dict
+    test_images: int | None
+    rows: list[cs.Row]  # every row of the full protocol
+    summaries: dict[cs.Row, cs.Errors]  # the rows this profile trains
+    moved: dict[cs.Row, float | None]
+    seed_rows: list[list]
+    claims: list[paired.Claim]
+    runs: int
+    rows_run: int
+
+
+def summary(results: Results, params: dict | None = None) -> Summary:
     """Per-row summaries, per-seed errors and the claims from the section's ``results``;
     ``params``: parameter counts by row (for the QResNet32/ResNet110 claim)."""
     P = results.protocol
@@ -425,19 +441,16 @@ def summary(results: Results, params: dict | None = None) -> dict:
     test_images = next(
         (x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None
     )
-    return dict(
+    return Summary(
         protocol=P,
         test_images=test_images,
         rows=cs.comparison_rows(),
         summaries=sums,
-        errors=errs,
         moved=moved,
         seed_rows=seeds,
         claims=verdicts,
         runs=len(seeds),
-        pending=sum(s.pending for s in sums.values()),
         rows_run=len(per_row),
-        detectable=paired.detectable_text(verdicts),
     )
 
 
@@ -447,9 +460,9 @@ _DECAY_TEXT = {
 }
 
 
-def _error_cell(S: dict, r: cs.Row):
+def _error_cell(S: Summary, r: cs.Row):
     """Our error of a row: a :class:`Cell`, or a text where there is no number."""
-    s = S["summaries"].get(r)
+    s = S.summaries.get(r)
     if s is None:
         return "full only"
     if s.pending or s.finished == 0:
@@ -474,9 +487,9 @@ def _paper_params_cell(model: str, ours: int):
 PARAMS_TRAINED = "Params (trained / full width)"
 
 
-def tables(S: dict, params: dict) -> list[Table]:
+def tables(S: Summary, params: dict) -> list[Table]:
     """The section's tables: main, compact, width, claims, its line of the claims summary, seeds."""
-    rows = S["rows"]
+    rows = S.rows
 
     def row(model, method="conventional", width=1.0):
         return cs.row_for(rows, model, method, width)
@@ -485,16 +498,16 @@ def tables(S: dict, params: dict) -> list[Table]:
         return f"{params[r] / 1e6:.2f}M"
 
     def trained_params(r):  # what was trained here, then the paper's width where they differ
-        s = S["summaries"].get(r)
+        s = S.summaries.get(r)
         trained = f"{s.params / 1e6:.2f}M" if s and s.params else "--"
         return mparams(r) if trained == mparams(r) else f"{trained} / {mparams(r)}"
 
     def time_cell(r):
-        s = S["summaries"].get(r)
+        s = S.summaries.get(r)
         return f"{s.epoch_time:.2f}" if s and s.epoch_time else "--"
 
     def moved_cell(r):
-        m = S["moved"].get(r)
+        m = S.moved.get(r)
         return "--" if m is None else round(m, 1)
 
     main = [
@@ -528,10 +541,10 @@ def tables(S: dict, params: dict) -> list[Table]:
         ),
         Table("comparison_width", ["Network", "Channels", PARAMS_TRAINED, "Error ours (%)", "Paper (%)"], width),
         # two floats: with every pair tested (full) one table of all the claims outgrew a page
-        Table("comparison_claims", CLAIMS_HEADER, claim_rows([c for c in S["claims"] if not is_pair_claim(c)])),
-        Table("comparison_pair_claims", CLAIMS_HEADER, claim_rows([c for c in S["claims"] if is_pair_claim(c)])),
-        cs.claims_table(NAME, "Comparison", S["claims"]),
-        Table("cifarcomparison_seeds", cs.SEED_HEADER, S["seed_rows"]),
+        Table("comparison_claims", CLAIMS_HEADER, claim_rows([c for c in S.claims if not is_pair_claim(c)])),
+        Table("comparison_pair_claims", CLAIMS_HEADER, claim_rows([c for c in S.claims if is_pair_claim(c)])),
+        cs.claims_table(NAME, "Comparison", S.claims),
+        Table("cifarcomparison_seeds", cs.SEED_HEADER, S.seed_rows),
         Table("comparison_calibration", CALIBRATION_HEADER, calibration_rows(S)),
     ]
 
@@ -539,25 +552,25 @@ def tables(S: dict, params: dict) -> list[Table]:
 CALIBRATION_HEADER = ["Network", "Trained on", "Test error (%)", "Source"]
 
 
-def calibration_rows(S: dict) -> list[list]:
+def calibration_rows(S: Summary) -> list[list]:
     """Where the stand-in's conventional networks stand: their errors beside the errors the data
     set's own README lists for full-size networks trained on it (at profiles on Fashion-MNIST)."""
     from quadnn_paper.data import fashion_mnist
 
-    R = S["protocol"]["recipe"]
+    R = S.protocol["recipe"]
     if not R["dataset"].startswith("fashion_mnist"):
         return [["--", cs.DATA_WORDS[R["dataset"]], "--", "calibrated at the cpu profile (Fashion-MNIST)"]]
     size = R["dataset"].removeprefix("fashion_mnist")
     images = f"{R['train_limit']:,}" if R.get("train_limit") else "60,000"
     ours = [
         [
-            f"{r.label} (x{S['protocol'].get('width', 1.0) * r.width:g})",
+            f"{r.label} (x{S.protocol.get('width', 1.0) * r.width:g})",
             f"{size}x{size}, {images} images, {R['epochs']} epochs",
             _error_cell(S, r),
             "ours",
         ]
-        for r in S["rows"]
-        if r.method == "conventional" and r.width == 1.0 and r in S["summaries"]
+        for r in S.rows
+        if r.method == "conventional" and r.width == 1.0 and r in S.summaries
     ]
     published = [
         [name, "28x28, 60,000 images", round(100 * (1 - acc), 1), "Fashion-MNIST README (submitted)"]
@@ -603,12 +616,12 @@ def normally_sentence(claims: list[paired.Claim]) -> str:
     return f"Trained normally, {runs} trained (mean final error of those that did, {errors}): {claim.verdict}."
 
 
-def variables(S: dict, params: dict) -> dict:
+def variables(S: Summary, params: dict) -> dict:
     """The numbers the section's text quotes, by macro name."""
-    P, R = S["protocol"], S["protocol"]["recipe"]
+    P, R = S.protocol, S.protocol["recipe"]
     F = PROTOCOLS["full"]["recipe"]  # the recipe the text describes
-    rows = S["rows"]
-    verdicts = [c.verdict for c in S["claims"]]
+    rows = S.rows
+    verdicts = [c.verdict for c in S.claims]
 
     def mparams(model, method):
         return f"{params[cs.row_for(rows, model, method)] / 1e6:.2f}M"
@@ -638,28 +651,28 @@ def variables(S: dict, params: dict) -> dict:
         AlphaCifar=round(100 * (1 - stats.LEVEL)) * _CIFAR_SECTIONS,
         StageEnd=round(R["milestones"][0] * R["epochs"]),
         TrainImages=R.get("train_limit") or "all",
-        TestImages=S["test_images"] or "--",
+        TestImages=S.test_images or "--",
         BatchSize=R["batch_size"],
         Lr=R["lr"],
         Width=P.get("width") or 1.0,
         FullSeeds=len(PROTOCOLS["full"]["seeds"]),
-        RowsRun=S["rows_run"],
+        RowsRun=S.rows_run,
         RowsAll=len(rows),
-        Runs=S["runs"],
+        Runs=S.runs,
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
         ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
         ClaimsRefuted=sum(v.startswith(stats.REFUTED) for v in verdicts),
         ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
         ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
-        HolmFamily=paired.family_size(S["claims"]),
+        HolmFamily=paired.family_size(S.claims),
         HeadlineSeeds=len(cs.HEADLINE_SEEDS),
         RestSeeds=len(cs.REST_SEEDS),
         MarginShare="half" if stats.MARGIN_SHARE == 0.5 else f"{stats.MARGIN_SHARE:g} times",
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
-        PowerSentence=paired.power_sentence(S["claims"]),
-        NormallySentence=normally_sentence(S["claims"]),
+        PowerSentence=paired.power_sentence(S.claims),
+        NormallySentence=normally_sentence(S.claims),
         UntrainedMargin=f"{paired.UNTRAINED_MARGIN:g}",
         ParamsErratum=_params_erratum(params, rows),
         ParabolicParams=", ".join(mparams(f"cifar_parabolic_resnet{d}", "ri") for d in (20, 32, 56)),

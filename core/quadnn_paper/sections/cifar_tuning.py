@@ -14,6 +14,7 @@ check behind the paper's "guaranteed performance" argument.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import statistics
@@ -540,7 +541,32 @@ def _epoch_times(curves: dict) -> dict:
     return dict(epoch_time_q=q, epoch_time_conv=_epoch_time(curves["conventional"][0].result))
 
 
-def summary(results: Results) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What the section's outputs are made of (:func:`summary`)."""
+
+    protocol: dict
+    sweeps: dict[str, list[SweepRow]]  # per sweep, a row per value over the grid seeds
+    curves: dict[str, list[Curve]]  # per sweep, its runs at the first grid seed (the figures)
+    best: dict[str, SweepRow]  # per sweep, its value of lowest mean error
+    stages: list[str]  # the weight-transfer experiments, by stage
+    conventional: dict | None  # the conventional ResNet20's result at the first grid seed
+    conv_error: float
+    claims: list[paired.Claim]
+    gamma0: paired.Claim  # float32: the conventional ResNet20 against sg at gamma 0 (rounding apart)
+    moved_claimed: float | None  # the departure of the claimed sg setting
+    unscaled: paired.Claim  # the headline claim at the paper's unscaled rate
+    adam_error: float | None  # the conventional network with Adam (below full), None where not run
+    diverged: dict[str, int]  # per sweep, its runs that did not train
+    runs: int
+    seed_rows: list[list]
+    pending: int
+    epoch_time_q: float
+    epoch_time_conv: float
+    test_images: int | None
+
+
+def summary(results: Results) -> Summary:
     """Sweeps, the best setting of each, claims and quoted numbers from the section's ``results``.
 
     ``sweeps[experiment] = [SweepRow(value, mean error over grid seeds, sd, diverged count)]``;
@@ -576,7 +602,7 @@ def summary(results: Results) -> dict:
     )
     conventional = curves["conventional"][0].result
     adam = [got[k] for k in got if k[0] == "adam"]
-    return dict(
+    return Summary(
         protocol=proto,
         sweeps=sweeps,
         curves=curves,
@@ -588,7 +614,6 @@ def summary(results: Results) -> dict:
         gamma0=_gamma_zero_pair(arms_of, proto["dataset"]),
         moved_claimed=_setting_moved(got, "sg", SG_BEST),
         unscaled=unscaled,
-        detectable=paired.detectable_text(claims),
         adam_error=_error(adam[0]) if adam else None,
         diverged={e: sum(r.diverged for r in sweeps[e]) for e in experiments},
         runs=len(got),
@@ -651,19 +676,19 @@ def _setting_text(proto: dict, e: str, value: float) -> str:
     return f"{value:g} (trained {rate(proto, value):.2g})"
 
 
-def sweep_summary_rows(S: dict) -> list[list]:
+def sweep_summary_rows(S: Summary) -> list[list]:
     """The best final error of each sweep beside the paper's (``best`` chosen on the test set, as
     in the paper), at the grid seeds."""
 
     def row(label, e, paper_err=None, paper_setting=None):
-        best = S["best"].get(e, _NO_BEST)
+        best = S.best.get(e, _NO_BEST)
         return [
             label,
             paper_setting,
             paper_err,
-            None if best.value is None else _setting_text(S["protocol"], e, best.value),
+            None if best.value is None else _setting_text(S.protocol, e, best.value),
             None if math.isnan(best.mean) else round(best.mean, 2),
-            S["diverged"].get(e, 0),
+            S.diverged.get(e, 0),
             "--" if best.moved is None else round(best.moved, 1),
         ]
 
@@ -674,29 +699,29 @@ def sweep_summary_rows(S: dict) -> list[list]:
             None,
             published.CIFAR_MAIN["ResNet20"],
             None,
-            round(S["conv_error"], 2),
-            S["diverged"]["conventional"],
+            round(S.conv_error, 2),
+            S.diverged["conventional"],
             "--",
         ],
         row("ReLinear-sg", "sg", PAPER["sg"], f"{SG_BEST:g}"),
         row("ReLinear-sw l1", "sw-l1"),
         row("ReLinear-sw l2", "sw-l2", PAPER["sw"], f"{SW_BEST:g}"),
     ]
-    rows += [row(f"transfer, stage {e[-1]}", e, PAPER["transfer"][e[-1]]) for e in S["stages"]]
+    rows += [row(f"transfer, stage {e[-1]}", e, PAPER["transfer"][e[-1]]) for e in S.stages]
     return rows + [row("ReLinear-sg + ReZero", "rezero")]
 
 
-def variables(S: dict, exact: dict) -> dict:
+def variables(S: Summary, exact: dict) -> dict:
     """The numbers the section's text quotes, by macro name (``exact``: :func:`gamma_zero_trajectory`)."""
-    P = S["protocol"]
-    out = dict(ConvError=S["conv_error"])
-    verdicts = [c.verdict for c in S["claims"]]
-    g0 = S["gamma0"].pairs[0][2]
+    P = S.protocol
+    out = dict(ConvError=S.conv_error)
+    verdicts = [c.verdict for c in S.claims]
+    g0 = S.gamma0.pairs[0][2]
     out.update(
-        Runs=S["runs"],
+        Runs=S.runs,
         Seeds=len(P["seeds"]),
         GridSeedsText=number_word(len(P["grid_seeds"]), "seed"),
-        DivergedText=number_word(sum(S["diverged"].values()), "run"),
+        DivergedText=number_word(sum(S.diverged.values()), "run"),
         QuadraticDecay=_DECAY_TEXT[P["quadratic_decay"]],
         FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]],
         CurveMetric="test error" if P["eval_every_epoch"] else "training error",
@@ -709,22 +734,22 @@ def variables(S: dict, exact: dict) -> dict:
             "ends": "the two ends of each of the paper's sweeps and the values its claims name (weight "
             "transfer: the claimed value only)",
         }[P["grid"]],
-        EpochTimeQ=S["epoch_time_q"],
-        EpochTimeConv=S["epoch_time_conv"],
-        AdamConvError="--" if S["adam_error"] is None else S["adam_error"],
-        AdamCompared=int(S["adam_error"] is not None),  # whether this profile ran Adam beside SGD
-        TestImages=S["test_images"] or "--",
+        EpochTimeQ=S.epoch_time_q,
+        EpochTimeConv=S.epoch_time_conv,
+        AdamConvError="--" if S.adam_error is None else S.adam_error,
+        AdamCompared=int(S.adam_error is not None),  # whether this profile ran Adam beside SGD
+        TestImages=S.test_images or "--",
         TrainImages=P["train_limit"] or "all",
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
-        PowerSentence=paired.power_sentence(S["claims"]),
+        PowerSentence=paired.power_sentence(S.claims),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
         ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
         ClaimsRefuted=sum(v.startswith(stats.REFUTED) for v in verdicts),
         ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
         ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
-        HolmFamily=paired.family_size(S["claims"]),
+        HolmFamily=paired.family_size(S.claims),
         ClaimsAll=len(verdicts),
         RestSeeds=len(P.get("rest_seeds", P["seeds"])),
         GammaZeroFloat="--" if g0 is None else g0.text(),
@@ -741,19 +766,19 @@ def variables(S: dict, exact: dict) -> dict:
     return out
 
 
-def results_sentence(S: dict) -> str:
+def results_sentence(S: Summary) -> str:
     """The results paragraph's sentence: each sweep's best error and setting (the rate trained beside
     the paper's), from the rows of the summary table; a sweep none of whose runs trained says so
     instead of printing a number."""
-    P = S["protocol"]
+    P = S.protocol
 
     def best(e, name, symbol):
-        b = S["best"].get(e, _NO_BEST)
+        b = S.best.get(e, _NO_BEST)
         if math.isnan(b.mean):
             return f"no run of {name} trained"
         return f"{name} reaches {b.mean:.2f}% at {symbol} {_setting_text(P, e, b.value)}"
 
-    conv = S["conv_error"]
+    conv = S.conv_error
     parts = [
         f"The conventional ResNet20 reaches {conv:.2f}%"
         if not math.isnan(conv)
@@ -761,16 +786,16 @@ def results_sentence(S: dict) -> str:
         best("sg", "ReLinear-sg", "gamma"),
         best("sw-l1", "ReLinear-sw (l1)", "alpha"),
         best("sw-l2", "ReLinear-sw (l2)", "beta"),
-        *(best(e, f"weight transfer from stage {e[-1]}", "gamma") for e in S["stages"]),
+        *(best(e, f"weight transfer from stage {e[-1]}", "gamma") for e in S.stages),
         best("rezero", "ReLinear-sg with ReZero", "gamma"),
     ]
     return "; ".join(parts) + "."
 
 
-def _unscaled_variables(S: dict) -> dict:
+def _unscaled_variables(S: Summary) -> dict:
     """The headline claim at the paper's unscaled rate beside its verdict at the scaled one, and
     whether the two read the same."""
-    u, head = S["unscaled"], S["claims"][0]
+    u, head = S.unscaled, S.claims[0]
     if not u.pairs or u.pairs[0][2] is None:  # the full profile trains the paper's rate only
         return dict(UnscaledVerdict="not run: this profile trains the paper's rate", UnscaledSame="the same run")
     return dict(
@@ -779,11 +804,11 @@ def _unscaled_variables(S: dict) -> dict:
     )
 
 
-def _scale_variables(S: dict) -> dict:
+def _scale_variables(S: Summary) -> dict:
     """The quadratic terms' room to act at this profile: the rule that scales the paper's gamma, the
     departure it gave, and the test set's resolution."""
-    P = S["protocol"]
-    moved = S["moved_claimed"]
+    P = S.protocol
+    moved = S.moved_claimed
     return dict(
         GammaScale=f"{P['gamma_scale']:.3g}",
         PaperSteps=f"{cs.PAPER_STEPS:,}",
@@ -799,7 +824,7 @@ def _scale_variables(S: dict) -> dict:
         MovedEnough="--" if moved is None else ("at least" if moved >= paired.MOVED_THRESHOLD else "below"),
         UntrainedMargin=f"{paired.UNTRAINED_MARGIN:g}",
         TrainedLimit=f"{paired.trained_limit(P['dataset']):g}",
-        Resolution="--" if not S["test_images"] else f"{100 / S['test_images']:.2f}",
+        Resolution="--" if not S.test_images else f"{100 / S.test_images:.2f}",
     )
 
 
@@ -842,13 +867,13 @@ def _in_chans(P: dict) -> int:
     return 3 if P["dataset"].startswith("cifar") else 1
 
 
-def _plot_curves(ax, S: dict, name: str, label: str, legend: bool = True) -> None:
+def _plot_curves(ax, S: Summary, name: str, label: str, legend: bool = True) -> None:
     """Error per epoch (test, or training where the protocol evaluates once) of each value of sweep
     ``name`` (first grid seed) and of the ResNet20."""
-    P = S["protocol"]
+    P = S.protocol
     # the test error where every epoch was evaluated, else the training error (recorded every epoch)
     metric = "test_error" if P["eval_every_epoch"] else "train_error"
-    for value, res in S["curves"][name]:
+    for value, res in S.curves[name]:
         if res is None:
             continue
         errs = [e.get(metric, math.nan) for e in res["history"]]
@@ -856,7 +881,7 @@ def _plot_curves(ax, S: dict, name: str, label: str, legend: bool = True) -> Non
         (line,) = ax.plot(range(1, len(errs) + 1), errs, marker=".", label=f"{label}={text}")
         if res["status"] == "diverged":
             ax.plot([len(errs)], [100], "x", color=line.get_color(), ms=9)
-    conv = S["conventional"]["history"] if S["conventional"] else []
+    conv = S.conventional["history"] if S.conventional else []
     ax.plot(range(1, len(conv) + 1), [e[metric] for e in conv], "k--", lw=1, label=f"ResNet20{_width_tag(P)}")
     for m in P["milestones"]:
         ax.axvline(round(m * P["epochs"]) + 0.5, color="0.85", lw=0.8, zorder=0)
@@ -867,10 +892,10 @@ def _plot_curves(ax, S: dict, name: str, label: str, legend: bool = True) -> Non
         ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
 
 
-def _sg_figure(S: dict):
+def _sg_figure(S: Summary):
     import matplotlib.pyplot as plt
 
-    P = S["protocol"]
+    P = S.protocol
     # one column with the legend beside the axes: drawn narrower than the column, so it prints unscaled
     fig, ax = plt.subplots(figsize=(3.1, 2.4))
     _plot_curves(ax, S, "sg", r"$\gamma_g$")
@@ -878,7 +903,7 @@ def _sg_figure(S: dict):
     return fig
 
 
-def _sw_figure(S: dict):
+def _sw_figure(S: Summary):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.4), sharey=True)  # the page width
@@ -889,12 +914,12 @@ def _sw_figure(S: dict):
     return fig
 
 
-def _transfer_figure(S: dict):
+def _transfer_figure(S: Summary):
     import matplotlib.pyplot as plt
 
     # the panels share their gammas: one legend, beside the last panel, so that each panel keeps its width
-    fig, axes = plt.subplots(1, max(1, len(S["stages"])), figsize=(7.0, 2.4), sharey=True, squeeze=False)
-    for ax, k in zip(axes[0], S["stages"]):
+    fig, axes = plt.subplots(1, max(1, len(S.stages)), figsize=(7.0, 2.4), sharey=True, squeeze=False)
+    for ax, k in zip(axes[0], S.stages):
         _plot_curves(ax, S, k, r"$\gamma_g$", legend=False)
         ax.set_title(f"transfer from stage {k[-1]}", fontsize=7)
     handles, labels = max((ax.get_legend_handles_labels() for ax in axes[0]), key=lambda hl: len(hl[1]))
@@ -903,58 +928,58 @@ def _transfer_figure(S: dict):
     return fig
 
 
-def _rezero_figure(S: dict):
+def _rezero_figure(S: Summary):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(3.5, 2.4))
     _plot_curves(ax, S, "rezero", r"$\gamma_g$")
-    ax.set_title(f"ReLinear-sg + ReZero, QResNet20{_width_tag(S['protocol'])}", fontsize=7)
+    ax.set_title(f"ReLinear-sg + ReZero, QResNet20{_width_tag(S.protocol)}", fontsize=7)
     return fig
 
 
 _GUARANTEED = [("sg", r"$\gamma_g=\gamma_b$"), ("sw-l1", r"$\alpha_g=\alpha_b$"), ("sw-l2", r"$\beta_g=\beta_b$")]
 
 
-def _bars(S: dict) -> bool:
+def _bars(S: Summary) -> bool:
     """Whether the final-error figure draws any standard deviation (several seeds at a point)."""
-    return any(r.sd > 0 for name, _ in _GUARANTEED for r in S["sweeps"][name] if not math.isnan(r.sd))
+    return any(r.sd > 0 for name, _ in _GUARANTEED for r in S.sweeps[name] if not math.isnan(r.sd))
 
 
-def _guaranteed_figure(S: dict):
+def _guaranteed_figure(S: Summary):
     """Final test error against each sweep's value, the conventional ResNet20's as a dashed line."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(7.0, 2.4), sharey=True)
     for ax, (name, label) in zip(axes, _GUARANTEED):
-        rows = S["sweeps"][name]
+        rows = S.sweeps[name]
         xs = np.arange(len(rows))
         ys = np.array([r.mean for r in rows])
         sd = np.nan_to_num(np.array([r.sd for r in rows], dtype=float))
         ax.errorbar(xs, ys, yerr=sd, marker="o", capsize=3)
         for x, r in zip(xs, rows):
             if r.diverged:
-                top = np.nanmax(np.append(ys, S["conv_error"]))
+                top = np.nanmax(np.append(ys, S.conv_error))
                 ax.annotate(f"{r.diverged} diverged", (x, top), fontsize=6.5, ha="center")
-        ax.axhline(S["conv_error"], color="k", ls="--", lw=1)  # named in the caption (no legend over the points)
+        ax.axhline(S.conv_error, color="k", ls="--", lw=1)  # named in the caption (no legend over the points)
         ax.set_xticks(xs, [f"{r.value:g}" for r in rows], fontsize=6.5)
         ax.set_xlabel(label)
-        ax.set_title(f"ReLinear-{name}, QResNet20{_width_tag(S['protocol'])}", fontsize=7)
+        ax.set_title(f"ReLinear-{name}, QResNet20{_width_tag(S.protocol)}", fontsize=7)
     axes[0].set_ylabel("final test error (%)")
     return fig
 
 
-def _departure_rows(S: dict) -> list[SweepRow]:
+def _departure_rows(S: Summary) -> list[SweepRow]:
     """The sg sweep's values whose quadratic terms' departure was measured (gamma 0 left out)."""
-    return [r for r in S["sweeps"]["sg"] if r.value and r.moved is not None]
+    return [r for r in S.sweeps["sg"] if r.value and r.moved is not None]
 
 
-def _departure_figure(S: dict):
+def _departure_figure(S: Summary):
     """How far the quadratic terms moved from the linear twin, against gamma: the share of test
     predictions that change when the terms are reset, and the terms' size relative to W_r; it shows
     whether a stand-in trained the quadratic network or only its linear twin."""
     import matplotlib.pyplot as plt
 
-    P, rows = S["protocol"], _departure_rows(S)
+    P, rows = S.protocol, _departure_rows(S)
     fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.2))
     xs = [r.value for r in rows]
     axes[0].plot(xs, [r.moved for r in rows], "o-")
@@ -989,8 +1014,8 @@ def _checked_lines(sizes: dict, exact: dict, P: dict) -> list[str]:
     ]
 
 
-def _departure_lines(S: dict) -> list[str]:
-    k = S["protocol"]["gamma_scale"]
+def _departure_lines(S: Summary) -> list[str]:
+    k = S.protocol["gamma_scale"]
     return [
         f"gamma {r.value:g} x{k:.3g}: {r.moved:.1f} % of predictions changed, terms {r.terms:.3g} of W_r, "
         f"error {r.mean:.2f}"
@@ -998,7 +1023,7 @@ def _departure_lines(S: dict) -> list[str]:
     ]
 
 
-def _figures(S: dict) -> list[Figure]:
+def _figures(S: Summary) -> list[Figure]:
     draws = {
         "cifartuning_sg": _sg_figure,
         "cifartuning_sw": _sw_figure,
@@ -1010,12 +1035,12 @@ def _figures(S: dict) -> list[Figure]:
     return [Figure(name, _styled(functools.partial(draw, S))) for name, draw in draws.items()]
 
 
-def _tables(S: dict) -> list[Table]:
+def _tables(S: Summary) -> list[Table]:
     return [
         Table("cifartuning_summary", SWEEP_SUMMARY_HEADER, sweep_summary_rows(S)),
-        Table("cifartuning_seeds", cs.SEED_HEADER, S["seed_rows"]),  # every run, as CSV beside the tables
-        Table("cifartuning_claims", CLAIMS_HEADER, claim_rows(S["claims"])),
-        cs.claims_table(NAME, "Tuning", S["claims"]),
+        Table("cifartuning_seeds", cs.SEED_HEADER, S.seed_rows),  # every run, as CSV beside the tables
+        Table("cifartuning_claims", CLAIMS_HEADER, claim_rows(S.claims)),
+        cs.claims_table(NAME, "Tuning", S.claims),
     ]
 
 
@@ -1023,7 +1048,7 @@ def outputs(results: Results) -> list:
     """The section's figures, tables, variables and printed lines from its plan's ``results``."""
     sizes, exact = results["sizes"], results["exact"]
     S = summary(results)
-    P = S["protocol"]
+    P = S.protocol
     quoted = dict(
         ParamsResNet=f"{sizes[P['conventional']][0] / 1e6:.2f}M",
         ParamsQResNet=f"{sizes[P['model']][0] / 1e6:.2f}M",
@@ -1033,10 +1058,10 @@ def outputs(results: Results) -> list:
     return [
         Lines([f"{results.profile} {data(results.profile, results.tiny)} {P}"]),
         Lines(_checked_lines(sizes, exact, P), check=True),
-        Lines([f"{S['runs']} runs, {S['pending']} pending; conventional ResNet20 final error {S['conv_error']:.2f}"]),
+        Lines([f"{S.runs} runs, {S.pending} pending; conventional ResNet20 final error {S.conv_error:.2f}"]),
         *_figures(S),
         Lines(_departure_lines(S)),
         *_tables(S),
-        Lines([f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"]]),
+        Lines([f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S.claims]),
         Variables({**quoted, **variables(S, exact)}),
     ]

@@ -10,7 +10,9 @@ is supported when the interval of ``err(square) - err(quadratic)`` lies above ze
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import NamedTuple
 
 from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
 from quadnn_paper.analysis import paired, stats
@@ -84,16 +86,16 @@ def plan(profile: str, tiny: bool = False) -> dict:
     return {"params": params, **capped(cs.plan(cs.vgg_rows(), P, width=P["width"]), tiny)}
 
 
-def _loss_figure(S: dict):
+def _loss_figure(S: Summary):
     """Mean training loss per epoch of each row's first seed, with the divergence limit."""
     import matplotlib.pyplot as plt
 
-    P = S["protocol"]
+    P = S.protocol
     R = P["recipe"]
     # one column, the legend under the axes (beside them it left the panel half an inch wide)
     fig, ax = plt.subplots(figsize=(3.4, 3.0))
-    for row in [r for r in S["rows"] if S["history"][r]]:
-        h = S["history"][row][0]["history"]
+    for row in [r for r in S.rows if S.history[r]]:
+        h = S.history[row][0]["history"]
         ep = [x["epoch"] for x in h]
         loss = [x["train_loss"] if x["train_loss"] is not None else float("nan") for x in h]
         ax.plot(
@@ -103,9 +105,9 @@ def _loss_figure(S: dict):
             ms=3,
             label=row.label.replace("VGG16 (square activation), ", "square, "),
         )
-        if S["history"][row][0]["status"] != "finished":
+        if S.history[row][0]["status"] != "finished":
             ax.plot(ep[-1], loss[-1] if math.isfinite(loss[-1]) else R["epochs"], "kx")
-    ax.axhline(S["loss_limit"], color="0.5", ls="--", lw=0.8)
+    ax.axhline(S.loss_limit, color="0.5", ls="--", lw=0.8)
     ax.set_yscale("log")
     # decades only: over less than a decade matplotlib labels the minor ticks too, and they collide
     from matplotlib.ticker import NullFormatter
@@ -127,9 +129,9 @@ def outputs(results: Results) -> list:
     S = summary(results)
     P = results.protocol
     intro = f"profile {results.profile} | data {data(results.profile, results.tiny)} | width {P['width']} | epochs {P['recipe']['epochs']} | seeds {P['seeds']}"
-    runs_text = [f"{t['row'].label:40s} {error_cell(S['summaries'][t['row']]):>24s}  {t['engine']}" for t in S["table"]]
-    runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S["claims"] + [S["vs_vgg"]]]
-    table = [[t["row"].label, f"{params[t['row']] / 1e6:.2f}M", t["engine"], t["ours"], t["paper"]] for t in S["table"]]
+    runs_text = [f"{t.row.label:40s} {error_cell(S.summaries[t.row]):>24s}  {t.engine}" for t in S.table]
+    runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S.claims + [S.vs_vgg]]
+    table = [[t.row.label, f"{params[t.row] / 1e6:.2f}M", t.engine, t.ours, t.paper] for t in S.table]
     return [
         Lines([intro]),
         Lines([f"{row.label:40s} {n:>12,d}" for row, n in params.items()], check=True),
@@ -137,8 +139,8 @@ def outputs(results: Results) -> list:
         Table(
             "vgg_stability", ["Network", "Params", Column("Engine", align="l"), "Error ours (%)", "Paper (%)"], table
         ),
-        Table("vgg_claims", CLAIMS_HEADER, claim_rows(S["claims"])),
-        cs.claims_table(NAME, "VGG", S["claims"] + [S["vs_vgg"]]),
+        Table("vgg_claims", CLAIMS_HEADER, claim_rows(S.claims)),
+        cs.claims_table(NAME, "VGG", S.claims + [S.vs_vgg]),
         Figure("vgg_stability_loss", lambda: _loss_figure(S)),
         Variables(variables(S, params)),
     ]
@@ -190,12 +192,21 @@ def _ours_cell(row: cs.Row, s: dict, chance: float) -> str | Cell:
     )
 
 
-def _table(per_row: dict[cs.Row, list], sums: dict[cs.Row, dict], chance: float) -> list[dict]:
+class TableRow(NamedTuple):
+    """A row of the section's table: what the engine reports, our error, the paper's."""
+
+    row: cs.Row
+    engine: str
+    ours: str | Cell
+    paper: str
+
+
+def _table(per_row: dict[cs.Row, list], sums: dict[cs.Row, cs.Errors], chance: float) -> list[TableRow]:
     """The section's table, one entry per row: what the engine reports, our error, the paper's."""
     table = []
     for row, res in per_row.items():
         s, done = sums[row], [x for x in res if x is not None]
-        table.append(dict(row=row, engine=_engine_cell(s, done), ours=_ours_cell(row, s, chance), paper=row.paper))
+        table.append(TableRow(row, _engine_cell(s, done), _ours_cell(row, s, chance), row.paper))
     return table
 
 
@@ -233,7 +244,32 @@ def _test_images(per_row: dict[cs.Row, list]) -> int | None:
     return next((x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None)
 
 
-def summary(results: Results) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What the section's outputs are made of: its rows' errors and table, the claims, the numbers
+    the text quotes."""
+
+    protocol: dict
+    rows: list[cs.Row]
+    table: list[TableRow]
+    summaries: dict[cs.Row, cs.Errors]
+    claims: list[paired.Claim]
+    vs_vgg: paired.Claim  # the measurement against the conventional VGG16 (no claim in the paper)
+    chance: float
+    pending: int
+    runs: int
+    square_diverged: int
+    square_not_learned: int
+    square_runs: int
+    qvgg: cs.Row
+    vgg: cs.Row
+    history: dict[cs.Row, list[dict]]  # each row's delivered results (pending left out), in plan order
+    num_classes: int
+    loss_limit: float
+    test_images: int | None
+
+
+def summary(results: Results) -> Summary:
     """Rows, claims and quoted numbers from the section's ``results``."""
     P = results.protocol
     R = P["recipe"]
@@ -247,7 +283,7 @@ def summary(results: Results) -> dict:
     square = [r for r in rows if r.model == "cifar_vgg16_square"]
     claims, vs_vgg = _claims(qvgg, vgg, square, errs, R["dataset"], cs.moved(per_row[qvgg]))
     num_classes = 100 if R["dataset"] == "cifar100" else 10
-    return dict(
+    return Summary(
         protocol=P,
         rows=rows,
         table=_table(per_row, sums, chance),
@@ -257,14 +293,12 @@ def summary(results: Results) -> dict:
         chance=chance,
         pending=sum(s.pending for s in sums.values()),
         runs=sum(len(v) for v in per_row.values()),
-        learned=learned,
         square_diverged=sum(sums[r].finished == 0 and not sums[r].pending for r in square),
         square_not_learned=sum(not learned[r] for r in square),
         square_runs=len(square),
         qvgg=qvgg,
         vgg=vgg,
         history={r: [x for x in per_row[r] if x is not None] for r in rows},
-        detectable=paired.detectable_text(claims),
         num_classes=num_classes,
         loss_limit=next(c for c in results.plan.values() if isinstance(c, RunConfig)).diverge_factor
         * math.log(num_classes),
@@ -272,22 +306,21 @@ def summary(results: Results) -> dict:
     )
 
 
-def variables(S: dict, params: dict) -> dict:
+def variables(S: Summary, params: dict) -> dict:
     """The numbers the section's text quotes, by macro name (``params``: counts by row)."""
-    P, sums = S["protocol"], S["summaries"]
+    P, sums = S.protocol, S.summaries
     R, F = P["recipe"], PROTOCOLS["full"]["recipe"]  # F: the recipe the text describes
-    q, v = sums[S["qvgg"]], sums[S["vgg"]]
+    q, v = sums[S.qvgg], sums[S.vgg]
     # Words from the paired verdict, never from the bare means.
     comparison = {
         stats.SUPPORTED: "lower than",
         stats.CONTRADICTED: "higher than",
-    }.get(S["vs_vgg"].verdict, "not distinguishable from")
-    if S["vs_vgg"].verdict.startswith(stats.EQUIVALENT):
+    }.get(S.vs_vgg.verdict, "not distinguishable from")
+    if S.vs_vgg.verdict.startswith(stats.EQUIVALENT):
         comparison = "within the equivalence margin of"
     if q.pending or v.pending:
         comparison = "pending"
-    verdicts = [c.verdict for c in S["claims"]]
-    sd, mde, n = S["detectable"]
+    verdicts = [c.verdict for c in S.claims]
     return dict(
         Epochs=R["epochs"],
         FullMomentum=F["momentum"],
@@ -302,29 +335,29 @@ def variables(S: dict, params: dict) -> dict:
         Seeds=len(P["seeds"]),
         TrainImages=R.get("train_limit") or "all",
         BatchSize=R["batch_size"],
-        TestImages=S["test_images"] or "--",
+        TestImages=S.test_images or "--",
         DivergeFactor=RunConfig().diverge_factor,
-        LossLimit=S["loss_limit"],
-        NumClasses=S["num_classes"],
-        SquareDiverged=S["square_diverged"],
-        SquareNotLearned=S["square_not_learned"],
-        Chance=S["chance"],
+        LossLimit=S.loss_limit,
+        NumClasses=S.num_classes,
+        SquareDiverged=S.square_diverged,
+        SquareNotLearned=S.square_not_learned,
+        Chance=S.chance,
         Margin=MARGIN,
         # the quadratic VGG16's rate of the quadratic terms as trained here (the paper's times its gamma_scale)
         QvggRateTrained=f"{cs.QVGG_LR_G * P['gamma_scale']:.2g}",
         GammaScale=f"{P['gamma_scale']:.3g}",
-        SquareRuns=S["square_runs"],
-        Verdict=cs.pending_text(S["pending"], S["runs"]) if S["pending"] else stats.combine(verdicts),
+        SquareRuns=S.square_runs,
+        Verdict=cs.pending_text(S.pending, S.runs) if S.pending else stats.combine(verdicts),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsAll=len(verdicts),
-        HolmFamily=paired.family_size([*S["claims"], S["vs_vgg"]]),
+        HolmFamily=paired.family_size([*S.claims, S.vs_vgg]),
         VggError=cs.error_cell(v) if v.pending else (v.mean if v.finished else "no converge"),
         QvggError=cs.error_cell(q) if q.pending else (q.mean if q.finished else "no converge"),
         QvggComparison=comparison,
-        QvggVsVgg=S["vs_vgg"].evidence(),
-        QvggVsVggVerdict=S["vs_vgg"].verdict,
-        VggParams=f"{params[S['vgg']] / 1e6:.2f}M",
-        QvggParams=f"{params[S['qvgg']] / 1e6:.2f}M",
-        PowerSentence=paired.power_sentence([*S["claims"], S["vs_vgg"]]),
+        QvggVsVgg=S.vs_vgg.evidence(),
+        QvggVsVggVerdict=S.vs_vgg.verdict,
+        VggParams=f"{params[S.vgg] / 1e6:.2f}M",
+        QvggParams=f"{params[S.qvgg] / 1e6:.2f}M",
+        PowerSentence=paired.power_sentence([*S.claims, S.vs_vgg]),
         Level=round(100 * stats.LEVEL),
     )
