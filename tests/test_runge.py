@@ -121,7 +121,7 @@ def test_the_cached_pieces_give_summary_the_numbers_of_the_pieces_themselves(one
     analysed = XR.piece_analysis(P["interval"], P["width"], P["depth"], result)
     by_cache = R.summary(result, json.loads(json.dumps(analysed)), P)  # as the cache returns it
     direct = R.summary(result, analysed, P)
-    assert by_cache["variables"] == direct["variables"] and by_cache["piece_rows"] == direct["piece_rows"]
+    assert by_cache.variables == direct.variables and by_cache.piece_rows == direct.piece_rows
 
 
 def test_experiment_refuses_a_configuration_it_does_not_train():
@@ -157,7 +157,7 @@ def test_pending_training_renders_with_the_finished_variables(tmp_path, one_thre
     pending_vars = next(o.values for o in pending if isinstance(o, Variables))
     result = XR.experiment(**XR.experiment_config(dict(R.protocol("smoke"), iterations=20)))
     P = R.protocol("smoke")
-    finished = R.summary(result, XR.piece_analysis(P["interval"], P["width"], P["depth"], result), P)["variables"]
+    finished = R.summary(result, XR.piece_analysis(P["interval"], P["width"], P["depth"], result), P).variables
     assert list(pending_vars) == list(finished)
     assert {k for k, v in pending_vars.items() if v != "pending"} == {"Seeds", "Iterations", "BlownRmse", "PaperPieces"}
 

@@ -164,12 +164,12 @@ def _oscillation_variables(osc: dict, sigmas: list[str], ranges: list[str]) -> d
     )
 
 
-def _oscillation_summary(osc: dict) -> dict:
+def _oscillation_summary(osc: dict) -> tuple[list[OscillationRow], dict]:
     """Rows and variables of the oscillation table from :func:`oscillation`'s output."""
     sigmas = sorted(osc["max_abs"]["conventional"], key=float)
     ranges = sorted(osc["max_abs"]["conventional"][sigmas[0]], key=float)
     rows = [_oscillation_row(osc, kind, s, R) for kind in ("conventional", "quadratic") for s in sigmas for R in ranges]
-    return dict(oscillation_rows=rows, oscillation_variables=_oscillation_variables(osc, sigmas, ranges))
+    return rows, _oscillation_variables(osc, sigmas, ranges)
 
 
 def _variety_row(r: dict) -> VarietyRow:
@@ -215,10 +215,10 @@ def _variety_variables(vd: list[dict], rows: list[VarietyRow]) -> dict:
     return var
 
 
-def _variety_summary(vd: list[dict]) -> dict:
+def _variety_summary(vd: list[dict]) -> tuple[list[VarietyRow], dict]:
     """Rows and variables of the variety table from :func:`variety_table`'s output."""
     rows = [_variety_row(r) for r in vd]
-    return dict(variety_rows=rows, variety_variables=_variety_variables(vd, rows))
+    return rows, _variety_variables(vd, rows)
 
 
 def _amplification_row(d: str, amp_d: dict, ratio: float) -> list:
@@ -249,7 +249,7 @@ def _amplification_variables(amp: dict, depths: list[str], normalised: dict, rat
     )
 
 
-def _amplification_summary(amp: dict) -> dict:
+def _amplification_summary(amp: dict) -> tuple[dict, list[list], dict]:
     """The figure's curves, the rows and the variables of the amplification table from
     :func:`amplification`'s output."""
     depths = sorted(amp, key=int)
@@ -260,11 +260,9 @@ def _amplification_summary(amp: dict) -> dict:
     ratio = np.array(
         [np.median(np.array(amp[d]["quadratic_random"]) / np.array(amp[d]["conventional"])) for d in depths]
     )
-    return dict(
-        amplification=dict(depths=np.array([int(d) for d in depths]), normalised=normalised, ratio=ratio),
-        amplification_rows=[_amplification_row(d, amp[d], r) for d, r in zip(depths, ratio)],
-        amplification_variables=_amplification_variables(amp, depths, normalised, ratio),
-    )
+    curves = dict(depths=np.array([int(d) for d in depths]), normalised=normalised, ratio=ratio)
+    rows = [_amplification_row(d, amp[d], r) for d, r in zip(depths, ratio)]
+    return curves, rows, _amplification_variables(amp, depths, normalised, ratio)
 
 
 # --------------------------------------------------------------------------------------
@@ -525,13 +523,12 @@ def _pending(part: str) -> list:
 
 # -- 1. oscillation ---------------------------------------------------------------------
 def _oscillation_outputs(osc: dict, cfg: dict) -> list:
-    S = _oscillation_summary(osc)
-    rows = S["oscillation_rows"]
+    rows, V = _oscillation_summary(osc)
     return [
         Lines([f"{r[0]:>12} sigma={r[1]:<5} R={r[2]:<6g} median={r[3]:.3g}  [{r[4]:.2g}, {r[5]:.2g}]" for r in rows]),
         Figure("expressivity_oscillation", lambda: _oscillation_figure(osc, cfg)),
         Table("expressivity_oscillation", HEADERS["expressivity_oscillation"], rows, digits=3),
-        Variables({**S["oscillation_variables"], "OscDraws": cfg["n_draws"]}),
+        Variables({**V, "OscDraws": cfg["n_draws"]}),
     ]
 
 
@@ -723,8 +720,7 @@ def _hall_meyer_outputs(hm: dict) -> list:
 
 # -- 4. the variety's dimension ---------------------------------------------------------------
 def _variety_outputs(vd: list[dict]) -> list:
-    S = _variety_summary(vd)
-    rows, V = S["variety_rows"], S["variety_variables"]
+    rows, V = _variety_summary(vd)
     lines = [
         f"{'d':>14} | {'quadratic p2: P paper corr layer NUM':>37} | {'quad. act. p1: P paper corr NUM':>32} | p2>p1"
     ]
@@ -749,10 +745,9 @@ def _variety_outputs(vd: list[dict]) -> list:
 
 # -- 5. amplification ---------------------------------------------------------------------
 def _amplification_outputs(amp: dict, cfg: dict) -> list:
-    S = _amplification_summary(amp)
-    rows, V = S["amplification_rows"], S["amplification_variables"]
+    curves, rows, V = _amplification_summary(amp)
     return [
-        Figure("expressivity_amplification", lambda: _amplification_figure(S["amplification"])),
+        Figure("expressivity_amplification", lambda: _amplification_figure(curves)),
         Table("expressivity_amplification", HEADERS["expressivity_amplification"], rows, digits=3),
         Lines([str(r) for r in rows]),
         Variables({"AmpDraws": cfg["n_draws"], "AmpWidth": cfg["width"], **V}),

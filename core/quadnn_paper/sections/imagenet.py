@@ -14,6 +14,7 @@ section's table, figures and variables. One run under torchrun (DDP):
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -523,7 +524,23 @@ def _compute_seconds(by_model: dict[str, list[dict]]) -> float:
     )
 
 
-def summary(results: Results) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What the section's outputs are made of (:func:`summary`)."""
+
+    claims: list[paired.Claim]
+    protocol: dict
+    by_model: dict[str, list[dict]]  # per model its finished results, in run order
+    pending: list[tuple[str, int]]  # the (model, seed) of the runs pending
+    params: dict[str, int]  # parameters at ImageNet size (:func:`parameter_counts`)
+    classes: int
+    top5: bool  # whether the table shows top-5 errors (at least TOP5_MIN_CLASSES classes)
+    rows: list[list]  # the error table's
+    header: list
+    variables: dict
+
+
+def summary(results: Results) -> Summary:
     """Per model the finished results (``by_model``), the pending ones, the error table's rows
     (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes, from the section's
     ``results``."""
@@ -534,7 +551,7 @@ def summary(results: Results) -> dict:
     top5 = n_classes >= TOP5_MIN_CLASSES
     moved_by = {m: cs.moved(rs) for m, rs in by_model.items()}  # None for a conventional network
     decided = claims(seed_errors(results.runs(), n_classes), moved_by, n_classes)
-    return dict(
+    return Summary(
         claims=decided,
         protocol=P,
         by_model=by_model,
@@ -542,7 +559,6 @@ def summary(results: Results) -> dict:
         params=full_params,
         classes=n_classes,
         top5=top5,
-        labels={m: trained_label(m, P["width"]) for m in P["models"]},
         rows=_table_rows(P["models"], by_model, full_params, P["width"], top5),
         header=table_header(top5),
         variables={
@@ -628,16 +644,16 @@ def _crops_figure(sample: dict):
     return fig
 
 
-def _curves_figure(S: dict):
+def _curves_figure(S: Summary):
     """Training loss per epoch of each model's first run, one panel per depth."""
     import matplotlib.pyplot as plt
 
-    P = S["protocol"]
+    P = S.protocol
     depths = sorted({depth_of(m) for m in P["models"]})
     fig, axes = plt.subplots(len(depths), 1, figsize=(3.4, 2.8 * len(depths)), squeeze=False)
     for ax, d in zip(axes[:, 0], depths):
-        for m in [m for m in P["models"] if depth_of(m) == d and S["by_model"][m]]:
-            h = S["by_model"][m][0]["history"]
+        for m in [m for m in P["models"] if depth_of(m) == d and S.by_model[m]]:
+            h = S.by_model[m][0]["history"]
             # What was trained (family and depth here, width and data in the title); the paper's names: the table.
             ax.plot([e["epoch"] for e in h], [e["train_loss"] for e in h], marker="o", ms=3, label=trained_label(m))
         data = "ImageNet" if P["data"] == "imagenet" else f"{P['crop']}-px {_STANDIN_WORDS[P['data']]} (stand-in)"
@@ -670,12 +686,12 @@ def _data_lines(sample: dict) -> list[str]:
     ]
 
 
-def _run_lines(S: dict) -> list[str]:
+def _run_lines(S: Summary) -> list[str]:
     """One line per run: pending, or its errors (top-5 only with >= TOP5_MIN_CLASSES classes), size and speed."""
-    lines = [f"{model:<28} seed {seed}: pending" for model, seed in S["pending"]]
-    for m, rs in S["by_model"].items():
+    lines = [f"{model:<28} seed {seed}: pending" for model, seed in S.pending]
+    for m, rs in S.by_model.items():
         for r in rs:
-            top5 = f"  top-5 {r['top5_error']:5.2f}%" if S["top5"] else ""
+            top5 = f"  top-5 {r['top5_error']:5.2f}%" if S.top5 else ""
             err = "diverged" if r["top1_error"] is None else f"top-1 {r['top1_error']:5.2f}%{top5}"
             lines.append(f"{m:<28}: {err}  ({r['params']:,d} params, {r['epoch_time']:.1f} s/epoch)")
     return lines
@@ -685,24 +701,24 @@ def outputs(results: Results) -> list:
     """The section's table, figures, variables and printed lines from its plan's ``results``."""
     S = summary(results)
     sample = results["data"]
-    if sample["classes"] != S["classes"]:  # the data as the section knows it
-        raise ValueError(f"{sample['classes']} classes in the data the runs read; the section expects {S['classes']}")
-    P = S["protocol"]
+    if sample["classes"] != S.classes:  # the data as the section knows it
+        raise ValueError(f"{sample['classes']} classes in the data the runs read; the section expects {S.classes}")
+    P = S.protocol
     return [
         Lines([f"profile {results.profile}", str({k: v for k, v in P.items() if k != "models"})]),
-        Lines(_params_lines(S["params"]), check=True),
+        Lines(_params_lines(S.params), check=True),
         Lines(_data_lines(sample), check=True),
         Lines(_run_lines(S)),
         # "trained": the network as trained (depth, width); top-5 only with >= TOP5_MIN_CLASSES classes.
-        Table("imagenet_errors", S["header"], S["rows"], digits=4),
-        Table("imagenet_claims", cs.CLAIMS_HEADER, cs.claim_rows(S["claims"])),
-        cs.claims_table(NAME, "ImageNet", S["claims"]),
-        Lines([str(r) for r in S["rows"]]),
+        Table("imagenet_errors", S.header, S.rows, digits=4),
+        Table("imagenet_claims", cs.CLAIMS_HEADER, cs.claim_rows(S.claims)),
+        cs.claims_table(NAME, "ImageNet", S.claims),
+        Lines([str(r) for r in S.rows]),
         Figure("imagenet_crops", lambda: _crops_figure(sample)),
         Figure("imagenet_curves", lambda: _curves_figure(S)),
         Variables(
             {
-                **S["variables"],
+                **S.variables,
                 "TrainImages": sample["train_images"],
                 "ValImages": sample["val_images"],
                 "Classes": sample["classes"],

@@ -12,6 +12,7 @@ data :mod:`quadnn_paper.data.kitti`), :func:`plan` (the runs and a look at the d
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -233,7 +234,17 @@ METRIC_COLUMNS = dict(
 )
 
 
-def summary(results: Results, seed: int | None = None) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What the section's outputs are made of (:func:`summary`)."""
+
+    protocol: dict
+    results: dict[str, dict | None]  # per model (display name) its result, None while pending
+    rows: list[list]  # the metrics table's: the paper's and ours
+    variables: dict
+
+
+def summary(results: Results, seed: int | None = None) -> Summary:
     """Per model (display name) its result or None (pending), the metrics table's rows (the paper's
     and ours) and the variables the text quotes. ``seed``: only that seed's runs (default: all)."""
     from quadnn_paper.common.cells import Cell
@@ -272,7 +283,7 @@ def summary(results: Results, seed: int | None = None) -> dict:
         LrQuad=power_of_ten(P["lr_b"]),
         ComputeMinutes=f"{sum(r['epoch_time'] * r['epochs_run'] for r in (lap, quad) if r) / 60:.1f}",
     )
-    return dict(protocol=P, results=by_name, rows=rows, variables=var)
+    return Summary(P, by_name, rows, var)
 
 
 # -- the section's outputs ---------------------------------------------------------------------------
@@ -293,19 +304,19 @@ def _scene_figure(sample: dict):
     return fig
 
 
-def _curves_figure(S: dict, tiny: bool):
+def _curves_figure(S: Summary, tiny: bool):
     """Training loss per epoch of both models."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(3.4, 2.1))
-    for name, r in S["results"].items():
+    for name, r in S.results.items():
         if r is not None:
             h = r["history"]
             ax.plot([e["epoch"] for e in h], [e["train_loss"] for e in h], marker="o", ms=3, label=name)
     ax.set_xlabel("epoch", fontsize=7)
     ax.set_ylabel("training loss (SILog)", fontsize=7)
     ax.tick_params(labelsize=6.5)
-    ax.set_title(trained_what(S["protocol"], tiny), fontsize=6.5)  # a stand-in says what it trained
+    ax.set_title(trained_what(S.protocol, tiny), fontsize=6.5)  # a stand-in says what it trained
     # beside: curves may fill any corner
     if ax.get_lines():
         ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
@@ -323,10 +334,10 @@ def _data_lines(sample: dict) -> list[str]:
     ]
 
 
-def _run_lines(S: dict) -> list[str]:
+def _run_lines(S: Summary) -> list[str]:
     """One line per model: pending, or its size, metrics and training time."""
     lines = []
-    for name, r in S["results"].items():
+    for name, r in S.results.items():
         if r is None:  # a run still pending on a cluster shows as "pending" everywhere
             lines.append(f"{name:<20} pending")
             continue
@@ -341,12 +352,12 @@ def outputs(results: Results) -> list:
     sample = results["data"]
     header = ["model", Column("source", align="l")] + [METRIC_COLUMNS[k] for k in METRICS]
     return [
-        Lines([f"profile {results.profile}", str(S["protocol"])]),
+        Lines([f"profile {results.profile}", str(S.protocol)]),
         Lines(_data_lines(sample), check=True),
         Lines(_run_lines(S)),
-        Table("kitti_metrics", header, S["rows"], digits=3),
-        Lines([str(r) for r in S["rows"]]),
+        Table("kitti_metrics", header, S.rows, digits=3),
+        Lines([str(r) for r in S.rows]),
         Figure("kitti_scene", lambda: _scene_figure(sample)),
         Figure("kitti_curves", lambda: _curves_figure(S, results.tiny)),
-        Variables({**S["variables"], "TrainImages": sample["train_images"], "TestImages": sample["test_images"]}),
+        Variables({**S.variables, "TrainImages": sample["train_images"], "TestImages": sample["test_images"]}),
     ]

@@ -10,6 +10,8 @@ piecewise decomposition (``network_checks``), and the trained networks' pieces (
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -248,7 +250,28 @@ def _gap_and_spread(rmse_: dict) -> tuple[float, float]:
     return gap, spread
 
 
-def summary(results: dict, pieces: dict, P: dict) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """The section's numbers (:func:`summary`); per strategy, one entry per seed."""
+
+    protocol: dict
+    runs: dict[str, list[dict]]  # the trained runs' results
+    models: dict[str, list]  # the trained networks
+    rmse: dict[str, np.ndarray]  # test RMSEs
+    pieces: dict[str, list]  # each network's exact polynomial pieces
+    worst_piece_error: float  # the pieces against the networks: the worst relative error
+    n_pieces: dict[str, np.ndarray]
+    n_distinct: dict[str, np.ndarray]  # pieces, equal neighbours merged
+    high: dict[str, np.ndarray]  # largest |c_k|, k >= 3, over each network's pieces
+    order: list[str]  # the ReLinear strategies by mean RMSE, best first
+    gap: float  # the range of their mean RMSEs
+    spread: float  # their largest standard deviation
+    rmse_rows: list[list]
+    piece_rows: list[list]
+    variables: dict
+
+
+def summary(results: dict, pieces: dict, P: dict) -> Summary:
     """The section's numbers from :func:`run_experiment`'s ``results`` and :func:`piece_analysis`'s
     ``pieces``: per strategy the test RMSEs, the trained networks and their exact polynomial pieces;
     the RMSE and pieces tables (rows of :class:`~quadnn_paper.common.cells.Cell`); and the variables
@@ -271,7 +294,7 @@ def summary(results: dict, pieces: dict, P: dict) -> dict:
         **_paper_rmse_variables(rmse_),
         GapWithinSpread="yes" if gap < spread else "no",
     )
-    return dict(
+    return Summary(
         protocol=P,
         runs=by,
         models=models,
@@ -308,22 +331,22 @@ def _check_lines(checks: dict, P: dict) -> list[Lines]:
 def _result_lines(result: dict, S: dict) -> list[str]:
     """Per strategy the test RMSEs of its seeds, the pieces of its networks and their largest coefficients."""
     lines = [f"{len(result['runs'])} runs; training took {result['seconds']:.0f} s when computed"]
-    lines += [f"{LABEL[s]:>20}: RMSE " + " ".join(f"{v:.3g}" for v in S["rmse"][s]) for s in STRATEGIES]
-    lines.append(f"worst relative error of the pieces against the networks: {S['worst_piece_error']:.2g}")
+    lines += [f"{LABEL[s]:>20}: RMSE " + " ".join(f"{v:.3g}" for v in S.rmse[s]) for s in STRATEGIES]
+    lines.append(f"worst relative error of the pieces against the networks: {S.worst_piece_error:.2g}")
     lines += [
-        f"{LABEL[s]:>20}: pieces {S['n_pieces'][s].tolist()} (after merging equal neighbours "
-        f"{S['n_distinct'][s].tolist()}); max |c_k| (k>=3) median {np.median(S['high'][s]):.3g}"
+        f"{LABEL[s]:>20}: pieces {S.n_pieces[s].tolist()} (after merging equal neighbours "
+        f"{S.n_distinct[s].tolist()}); max |c_k| (k>=3) median {np.median(S.high[s]):.3g}"
         for s in STRATEGIES
     ]
     return lines
 
 
-def _fits_figure(S: dict):
+def _fits_figure(S: Summary):
     """Top: every seed's fit per strategy beside R(x); bottom: the coefficients of every piece of
     the median-RMSE network per strategy."""
     import matplotlib.pyplot as plt
 
-    P = S["protocol"]
+    P = S.protocol
     lo, hi = P["interval"]
     seeds = P["seeds"]
     x_train, y_train, _, _ = dataset(P)
@@ -331,11 +354,11 @@ def _fits_figure(S: dict):
     xt = torch.as_tensor(xf)[:, None]
     fig, axes = plt.subplots(2, len(STRATEGIES), figsize=(7.2, 3.3), sharey="row")  # printed size: full width
     for j, s in enumerate(STRATEGIES):
-        rmse_ = S["rmse"][s]
+        rmse_ = S.rmse[s]
         ax = axes[0, j]
         # dashed: the target is told from the fits by its dash, not by a shade (a strategy's colour may be grey)
         ax.plot(xf, runge(xf), color="k", lw=1.0, ls="--", label="R(x)")
-        for k, m in enumerate(S["models"][s]):
+        for k, m in enumerate(S.models[s]):
             with torch.no_grad():
                 ax.plot(xf, m(xt).numpy()[:, 0], color=COLOR[s], lw=0.7, alpha=0.55, label="fits" if k == 0 else None)
         ax.plot(x_train.numpy(), y_train.numpy(), "o", ms=1.8, color="k", label="train")
@@ -350,7 +373,7 @@ def _fits_figure(S: dict):
         # coefficients: the median-RMSE seed
         k_med = int(np.argsort(rmse_)[len(seeds) // 2])
         ax = axes[1, j]
-        ps = S["pieces"][s][k_med]
+        ps = S.pieces[s][k_med]
         cmap = plt.get_cmap("viridis")
         for i, (_, _, c) in enumerate(ps):
             deg = np.arange(len(c))
@@ -367,13 +390,13 @@ def _fits_figure(S: dict):
     return fig
 
 
-def _loss_figure(S: dict, steps: list[int]):
+def _loss_figure(S: Summary, steps: list[int]):
     """The median training MSE over seeds per strategy against the iterations."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(3.4, 2.6))  # printed size: one column
     for s in STRATEGIES:
-        L = np.array([r["loss"] for r in S["runs"][s]])
+        L = np.array([r["loss"] for r in S.runs[s]])
         ax.loglog(np.maximum(np.array(steps), 1), np.median(L, 0), color=COLOR[s], lw=1, label=LABEL[s])
     ax.set_xlabel("iteration", fontsize=7)
     ax.set_ylabel("training MSE (median)", fontsize=7)
@@ -430,13 +453,15 @@ def outputs(results: Results) -> list:
     if result is None:
         return head + _pending_outputs(P)
     S = summary(result, results["pieces"], P)
-    order = f"our order: {S['order']} | paper: {list(PAPER_ORDER)} | gap {round(S['gap'], 4)} largest std {round(S['spread'], 4)}"
+    order = (
+        f"our order: {S.order} | paper: {list(PAPER_ORDER)} | gap {round(S.gap, 4)} largest std {round(S.spread, 4)}"
+    )
     return head + [
         Lines(_result_lines(result, S)),
-        Table("runge_rmse", RMSE_HEADER, S["rmse_rows"], digits=3),
-        Variables(S["variables"]),
+        Table("runge_rmse", RMSE_HEADER, S.rmse_rows, digits=3),
+        Variables(S.variables),
         Lines([order]),
         Figure("runge_fits", lambda: _fits_figure(S)),
         Figure("runge_loss", lambda: _loss_figure(S, result["steps"])),
-        Table("runge_pieces", PIECES_HEADER, S["piece_rows"], digits=2),
+        Table("runge_pieces", PIECES_HEADER, S.piece_rows, digits=2),
     ]
