@@ -40,20 +40,20 @@ def test_metrics_clip_prediction_to_range():
 def test_depth_png_round_trip(tmp_path):
     d = np.array([[0.0, 1.0, 12.34567], [79.99, 150.0, 0.5]], dtype=np.float32)
     kitti.write_depth_png(tmp_path / "d.png", d)
-    back = depth.read_depth_png(tmp_path / "d.png")
+    back = kitti.read_depth_png(tmp_path / "d.png")
     assert back.dtype == np.float32 and back.shape == d.shape
     np.testing.assert_allclose(back, d, atol=0.5 / 256 + 1e-6)
     assert back[0, 0] == 0.0
 
 
 def test_loader_crop_cap_and_synthetic_files(tmp_path):
-    root = depth.write_synthetic_kitti(tmp_path / "kitti", n_train=2, n_test=2, height=48, width=96, seed=1)
+    root = kitti.write_synthetic_kitti(tmp_path / "kitti", n_train=2, n_test=2, height=48, width=96, seed=1)
     assert len((root / "splits" / "eigen_test_files.txt").read_text().splitlines()) == 2
-    ds = depth.KittiSplit(root, "splits/eigen_test_files.txt", max_depth=80.0, garg=True)
+    ds = kitti.KittiSplit(root, "splits/eigen_test_files.txt", max_depth=80.0, garg=True)
     rgb, gt, mask = ds[0]
     assert rgb.shape == (3, 48, 96) and gt.shape == mask.shape == (1, 48, 96)
     assert 0.0 <= float(rgb.min()) and float(rgb.max()) <= 1.0
-    raw = depth.read_depth_png(root / ds.items[0][1])
+    raw = kitti.read_depth_png(root / ds.items[0][1])
     assert (raw >= 80).any()  # the synthetic ground reaches beyond the cap ...
     assert float(gt.max()) < 80.0  # ... and the loader drops it
     assert not mask[0][~torch.from_numpy(kitti.garg_crop_mask(48, 96))].any()  # nothing outside the crop
@@ -65,16 +65,16 @@ def test_synthetic_tree_follows_the_last_settings(tmp_path):
     # smoke, then cpu, then smoke again into the same folder (make test after make paper)
     split = tmp_path / "kitti" / "splits" / "eigen_train_files.txt"
     for n in (2, 3, 2):
-        depth.write_synthetic_kitti(tmp_path / "kitti", n_train=n, n_test=1, height=16, width=32)
+        kitti.write_synthetic_kitti(tmp_path / "kitti", n_train=n, n_test=1, height=16, width=32)
         assert len(split.read_text().splitlines()) == n
 
 
 def test_loader_missing_data_message(tmp_path):
     with pytest.raises(FileNotFoundError, match="data/kitti"):
-        depth.KittiSplit(tmp_path / "nowhere", "splits/eigen_test_files.txt")
+        kitti.KittiSplit(tmp_path / "nowhere", "splits/eigen_test_files.txt")
     (tmp_path / "k").mkdir()
     with pytest.raises(FileNotFoundError, match="eigen_test_files"):
-        depth.KittiSplit(tmp_path / "k", "splits/eigen_test_files.txt")
+        kitti.KittiSplit(tmp_path / "k", "splits/eigen_test_files.txt")
 
 
 def test_quadratic_encoder_matches_conventional_at_init():

@@ -11,6 +11,7 @@ import quadnn.models  # noqa: F401  (registers the models)
 from quadnn import QuadraticConv2d
 from quadnn.models.imagenet_resnet import VARIANTS, ImageNetBasicBlock, ImageNetResNet
 from quadnn.relinear import transfer_weights_
+from quadnn_paper.data import imagefolder
 from quadnn_paper.engine import RunConfig, run
 from quadnn_paper.sections import imagenet as I
 
@@ -142,7 +143,7 @@ def test_features_only():
 # -- data and evaluation ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
-    return I.write_digits_folder(tmp_path_factory.mktemp("digits") / "tree", size=16, max_per_class=3)
+    return imagefolder.write_digits_folder(tmp_path_factory.mktemp("digits") / "tree", size=16, max_per_class=3)
 
 
 def test_digits_folder_layout_and_manifest(tiny_folder):
@@ -161,7 +162,7 @@ def test_digits_folder_layout_and_manifest(tiny_folder):
 
 
 def test_loader_shapes_and_tencrop(tiny_folder):
-    train, val = I.datasets(tiny_folder, crop=12, resize=16, scale=(0.35, 1.0))
+    train, val = imagefolder.datasets(tiny_folder, crop=12, resize=16, scale=(0.35, 1.0))
     assert train.classes == val.classes == [str(c) for c in range(10)]
     x, y = train[0]
     assert x.shape == (3, 12, 12) and x.dtype == torch.float32 and y == 0
@@ -172,7 +173,7 @@ def test_loader_shapes_and_tencrop(tiny_folder):
     torch.testing.assert_close(v[9], v[4].flip(-1))  # the centre crop, mirrored
     assert not torch.allclose(v[0], v[4])
     with pytest.raises(FileNotFoundError, match="ImageFolder"):
-        I.datasets(tiny_folder / "nowhere")
+        imagefolder.datasets(tiny_folder / "nowhere")
 
 
 class _CropVote(nn.Module):
@@ -274,11 +275,11 @@ def test_paper_labels_map_20_to_18_and_32_to_34():
 
 
 def test_digits_folder_rewritten_without_stale_images(tmp_path):
-    root = I.write_digits_folder(tmp_path / "t", size=8, max_per_class=3)
+    root = imagefolder.write_digits_folder(tmp_path / "t", size=8, max_per_class=3)
     stamp = (root / "manifest.json").stat().st_mtime_ns
-    assert I.write_digits_folder(root, size=8, max_per_class=3) == root  # same settings: untouched
+    assert imagefolder.write_digits_folder(root, size=8, max_per_class=3) == root  # same settings: untouched
     assert (root / "manifest.json").stat().st_mtime_ns == stamp
-    I.write_digits_folder(root, size=8, max_per_class=2)
+    imagefolder.write_digits_folder(root, size=8, max_per_class=2)
     assert len(list((root / "train").rglob("*.png"))) == 20 and len(list((root / "val").rglob("*.png"))) == 20
     assert I.folder_name(I.protocol("smoke")) == "digits-imagefolder-24-20"
     assert I.folder_name(I.protocol("full")) == "imagenet"

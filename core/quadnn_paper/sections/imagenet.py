@@ -24,18 +24,10 @@ from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
-
-# The data the section's runs read (re-exported for the notebook).
-from quadnn_paper.data.imagefolder import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    datasets,
-    write_digits_folder,
-    write_fashion_folder,
-)
 from quadnn_paper.engine import Computation, Results
+from quadnn_paper.experiments import imagenet as experiment
+from quadnn_paper.experiments.arrays import unpack
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._arrays import pack, unpack
 from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
@@ -251,39 +243,6 @@ def parameter_counts(models: list[str]) -> dict[str, int]:
     return out
 
 
-def data_sample(
-    root: str, data: str, image_size: int | None, max_per_class: int | None, crop: int, resize: int, scale: list
-) -> dict:
-    """The data a profile's runs read (the digits tree written first where it is the stand-in): its
-    classes and images, and, as the figure shows them, one training sample and the ten evaluation
-    crops of the first validation image."""
-    import torch
-
-    if data == "digits":
-        write_digits_folder(root, image_size, max_per_class=max_per_class)
-    elif data == "fashion_mnist":
-        write_fashion_folder(root, image_size, train_per_class=max_per_class)
-    train_set, val_set = datasets(root, crop, resize, tuple(scale))
-    with torch.random.fork_rng():
-        torch.manual_seed(0)  # the training sample's random crop
-        x, _ = train_set[0]
-    v, _ = val_set[0]
-    mean, std = torch.tensor(IMAGENET_MEAN)[:, None, None], torch.tensor(IMAGENET_STD)[:, None, None]
-
-    def shown(t):
-        return (t * std + mean).clamp(0, 1).permute(1, 2, 0).numpy()
-
-    return dict(
-        classes=len(train_set.classes),
-        train_images=len(train_set),
-        val_images=len(val_set),
-        train_shape=list(x.shape),
-        eval_shape=list(v.shape),
-        train_sample=pack(shown(x)),
-        eval_crops=pack(np.stack([shown(c) for c in v])),
-    )
-
-
 def plan(profile: str, tiny: bool = False) -> dict:
     """The parameter counts at ImageNet size (``"params"``), the look at the data (``"data"``) and
     every run, by ``(model, seed)``."""
@@ -308,7 +267,7 @@ def _data_sample(P: dict, root: str, tiny: bool) -> Computation:
     )
     # Writing the digits tree: seconds; indexing ImageNet's 1.28M training files: about a minute.
     seconds = 60 if P["data"] == "imagenet" and not tiny else 10
-    return Computation("imagenet_data", f"{__name__}:data_sample", config, seconds=seconds)
+    return Computation("imagenet_data", f"{experiment.__name__}:data_sample", config, seconds=seconds)
 
 
 # -- the section's numbers ---------------------------------------------------------------------------

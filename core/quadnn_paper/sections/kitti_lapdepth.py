@@ -15,28 +15,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
-
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
 from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
-
-# The data and the models the section's runs use (re-exported for the notebook).
-from quadnn_paper.data.kitti import (
-    DEPTH_SCALE,
-    MIN_DEPTH,
-    KittiSplit,
-    read_depth_png,
-    write_synthetic_kitti,
-)
+from quadnn_paper.data.kitti import DEPTH_SCALE, MIN_DEPTH
 from quadnn_paper.engine import Computation, Results
-from quadnn_paper.engine.lapdepth import (
-    METRICS,
-    MODELS,
-)
-from quadnn_paper.sections._arrays import pack, unpack
+from quadnn_paper.engine.lapdepth import METRICS, MODELS
+from quadnn_paper.experiments import kitti as experiment
+from quadnn_paper.experiments.arrays import unpack
 from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
@@ -179,30 +167,6 @@ def data(profile: str, tiny: bool = False) -> str:
     return f"TINY=1: tiny generated data in the {words} format" if tiny else words
 
 
-def data_sample(
-    root: str, synthetic: bool, n_train: int, n_test: int, height: int, width: int, max_depth: float, seed: int
-) -> dict:
-    """The data the runs read (the synthetic scenes written first where they are the stand-in): its
-    images, and the first test image as the figure shows it: the picture, its depth map as stored,
-    and the depth evaluated (Garg crop, below ``max_depth``; NaN elsewhere)."""
-    if synthetic:
-        write_synthetic_kitti(root, n_train, n_test, height, width, seed=seed)
-    train_set = KittiSplit(root, "splits/eigen_train_files.txt", max_depth, garg=False)
-    test_set = KittiSplit(root, "splits/eigen_test_files.txt", max_depth, garg=True)
-    rgb, gt, mask = test_set[0]
-    raw = read_depth_png(test_set.root / test_set.items[0][1])
-    return dict(
-        train_images=len(train_set),
-        test_images=len(test_set),
-        rgb_shape=list(rgb.shape),
-        depth_shape=list(gt.shape),
-        valid_pixels=int(mask.sum()),
-        image=pack(rgb.permute(1, 2, 0).numpy()),
-        stored=pack(np.where(raw > 0, raw, np.nan)),
-        evaluated=pack(np.where(mask[0].numpy(), gt[0].numpy(), np.nan)),
-    )
-
-
 def plan(profile: str, tiny: bool = False) -> dict:
     """The look at the data (``"data"``: the first seed's) and every run, by ``(model, seed)``."""
     P, configs = protocol(profile, tiny), runs(profile, tiny)
@@ -217,7 +181,7 @@ def plan(profile: str, tiny: bool = False) -> dict:
         max_depth=P["max_depth"],
         seed=first.split_seed,
     )
-    data = Computation("kitti_data", f"{__name__}:data_sample", config, seconds=5)
+    data = Computation("kitti_data", f"{experiment.__name__}:data_sample", config, seconds=5)
     return {"data": data, **{(cfg.model, cfg.seed): cfg for cfg in configs}}
 
 
