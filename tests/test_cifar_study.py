@@ -9,7 +9,7 @@ import timm
 import quadnn  # noqa: F401
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.profiles import PROFILES
-from quadnn_paper.engine import RunConfig, run
+from quadnn_paper.engine import Results, RunConfig, run
 from quadnn_paper.execution.sections import section_runs
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
@@ -137,6 +137,18 @@ def test_pending_runs_are_shown_as_pending_not_as_diverged():
     fin = dict(status="finished", test_error=7.0, epoch_time=1.0, diverged_reason=None)
     s = cs.summarise([fin, None, None])
     assert s.pending == 2 and cs.error_cell(s) == "pending (2 of 3 runs)"
+    assert cs.error_cell(cs.summarise([None])) == "pending (1 of 1 run)"
+
+
+def test_a_pending_verdict_counts_the_planned_runs_once():
+    """The VGG16 verdict while runs are pending says how many of the runs planned are missing: the
+    total is the plan's, whatever is pending."""
+    results = Results.of(vgg_stability, "smoke", {})
+    n = len(results.runs())
+    S = vgg_stability.summary(results)
+    assert S.runs == n and S.pending == n
+    V = vgg_stability.variables(S, dict.fromkeys(vgg_stability.rows(), 1))
+    assert V["Verdict"] == f"pending ({n} of {n} runs)" and V["QvggComparison"] == "pending"
 
 
 # -- claims from paired differences ---------------------------------------------------------------

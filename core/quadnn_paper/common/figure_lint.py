@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from .macros import read_macros
+from .outputs import PENDING
 
 __all__ = ["lint", "record", "promised_error_bars", "FigureLintError", "overlaps_rect", "say_empty"]
 
@@ -65,11 +66,11 @@ def pending_figure(figsize: tuple[float, float] = (3.5, 1.0)):
 
     fig, ax = plt.subplots(figsize=figsize)
     ax.axis("off")
-    ax.text(0.5, 0.5, "pending", transform=ax.transAxes, ha="center", va="center", fontsize=8)
+    ax.text(0.5, 0.5, PENDING, transform=ax.transAxes, ha="center", va="center", fontsize=8)
     return fig
 
 
-def say_empty(ax, why: str = "pending: no run has finished") -> None:
+def say_empty(ax, why: str = f"{PENDING}: no run has finished") -> None:
     """Write in an axes with nothing to plot why it is empty (an empty axes that says nothing is
     refused by :func:`lint`)."""
     if not ax.get_lines():

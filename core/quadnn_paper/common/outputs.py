@@ -13,7 +13,18 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Column", "Table", "Figure", "Variables", "Lines", "Overview", "Output", "call_chain"]
+__all__ = [
+    "Column",
+    "Table",
+    "Figure",
+    "Variables",
+    "Lines",
+    "Overview",
+    "Output",
+    "PENDING",
+    "pending_text",
+    "call_chain",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +42,15 @@ def columns(header: Sequence[str | Column]) -> list[Column]:
     """``header`` as columns, each with its alignment."""
     cols = [c if isinstance(c, Column) else Column(c) for c in header]
     return [c if c.align else dataclasses.replace(c, align="l" if i == 0 else "r") for i, c in enumerate(cols)]
+
+
+PENDING = "pending"  # what a table, figure or macro shows for a result a runner has not delivered
+
+
+def pending_text(*counts: tuple[int, int, str]) -> str:
+    """What stands in for results not delivered yet, each kind as ``(missing, total, noun)``:
+    "pending (2 of 3 runs)", "pending (1 of 1 run, 2 of 4 computations)"."""
+    return f"{PENDING} (" + ", ".join(f"{k} of {n} {noun}{'' if n == 1 else 's'}" for k, n, noun in counts) + ")"
 
 
 def call_chain(skip: tuple[str, ...] = (), depth: int = 12) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common.files import inside
+from ..common.outputs import pending_text
 from ..common.words import env_boolean, path_setting
 from .progress import Progress
 from .runners import RUNNERS, Job, make_runner
@@ -332,10 +333,10 @@ def pending_note(results: dict[str, dict | None], work: list) -> str | None:
     yet, else None."""
     from ..engine import Computation, work_id
 
-    parts = []
+    counts = []
     for kind in ("run", "computation"):
         items = [w for w in work if isinstance(w, Computation) == (kind == "computation")]
         missing = sum(results.get(work_id(w)) is None for w in items)
         if missing:
-            parts.append(f"{missing} of {len(items)} {kind}{'s' if len(items) != 1 else ''}")
-    return f"pending ({', '.join(parts)})" if parts else None
+            counts.append((missing, len(items), kind))
+    return pending_text(*counts) if counts else None

@@ -42,7 +42,7 @@ from quadnn_paper.analysis import stats
 from quadnn_paper.analysis.paired import UNTRAINED_MARGIN, Claim, chance
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
-from quadnn_paper.common.outputs import Column, Table
+from quadnn_paper.common.outputs import PENDING, Column, Table, pending_text
 from quadnn_paper.engine import RunConfig
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "plan",
     "Errors",
     "summarise",
-    "pending_text",
     "error_cell",
     "seed_errors",
     "claim_rows",
@@ -213,7 +212,7 @@ SEED_HEADER = ["Arm", "Setting", "Seed", "Status", "Test error (%)", "Prediction
 def seed_row(arm: str, setting: str, seed: int, result: dict | None) -> list:
     """One run's line of a section's per-seed results (shipped as CSV beside the tables)."""
     if result is None:
-        return [arm, setting, seed, "pending", "--", "--", "--"]
+        return [arm, setting, seed, PENDING, "--", "--", "--"]
     dep = result.get("departure") or {}
     err = result.get("test_error")
     return [
@@ -505,11 +504,6 @@ class Errors:
         return "no converge" + (f" ({self.diverged}/{self.n})" if self.n > 1 else "")
 
 
-def pending_text(pending: int, done: int) -> str:
-    """The text of a cell whose runs are not all delivered: "pending (2 of 3 runs)"."""
-    return f"pending ({pending} of {done + pending} runs)"
-
-
 def summarise(results: list[dict | None], limit: float = math.inf) -> Errors:
     """Mean/std of final test error over the seeds that trained; counts of runs that did not
     (``diverged``: the engine's divergence, or a final error at or above ``limit``, see
@@ -542,7 +536,7 @@ def error_cell(s: Errors | None, run: bool = True) -> str:
     if not run or s is None:
         return "full only"
     if s.pending:
-        return pending_text(s.pending, s.n)
+        return pending_text((s.pending, s.n + s.pending, "run"))
     if s.finished == 0:
         return s.no_converge()
     text = f"{s.mean:.2f}" + (f" +- {s.std:.2f}" if s.finished > 1 else "")

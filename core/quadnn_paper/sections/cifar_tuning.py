@@ -26,7 +26,7 @@ import numpy as np
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import number_word
-from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import PENDING, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, Results, RunConfig, stage_ends
 from quadnn_paper.experiments.cifar_tuning import gamma_zero_trajectory
@@ -993,7 +993,7 @@ def _departure_figure(S: Summary):
         if rows:
             ax.set_xscale("log")
         else:
-            ax.text(0.5, 0.5, "pending", transform=ax.transAxes, ha="center", va="center", color="0.5")
+            ax.text(0.5, 0.5, PENDING, transform=ax.transAxes, ha="center", va="center", color="0.5")
         ax.set_xlabel(rf"paper's $\gamma_g=\gamma_b$ (trained at {P['gamma_scale']:.3g} times it)")
     # The dotted threshold is named in the caption (a legend here sat on the points at some profile).
     title = f"ReLinear-sg, QResNet20{_width_tag(P)} (seed {P['grid_seeds'][0]:d}): departure from the linear twin"

@@ -18,7 +18,7 @@ import numpy as np
 
 from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import pending_figure
-from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.experiments import expressivity as experiment
@@ -514,10 +514,10 @@ def _pending(part: str) -> list:
     pending row, its figures with the word, its variables reading "pending" (the paper builds)."""
     shape = PARTS[part]
     return [
-        Lines([f"{part}: pending (see make status)"]),
-        *[Table(t, HEADERS[t], [["pending"] + [""] * (len(HEADERS[t]) - 1)]) for t in shape.tables],
+        Lines([f"{part}: {PENDING} (see make status)"]),
+        *[Table(t, HEADERS[t], [[PENDING] + [""] * (len(HEADERS[t]) - 1)]) for t in shape.tables],
         *[Figure(f, pending_figure) for f in shape.figures],
-        Variables({v: "pending" for v in shape.variables}),
+        Variables(dict.fromkeys(shape.variables, PENDING)),
     ]
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import say_empty
-from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.experiments import imagenet as experiment
@@ -342,7 +342,7 @@ def _error_cell(by_model: dict[str, list[dict]], model: str, key: str):
 
     mean, sd = _top(by_model, model, key)
     if mean is None:
-        return "diverged" if by_model.get(model) else "pending"
+        return "diverged" if by_model.get(model) else PENDING
     return Cell(mean, sd, decimals=2)
 
 
@@ -647,7 +647,7 @@ def _data_lines(sample: dict) -> list[str]:
 
 def _run_lines(S: Summary) -> list[str]:
     """One line per run: pending, or its errors (top-5 only with >= TOP5_MIN_CLASSES classes), size and speed."""
-    lines = [f"{model:<28} seed {seed}: pending" for model, seed in S.pending]
+    lines = [f"{model:<28} seed {seed}: {PENDING}" for model, seed in S.pending]
     for m, rs in S.by_model.items():
         for r in rs:
             top5 = f"  top-5 {r['top5_error']:5.2f}%" if S.top5 else ""

@@ -18,7 +18,7 @@ from pathlib import Path
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
 from quadnn_paper.common.figure_lint import say_empty
-from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.data.kitti import DEPTH_SCALE, MIN_DEPTH
 from quadnn_paper.engine import Computation, Results
@@ -217,17 +217,17 @@ def summary(results: Results, seed: int | None = None) -> Summary:
     by_name = {LABELS[m]: r for (m, s), r in results.runs().items() if seed is None or s == seed}
 
     def cell(v):
-        return Cell(v, decimals=3) if isinstance(v, float) else ("pending" if v is None else v)
+        return Cell(v, decimals=3) if isinstance(v, float) else (PENDING if v is None else v)
 
     rows = [[name, "paper"] + [cell(vals[k]) if k in vals else "--" for k in METRICS] for name, vals in PAPER.items()]
     rows += [
-        [name, f"ours ({results.profile})"] + [cell(r[k]) if r is not None else "pending" for k in METRICS]
+        [name, f"ours ({results.profile})"] + [cell(r[k]) if r is not None else PENDING for k in METRICS]
         for name, r in by_name.items()
     ]
     lap, quad = by_name["LapDepth"], by_name["Quadratic-LapDepth"]
 
     def shown(r, key, spec, scale=1.0, unit=""):
-        return "pending" if r is None or r[key] is None else format(r[key] / scale, spec) + unit
+        return PENDING if r is None or r[key] is None else format(r[key] / scale, spec) + unit
 
     var = dict(
         Encoder=P["encoder"],

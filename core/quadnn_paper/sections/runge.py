@@ -19,7 +19,7 @@ from quadnn_paper.analysis import stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell
 from quadnn_paper.common.figure_lint import pending_figure
-from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.experiments import runge as experiment
@@ -424,10 +424,10 @@ def pending_variables(P: dict) -> dict:
         Seeds=len(P["seeds"]),
         Iterations=P["iterations"],
         BlownRmse=BLOWN,
-        TrainSeconds="pending",
+        TrainSeconds=PENDING,
         PaperPieces=PAPER_PIECES,
-        WorstPieceError="pending",
-        **dict.fromkeys([*per_strategy, *_RANKING_VARIABLES], "pending"),
+        WorstPieceError=PENDING,
+        **dict.fromkeys([*per_strategy, *_RANKING_VARIABLES], PENDING),
     )
 
 
@@ -436,11 +436,11 @@ def _pending_outputs(P: dict) -> list:
     runs = len(STRATEGIES) * len(P["seeds"])
     return [
         Lines([f"training pending: {runs} runs ({len(STRATEGIES)} strategies x {len(P['seeds'])} seeds)"]),
-        Table("runge_rmse", RMSE_HEADER, [[_strategy_cell(s), *["pending"] * 3, PAPER_RMSE[s]] for s in STRATEGIES]),
+        Table("runge_rmse", RMSE_HEADER, [[_strategy_cell(s), *[PENDING] * 3, PAPER_RMSE[s]] for s in STRATEGIES]),
         Variables(pending_variables(P)),
         Figure("runge_fits", lambda: pending_figure((7.2, 3.3))),
         Figure("runge_loss", lambda: pending_figure((3.4, 2.6))),
-        Table("runge_pieces", PIECES_HEADER, [[_strategy_cell(s), *["pending"] * 3] for s in STRATEGIES]),
+        Table("runge_pieces", PIECES_HEADER, [[_strategy_cell(s), *[PENDING] * 3] for s in STRATEGIES]),
     ]
 
 

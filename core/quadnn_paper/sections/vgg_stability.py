@@ -17,7 +17,7 @@ from typing import NamedTuple
 from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.cells import Cell, power_of_ten
-from quadnn_paper.common.outputs import Column, Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables, pending_text
 from quadnn_paper.common.profiles import protocols
 from quadnn_paper.engine import Computation, Results, RunConfig
 from quadnn_paper.sections import _cifar as cs
@@ -319,7 +319,7 @@ def variables(S: Summary, params: dict) -> dict:
     if S.vs_vgg.verdict.startswith(stats.EQUIVALENT):
         comparison = "within the equivalence margin of"
     if q.pending or v.pending:
-        comparison = "pending"
+        comparison = PENDING
     verdicts = [c.verdict for c in S.claims]
     return dict(
         Epochs=R["epochs"],
@@ -347,7 +347,7 @@ def variables(S: Summary, params: dict) -> dict:
         QvggRateTrained=f"{cs.QVGG_LR_G * P['gamma_scale']:.2g}",
         GammaScale=f"{P['gamma_scale']:.3g}",
         SquareRuns=S.square_runs,
-        Verdict=cs.pending_text(S.pending, S.runs) if S.pending else stats.combine(verdicts),
+        Verdict=pending_text((S.pending, S.runs, "run")) if S.pending else stats.combine(verdicts),
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsAll=len(verdicts),
         HolmFamily=paired.family_size([*S.claims, S.vs_vgg]),
