@@ -24,6 +24,7 @@ __all__ = [
     "Claim",
     "pair_claim",
     "not_tested",
+    "verdict_counts",
     "adjust",
     "paper_effect",
     "tested_pairs",
@@ -338,6 +339,21 @@ def tested_pairs(claims: list[Claim]) -> int:
 def family_size(claims: list[Claim]) -> int:
     """The size of the Holm family the claims were adjusted in (pairs with a p-value)."""
     return max((c.family for c in claims), default=1)
+
+
+def verdict_counts(claims: list[Claim]) -> dict[str, int]:
+    """How many of ``claims`` read each verdict, and their Holm family's size, by the macro names
+    the text quotes them under."""
+    verdicts = [c.verdict for c in claims]
+    return dict(
+        ClaimsSupported=verdicts.count(stats.SUPPORTED),
+        ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
+        ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
+        ClaimsRefuted=sum(v.startswith(stats.REFUTED) for v in verdicts),
+        ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
+        ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
+        HolmFamily=family_size(claims),
+    )
 
 
 def not_tested(text: str, reason: str, paper: str = "", id: str = "") -> Claim:

@@ -55,3 +55,8 @@ def protocol_of(table: dict, profile: str, tiny: bool = False, caps=None) -> dic
         raise ValueError(f"tiny=True caps the full profile; use it with profile='full', not {profile!r}")
     P = copy.deepcopy(select(table, profile))
     return caps(P) if tiny and caps is not None else P
+
+
+def data_text(words: str, tiny: bool = False) -> str:
+    """A section's data in ``words``; at TINY=1, the tiny generated data written in that format."""
+    return f"TINY=1: tiny generated data in the {words} format" if tiny else words

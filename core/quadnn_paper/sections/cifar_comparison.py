@@ -19,7 +19,7 @@ from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell, number_word, power_of_ten
 from quadnn_paper.common.machine import compute_device
 from quadnn_paper.common.outputs import Lines, Overview, Table, Variables
-from quadnn_paper.common.profiles import protocols
+from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
@@ -109,7 +109,7 @@ def data(profile: str, tiny: bool = False) -> str:
     """The data the section's numbers come from, in words."""
     dataset = protocol(profile, tiny)["recipe"]["dataset"]
     words = cs.data_words(dataset, "CIFAR-10")
-    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+    return data_text(words, tiny)
 
 
 def param_counts(rows: list[list]) -> dict[str, int]:
@@ -621,7 +621,6 @@ def variables(S: Summary, params: dict) -> dict:
     P, R = S.protocol, S.protocol["recipe"]
     F = PROTOCOLS["full"]["recipe"]  # the recipe the text describes
     rows = S.rows
-    verdicts = [c.verdict for c in S.claims]
 
     def mparams(model, method):
         return f"{params[cs.row_for(rows, model, method)] / 1e6:.2f}M"
@@ -659,13 +658,7 @@ def variables(S: Summary, params: dict) -> dict:
         RowsRun=S.rows_run,
         RowsAll=len(rows),
         Runs=S.runs,
-        ClaimsSupported=verdicts.count(stats.SUPPORTED),
-        ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
-        ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
-        ClaimsRefuted=sum(v.startswith(stats.REFUTED) for v in verdicts),
-        ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
-        ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
-        HolmFamily=paired.family_size(S.claims),
+        **paired.verdict_counts(S.claims),
         HeadlineSeeds=len(cs.HEADLINE_SEEDS),
         RestSeeds=len(cs.REST_SEEDS),
         MarginShare="half" if stats.MARGIN_SHARE == 0.5 else f"{stats.MARGIN_SHARE:g} times",

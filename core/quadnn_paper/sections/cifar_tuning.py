@@ -27,7 +27,7 @@ from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import number_word
 from quadnn_paper.common.outputs import PENDING, Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocols
+from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results, RunConfig, stage_ends
 from quadnn_paper.experiments.cifar_tuning import gamma_zero_trajectory
 from quadnn_paper.sections import _cifar as cs
@@ -257,7 +257,7 @@ def run_plan(profile: str, tiny: bool = False) -> dict[tuple[str, float, int], R
 def data(profile: str, tiny: bool = False) -> str:
     """The data the section's numbers come from, in words."""
     words = cs.data_words(protocol(profile, tiny)["dataset"], "CIFAR-10")
-    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+    return data_text(words, tiny)
 
 
 def _error(res: dict | None) -> float:
@@ -715,7 +715,6 @@ def variables(S: Summary, exact: dict) -> dict:
     """The numbers the section's text quotes, by macro name (``exact``: :func:`gamma_zero_trajectory`)."""
     P = S.protocol
     out = dict(ConvError=S.conv_error)
-    verdicts = [c.verdict for c in S.claims]
     g0 = S.gamma0.pairs[0][2]
     out.update(
         Runs=S.runs,
@@ -743,14 +742,8 @@ def variables(S: Summary, exact: dict) -> dict:
         Level=round(100 * stats.LEVEL),
         Power=round(100 * stats.POWER),
         PowerSentence=paired.power_sentence(S.claims),
-        ClaimsSupported=verdicts.count(stats.SUPPORTED),
-        ClaimsContradicted=verdicts.count(stats.CONTRADICTED),
-        ClaimsEquivalent=sum(v.startswith(stats.EQUIVALENT) for v in verdicts),
-        ClaimsRefuted=sum(v.startswith(stats.REFUTED) for v in verdicts),
-        ClaimsUndecided=sum(v.startswith("undecided") for v in verdicts),
-        ClaimsNotTested=sum(v.startswith("not tested") for v in verdicts),
-        HolmFamily=paired.family_size(S.claims),
-        ClaimsAll=len(verdicts),
+        **paired.verdict_counts(S.claims),
+        ClaimsAll=len(S.claims),
         RestSeeds=len(P.get("rest_seeds", P["seeds"])),
         GammaZeroFloat="--" if g0 is None else g0.text(),
         ResultsSentence=results_sentence(S),

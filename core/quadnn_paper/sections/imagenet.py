@@ -23,7 +23,7 @@ from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocols
+from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.experiments import imagenet as experiment
 from quadnn_paper.experiments.arrays import unpack
@@ -223,7 +223,7 @@ def data(profile: str, tiny: bool = False) -> str:
         words = (
             f"{_STANDIN_WORDS[P['data']]} as {P['image_size']}x{P['image_size']} PNG ImageFolder (ImageNet stand-in)"
         )
-    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+    return data_text(words, tiny)
 
 
 def parameter_counts(models: list[str]) -> dict[str, int]:

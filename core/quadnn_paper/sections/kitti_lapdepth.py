@@ -19,7 +19,7 @@ from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
 from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
-from quadnn_paper.common.profiles import protocols
+from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.data.kitti import DEPTH_SCALE, MIN_DEPTH
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.engine.lapdepth import METRICS, MODELS
@@ -164,7 +164,7 @@ def data(profile: str, tiny: bool = False) -> str:
         if P["data"] == "kitti"
         else f"synthetic KITTI-format scenes, {P['height']}x{P['width']} px"
     )
-    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+    return data_text(words, tiny)
 
 
 def plan(profile: str, tiny: bool = False) -> dict:

@@ -18,7 +18,7 @@ from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables, pending_text
-from quadnn_paper.common.profiles import protocols
+from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results, RunConfig
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
@@ -70,7 +70,7 @@ def data(profile: str, tiny: bool = False) -> str:
     """The data the section's numbers come from, in words."""
     dataset = protocol(profile, tiny)["recipe"]["dataset"]
     words = cs.data_words(dataset, "CIFAR-100")
-    return f"TINY=1: tiny generated data in the {words} format" if tiny else words
+    return data_text(words, tiny)
 
 
 def param_counts(models: list[str]) -> dict[str, int]:
