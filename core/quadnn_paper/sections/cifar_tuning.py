@@ -165,7 +165,8 @@ def grid(proto: dict, name: str) -> list:
 
 def rate(proto: dict, value: float) -> float:
     """The rate a run of the quadratic terms trains at for the paper's ``value`` (gamma_g = gamma_b):
-    the paper's at full, scaled by :func:`_cifar.gamma_scale` on a stand-in."""
+    the paper's times the protocol's ``gamma_scale`` (1 at full, :func:`_cifar.gamma_scale` of a
+    stand-in's recipe)."""
     return value * proto["gamma_scale"]
 
 

@@ -503,13 +503,13 @@ def summary(results: Results) -> Summary:
     """Per model the finished results (``by_model``), the pending ones, the error table's rows
     (:class:`~quadnn_paper.common.cells.Cell`) and the variables the text quotes, from the section's
     ``results``."""
-    P = results.protocol
-    by_model, pending = _gather(results.runs(), P["models"])
+    P, by_run = results.protocol, results.runs()
+    by_model, pending = _gather(by_run, P["models"])
     full_params = results["params"]
     n_classes = classes(P, results.tiny)
     top5 = n_classes >= TOP5_MIN_CLASSES
     moved_by = {m: cs.moved(rs) for m, rs in by_model.items()}  # None for a conventional network
-    decided = claims(seed_errors(results.runs(), n_classes), moved_by, n_classes)
+    decided = claims(seed_errors(by_run, n_classes), moved_by, n_classes)
     return Summary(
         claims=decided,
         protocol=P,
