@@ -412,7 +412,7 @@ def test_cuda_bench_on_a_gpu():
 
 
 def test_efficiency_dominates_needs_less_memory_and_a_resolved_faster_step():
-    from quadnn_paper.sections.efficiency import dominates
+    from quadnn_paper.analysis.timing import dominates
 
     def row(mem, q1, q2, q3):
         return dict(mem_ratio=mem, time_ratio=q2, time_ratio_q1=q1, time_ratio_q3=q3)

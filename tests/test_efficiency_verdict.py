@@ -7,9 +7,10 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from quadnn_paper.analysis import timing as T
 from quadnn_paper.sections import efficiency as E
 
-PAPER = E.paper_ratio()
+PAPER = T.paper_ratio()
 ratios = st.floats(0.5, 5.0, allow_nan=False)
 
 
@@ -43,11 +44,11 @@ def epochs_of(ratio):
 @given(measured())
 def test_the_verdict_is_the_plain_reading(case):
     rows, epoch = case
-    found = E.paper_ratio_rows(
+    found = T.paper_ratio_rows(
         [r for r in rows if not r["compiled"]], [r for r in rows if r["compiled"]], None, epochs_of(epoch), "here"
     )
     assert len(found) == len(rows) + (epoch is not None)
-    verdict = E.paper_ratio_verdict(found)
+    verdict = T.paper_ratio_verdict(found)
     if not rows:
         assert verdict == "not measured"  # an epoch alone has no quartiles
     elif any(r["time_ratio_q1"] <= PAPER for r in rows):
@@ -66,18 +67,18 @@ def test_the_verdict_is_the_plain_reading(case):
 
 def test_only_the_quadratic_resnet20_counts():
     other = [step_row("cifar_qresnet56", "default", 1.0, 0.9, 1.1), step_row("cifar_resnet20", "conventional", 1, 1, 1)]
-    assert E.paper_ratio_rows(other, [], None, None, "here") == []
+    assert T.paper_ratio_rows(other, [], None, None, "here") == []
     assert E.paper_ratio_table([])[0][0] == "not measured"
 
 
 def test_the_committed_gpu_rows_give_a_verdict():
     from quadnn_paper.data import gpu_bench
 
-    found = E.paper_ratio_rows([], [], gpu_bench.load(), gpu_bench.load_epochs(), "here")
-    assert found and E.paper_ratio_verdict(found) != "not measured"
+    found = T.paper_ratio_rows([], [], gpu_bench.load(), gpu_bench.load_epochs(), "here")
+    assert found and T.paper_ratio_verdict(found) != "not measured"
 
 
-VERDICTS = ("faster", "slower", "unresolved", "--")  # efficiency.verdict(default, naive)
+VERDICTS = ("faster", "slower", "unresolved", "--")  # timing.verdict(default, naive)
 
 
 @given(st.sampled_from(("naive", "speed")), st.lists(st.sampled_from(VERDICTS), max_size=3))
@@ -86,7 +87,7 @@ def test_the_engines_gpu_pick_is_supported_only_when_no_measured_depth_favours_t
     faster = [
         {"slower": "naive", "faster": "speed"}.get(v, "neither") for v in verdicts if v != "--"
     ]  # the faster one per measured depth
-    got = E.pick_agrees(pick, verdicts)
+    got = T.pick_agrees(pick, verdicts)
     if not faster:
         assert got == "not measured"
     elif any(f not in (pick, "neither") for f in faster):
@@ -100,7 +101,7 @@ def test_the_engines_gpu_pick_is_supported_only_when_no_measured_depth_favours_t
 def test_the_engines_gpu_pick_is_what_the_engine_runs_on_a_gpu():
     from quadnn_paper.engine.loop import FASTEST
 
-    assert E.engine_gpu_pick() == FASTEST.get(("cuda", False), "speed")
+    assert T.engine_gpu_pick() == FASTEST.get(("cuda", False), "speed")
 
 
 @settings(max_examples=60, deadline=None)
@@ -108,10 +109,10 @@ def test_the_engines_gpu_pick_is_what_the_engine_runs_on_a_gpu():
 def test_each_timed_network_is_judged_against_the_papers_own_ratio(value, lo, hi, model):
     """Every other network the paper times: reproduced exactly when the paper's ratio (its epoch over
     the ResNet of its depth) is at or above our lower quartile; not tested where the row is absent."""
-    depth, _ = E.model_facts(model)
-    paper = float(E.PAPER_EPOCH_SECONDS[model]) / float(E.PAPER_EPOCH_SECONDS[f"cifar_resnet{depth}"])
+    depth, _ = T.model_facts(model)
+    paper = float(T.PAPER_EPOCH_SECONDS[model]) / float(T.PAPER_EPOCH_SECONDS[f"cifar_resnet{depth}"])
     q1, q3 = value - lo, value + hi
-    verdict = E.timed_verdict([step_row(model, "default", value, q1, q3)], model)
+    verdict = T.timed_verdict([step_row(model, "default", value, q1, q3)], model)
     assert verdict.startswith("reproduced" if paper >= q1 else "not reproduced")
     assert f"the paper's {paper:.2f}" in verdict
-    assert E.timed_verdict([step_row(model, "naive", value, q1, q3)], model).startswith("not tested at this profile")
+    assert T.timed_verdict([step_row(model, "naive", value, q1, q3)], model).startswith("not tested at this profile")
