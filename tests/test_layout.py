@@ -133,6 +133,7 @@ LAYERS = (
     "engine",
     "analysis",
     "experiments",
+    "figures",
     "sections",
     "execution",
     "report",

@@ -21,15 +21,14 @@ import statistics
 from collections.abc import Callable
 from typing import NamedTuple
 
-import numpy as np
-
 from quadnn_paper.analysis import paired, stats
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import number_word
-from quadnn_paper.common.outputs import PENDING, Figure, Lines, Table, Variables
+from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results, RunConfig, stage_ends
 from quadnn_paper.experiments.cifar_tuning import gamma_zero_trajectory
+from quadnn_paper.figures import cifar_tuning as figures
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, param_count
 from quadnn_paper.sections._tiny import capped
@@ -823,176 +822,13 @@ def _scale_variables(S: Summary) -> dict:
 
 
 # ----------------------------------------------------------------------------- outputs
-# The figures' fonts: each figure is drawn at its printed size.
-_FONTS = {
-    "font.size": 7,
-    "axes.titlesize": 7,
-    "axes.labelsize": 7,
-    "legend.fontsize": 6.5,
-    "xtick.labelsize": 6.5,
-    "ytick.labelsize": 6.5,
-}
-
-
-def _styled(draw: Callable) -> Callable:
-    """``draw`` under :data:`_FONTS`, laid out under them too (tight layout pads by the font size);
-    tick labels made later, when the writer saves the figure, keep their size."""
-
-    def styled():
-        import matplotlib.pyplot as plt
-
-        with plt.rc_context(_FONTS):
-            fig = draw()
-            if fig.get_layout_engine() is None:  # a figure with its own layout (a shared legend) keeps it
-                fig.tight_layout()
-        for ax in fig.axes:
-            ax.tick_params(which="both", labelsize=_FONTS["xtick.labelsize"])
-        return fig
-
-    return styled
-
-
-def _width_tag(P: dict) -> str:
-    """The width trained, in every name (none at 1: the paper's)."""
-    return "" if P["width"] == 1 else f" x{P['width']:g}"
-
-
 def _in_chans(P: dict) -> int:
     return 3 if P["dataset"].startswith("cifar") else 1
-
-
-def _plot_curves(ax, S: Summary, name: str, label: str, legend: bool = True) -> None:
-    """Error per epoch (test, or training where the protocol evaluates once) of each value of sweep
-    ``name`` (first grid seed) and of the ResNet20."""
-    P = S.protocol
-    # the test error where every epoch was evaluated, else the training error (recorded every epoch)
-    metric = "test_error" if P["eval_every_epoch"] else "train_error"
-    for value, res in S.curves[name]:
-        if res is None:
-            continue
-        errs = [e.get(metric, math.nan) for e in res["history"]]
-        text = _setting_text(P, name, value).replace(" (trained ", ", trained ").rstrip(")")
-        (line,) = ax.plot(range(1, len(errs) + 1), errs, marker=".", label=f"{label}={text}")
-        if res["status"] == "diverged":
-            ax.plot([len(errs)], [100], "x", color=line.get_color(), ms=9)
-    conv = S.conventional["history"] if S.conventional else []
-    ax.plot(range(1, len(conv) + 1), [e[metric] for e in conv], "k--", lw=1, label=f"ResNet20{_width_tag(P)}")
-    for m in P["milestones"]:
-        ax.axvline(round(m * P["epochs"]) + 0.5, color="0.85", lw=0.8, zorder=0)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(metric.replace("_", " ") + " (%)")
-    ax.set_ylim(0, 100)
-    if legend:  # beside the panel: the curves run from the top-left corner down, a diverged run along the top
-        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-
-
-def _sg_figure(S: Summary):
-    import matplotlib.pyplot as plt
-
-    P = S.protocol
-    # one column with the legend beside the axes: drawn narrower than the column, so it prints unscaled
-    fig, ax = plt.subplots(figsize=(3.1, 2.4))
-    _plot_curves(ax, S, "sg", r"$\gamma_g$")
-    ax.set_title(f"ReLinear-sg, QResNet20{_width_tag(P)} (seed {P['grid_seeds'][0]:d}; x = diverged)", fontsize=7)
-    return fig
-
-
-def _sw_figure(S: Summary):
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.4), sharey=True)  # the page width
-    _plot_curves(axes[0], S, "sw-l1", r"$\alpha$")
-    axes[0].set_title("ReLinear-sw, $l_1$", fontsize=7)
-    _plot_curves(axes[1], S, "sw-l2", r"$\beta$")
-    axes[1].set_title("ReLinear-sw, $l_2$", fontsize=7)
-    return fig
-
-
-def _transfer_figure(S: Summary):
-    import matplotlib.pyplot as plt
-
-    # the panels share their gammas: one legend, beside the last panel, so that each panel keeps its width
-    fig, axes = plt.subplots(1, max(1, len(S.stages)), figsize=(7.0, 2.4), sharey=True, squeeze=False)
-    for ax, k in zip(axes[0], S.stages):
-        _plot_curves(ax, S, k, r"$\gamma_g$", legend=False)
-        ax.set_title(f"transfer from stage {k[-1]}", fontsize=7)
-    handles, labels = max((ax.get_legend_handles_labels() for ax in axes[0]), key=lambda hl: len(hl[1]))
-    if handles:
-        axes[0][-1].legend(handles, labels, fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-    return fig
-
-
-def _rezero_figure(S: Summary):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(3.5, 2.4))
-    _plot_curves(ax, S, "rezero", r"$\gamma_g$")
-    ax.set_title(f"ReLinear-sg + ReZero, QResNet20{_width_tag(S.protocol)}", fontsize=7)
-    return fig
-
-
-_GUARANTEED = [("sg", r"$\gamma_g=\gamma_b$"), ("sw-l1", r"$\alpha_g=\alpha_b$"), ("sw-l2", r"$\beta_g=\beta_b$")]
-
-
-def _bars(S: Summary) -> bool:
-    """Whether the final-error figure draws any standard deviation (several seeds at a point)."""
-    return any(r.sd > 0 for name, _ in _GUARANTEED for r in S.sweeps[name] if not math.isnan(r.sd))
-
-
-def _guaranteed_figure(S: Summary):
-    """Final test error against each sweep's value, the conventional ResNet20's as a dashed line."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(7.0, 2.4), sharey=True)
-    for ax, (name, label) in zip(axes, _GUARANTEED):
-        rows = S.sweeps[name]
-        xs = np.arange(len(rows))
-        ys = np.array([r.mean for r in rows])
-        sd = np.nan_to_num(np.array([r.sd for r in rows], dtype=float))
-        ax.errorbar(xs, ys, yerr=sd, marker="o", capsize=3)
-        for x, r in zip(xs, rows):
-            if r.diverged:
-                top = np.nanmax(np.append(ys, S.conv_error))
-                ax.annotate(f"{r.diverged} diverged", (x, top), fontsize=6.5, ha="center")
-        ax.axhline(S.conv_error, color="k", ls="--", lw=1)  # named in the caption (no legend over the points)
-        ax.set_xticks(xs, [f"{r.value:g}" for r in rows], fontsize=6.5)
-        ax.set_xlabel(label)
-        ax.set_title(f"ReLinear-{name}, QResNet20{_width_tag(S.protocol)}", fontsize=7)
-    axes[0].set_ylabel("final test error (%)")
-    return fig
 
 
 def _departure_rows(S: Summary) -> list[SweepRow]:
     """The sg sweep's values whose quadratic terms' departure was measured (gamma 0 left out)."""
     return [r for r in S.sweeps["sg"] if r.value and r.moved is not None]
-
-
-def _departure_figure(S: Summary):
-    """How far the quadratic terms moved from the linear twin, against gamma: the share of test
-    predictions that change when the terms are reset, and the terms' size relative to W_r; it shows
-    whether a stand-in trained the quadratic network or only its linear twin."""
-    import matplotlib.pyplot as plt
-
-    P, rows = S.protocol, _departure_rows(S)
-    fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.2))
-    xs = [r.value for r in rows]
-    axes[0].plot(xs, [r.moved for r in rows], "o-")
-    axes[0].axhline(paired.MOVED_THRESHOLD, color="0.5", ls=":", lw=1)
-    axes[0].set_ylabel("test predictions changed (%)")
-    axes[1].plot(xs, [r.terms for r in rows], "o-")
-    axes[1].set_ylabel(r"$\|(W_g, W_b)\| \,/\, \|W_r\|$")
-    if any(r.terms > 0 for r in rows):  # a log axis needs a positive value (none while the runs are pending)
-        axes[1].set_yscale("log")
-    for ax in axes:
-        if rows:
-            ax.set_xscale("log")
-        else:
-            ax.text(0.5, 0.5, PENDING, transform=ax.transAxes, ha="center", va="center", color="0.5")
-        ax.set_xlabel(rf"paper's $\gamma_g=\gamma_b$ (trained at {P['gamma_scale']:.3g} times it)")
-    # The dotted threshold is named in the caption (a legend here sat on the points at some profile).
-    title = f"ReLinear-sg, QResNet20{_width_tag(P)} (seed {P['grid_seeds'][0]:d}): departure from the linear twin"
-    fig.suptitle(title, fontsize=7)
-    return fig
 
 
 def _checked_lines(sizes: dict, exact: dict, P: dict) -> list[str]:
@@ -1018,15 +854,18 @@ def _departure_lines(S: Summary) -> list[str]:
 
 
 def _figures(S: Summary) -> list[Figure]:
+    P = S.protocol
+    labels = {e: {v: _setting_text(P, e, v) for v, _ in curves} for e, curves in S.curves.items()}
+    curves = (P, S.curves, labels, S.conventional)
     draws = {
-        "cifartuning_sg": _sg_figure,
-        "cifartuning_sw": _sw_figure,
-        "cifartuning_transfer": _transfer_figure,
-        "cifartuning_rezero": _rezero_figure,
-        "cifartuning_guaranteed": _guaranteed_figure,
-        "cifartuning_departure": _departure_figure,
+        "cifartuning_sg": functools.partial(figures.sg, *curves),
+        "cifartuning_sw": functools.partial(figures.sw, *curves),
+        "cifartuning_transfer": functools.partial(figures.transfer, *curves, S.stages),
+        "cifartuning_rezero": functools.partial(figures.rezero, *curves),
+        "cifartuning_guaranteed": functools.partial(figures.guaranteed, P, S.sweeps, S.conv_error),
+        "cifartuning_departure": functools.partial(figures.departure, P, _departure_rows(S)),
     }
-    return [Figure(name, _styled(functools.partial(draw, S))) for name, draw in draws.items()]
+    return [Figure(name, figures.styled(draw)) for name, draw in draws.items()]
 
 
 def _tables(S: Summary) -> list[Table]:
@@ -1047,7 +886,9 @@ def outputs(results: Results) -> list:
         ParamsResNet=f"{sizes[P['conventional']][0] / 1e6:.2f}M",
         ParamsQResNet=f"{sizes[P['model']][0] / 1e6:.2f}M",
         # The caption says what the bars are, or that there are none.
-        GuaranteedBars="bars: one standard deviation over the seeds" if _bars(S) else "one seed per point, so no bars",
+        GuaranteedBars="bars: one standard deviation over the seeds"
+        if figures.has_bars(S.sweeps)
+        else "one seed per point, so no bars",
     )
     return [
         Lines([f"{results.profile} {data(results.profile, results.tiny)} {P}"]),
