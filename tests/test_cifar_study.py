@@ -7,7 +7,7 @@ import pytest
 import timm
 
 import quadnn  # noqa: F401
-from quadnn_paper.analysis import paired, stats
+from quadnn_paper.analysis import claim_tables, errors, paired, stats
 from quadnn_paper.common.profiles import PROFILES
 from quadnn_paper.engine import Results, RunConfig, run
 from quadnn_paper.execution.sections import section_runs
@@ -112,15 +112,15 @@ def test_cheap_profiles_use_the_stand_in_and_mark_full_only(profile, data):
 def test_summaries_and_error_cells():
     fin = lambda e: dict(status="finished", test_error=e, epoch_time=1.0, diverged_reason=None)  # noqa: E731
     div = dict(status="diverged", test_error=None, epoch_time=1.0, diverged_reason="non-finite loss or parameters")
-    s = cs.summarise([fin(7.0), fin(9.0)])
+    s = errors.summarise([fin(7.0), fin(9.0)])
     assert s.mean == 8.0 and s.std == pytest.approx(2**0.5)
-    assert cs.error_cell(s) == "8.00 +- 1.41"
-    assert cs.error_cell(cs.summarise([div])) == "no converge"
-    assert cs.error_cell(cs.summarise([div, fin(5.0)])) == "5.00 (1/2 untrained)"
+    assert errors.error_cell(s) == "8.00 +- 1.41"
+    assert errors.error_cell(errors.summarise([div])) == "no converge"
+    assert errors.error_cell(errors.summarise([div, fin(5.0)])) == "5.00 (1/2 untrained)"
     # a run that finished near chance did not train either (the one definition, trained_limit)
-    near = cs.summarise([fin(88.0), fin(5.0)], paired.trained_limit("digits"))
+    near = errors.summarise([fin(88.0), fin(5.0)], paired.trained_limit("digits"))
     assert (near.mean, near.diverged) == (5.0, 1)
-    assert cs.error_cell(None, run=False) == "full only"
+    assert errors.error_cell(None, run=False) == "full only"
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
@@ -135,9 +135,9 @@ def test_cheap_rows_exist_and_have_their_transfer_source(profile):
 
 def test_pending_runs_are_shown_as_pending_not_as_diverged():
     fin = dict(status="finished", test_error=7.0, epoch_time=1.0, diverged_reason=None)
-    s = cs.summarise([fin, None, None])
-    assert s.pending == 2 and cs.error_cell(s) == "pending (2 of 3 runs)"
-    assert cs.error_cell(cs.summarise([None])) == "pending (1 of 1 run)"
+    s = errors.summarise([fin, None, None])
+    assert s.pending == 2 and errors.error_cell(s) == "pending (2 of 3 runs)"
+    assert errors.error_cell(errors.summarise([None])) == "pending (1 of 1 run)"
 
 
 def test_a_pending_verdict_counts_the_planned_runs_once():
@@ -231,8 +231,8 @@ def test_rows_are_keyed_by_what_they_train_not_by_their_labels():
 
 def test_a_diverged_run_counts_at_chance_in_a_pair():
     div = dict(status="diverged", test_error=None)
-    assert cs.seed_errors(div, "digits") == 90.0 and cs.seed_errors(div, "cifar100") == 99.0
-    assert cs.seed_errors(None, "digits") is None
+    assert errors.seed_errors(div, "digits") == 90.0 and errors.seed_errors(div, "cifar100") == 99.0
+    assert errors.seed_errors(None, "digits") is None
 
 
 # -- the paired design in the engine ----------------------------------------------------------------
@@ -292,7 +292,7 @@ def test_gamma_zero_follows_the_conventional_trajectory_in_float64():
 def test_a_claims_row_lists_at_most_two_pairs_and_says_how_many_more():
     pairs = [(f"A{i}", {0: 1.0, 1: 2.0}, f"B{i}", {0: 2.0, 1: 3.5}) for i in range(5)]
     c = paired.pair_claim("every A beats its B", pairs)
-    (row,) = cs.claim_rows([c])
+    (row,) = claim_tables.claim_rows([c])
     assert "A1 vs B1" in row[2] and "A2 vs B2" not in row[2] and "+3 more pairs" in row[2]
     assert c.evidence().count(" vs ") == 5  # the full evidence keeps every pair
 

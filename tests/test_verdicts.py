@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sst
 
-from quadnn_paper.analysis import paired, stats
+from quadnn_paper.analysis import claim_tables, paired, stats
 from quadnn_paper.engine import Results
 from quadnn_paper.sections import _cifar as cs
 
@@ -246,10 +246,10 @@ def test_parabolic_and_poly_resnets_trained_normally_are_a_row_and_a_claim():
 def test_combined_claims_and_their_columns():
     c = paired.pair_claim("A beats B", [("A", {0: 1.0, 1: 1.0, 2: 1.1}, "B", {0: 3.0, 1: 3.2, 2: 3.0})])
     assert c.verdict == stats.SUPPORTED and c.verdict_text == c.verdict and c.seeds == 3
-    row = cs.claim_rows([c])[0]
-    assert len(row) == len(cs.CLAIMS_HEADER) and row[3] == 3 and row[-1].value == c.verdict_text
+    row = claim_tables.claim_rows([c])[0]
+    assert len(row) == len(claim_tables.CLAIMS_HEADER) and row[3] == 3 and row[-1].value == c.verdict_text
     nt = paired.not_tested("C", "full only: 2 of 2 pairs full only")
-    assert cs.summary_rows("S", [nt])[0][3].startswith("full only")
+    assert claim_tables.summary_rows("S", [nt])[0][3].startswith("full only")
 
 
 # -- the layout check ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""What the CIFAR sections share: the paper's recipes, the rows of their tables, the engine
-configuration of a row, per-seed errors, and the tables of claims (decided by
-:mod:`quadnn_paper.analysis.paired`).
+"""What the CIFAR sections share: the paper's recipes, the rows of their tables and the engine
+configuration of a row (their errors and claims are tabled by :mod:`quadnn_paper.analysis.errors`
+and :mod:`quadnn_paper.analysis.claim_tables`).
 
 The sections (``vgg_stability``, ``cifar_comparison``, ``cifar_tuning``) hold their own
 ``PROTOCOLS``; ``full`` is the paper's protocol, ``cpu`` trains the same models on Fashion-MNIST
@@ -38,11 +38,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from quadnn_paper.analysis import stats
-from quadnn_paper.analysis.paired import UNTRAINED_MARGIN, Claim, chance
 from quadnn_paper.common import published
-from quadnn_paper.common.cells import Cell
-from quadnn_paper.common.outputs import PENDING, Column, Table, pending_text
+from quadnn_paper.common.outputs import PENDING
 from quadnn_paper.engine import RunConfig
 
 __all__ = [
@@ -61,15 +58,6 @@ __all__ = [
     "paper_init",
     "config_for",
     "plan",
-    "Errors",
-    "summarise",
-    "error_cell",
-    "seed_errors",
-    "claim_rows",
-    "summary_rows",
-    "claims_table",
-    "CLAIMS_HEADER",
-    "SUMMARY_HEADER",
     "param_count",
     "LR_G",
     "LR_G_REZERO",
@@ -482,143 +470,6 @@ def plan(rows: list[Row], protocol: dict, width: float | None = None) -> dict[tu
             source = config_for(row_for(rows, row.source), protocol, seed, width=width) if transfer else None
             out[(row, seed)] = config_for(row, protocol, seed, source, width=width)
     return out
-
-
-# -- summaries --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Errors:
-    """A row's final test errors over its seeds (:func:`summarise`)."""
-
-    n: int  # runs done (trained or not)
-    finished: int  # runs that trained
-    diverged: int  # runs that did not: diverged, or ended within the untrained margin of chance
-    pending: int  # runs a runner has not delivered yet
-    mean: float | None  # over the runs that trained
-    std: float | None
-    epoch_time: float | None  # seconds per epoch, over every run done
-    params: int | None  # of the network trained
-    reasons: list[str]  # why the runs that did not train did not
-
-    def no_converge(self) -> str:
-        """ "no converge", with how many of how many runs where there are several."""
-        return "no converge" + (f" ({self.diverged}/{self.n})" if self.n > 1 else "")
-
-
-def summarise(results: list[dict | None], limit: float = math.inf) -> Errors:
-    """Mean/std of final test error over the seeds that trained; counts of runs that did not
-    (``diverged``: the engine's divergence, or a final error at or above ``limit``, see
-    :func:`trained_limit`) and of pending runs (None: a run a cluster runner has not finished yet)."""
-    pending = sum(r is None for r in results)
-    results = [r for r in results if r is not None]
-    done = [r["test_error"] for r in results if r["status"] == "finished" and r["test_error"] < limit]
-    n, k = len(results), len(done)
-    mean = sum(done) / k if k else None
-    std = math.sqrt(sum((e - mean) ** 2 for e in done) / (k - 1)) if k > 1 else (0.0 if k else None)
-    times = [r["epoch_time"] for r in results if r.get("epoch_time")]
-    reasons = {r["diverged_reason"] for r in results if r["status"] != "finished"}
-    if any(r["status"] == "finished" and r["test_error"] >= limit for r in results):
-        reasons.add(f"final error within {UNTRAINED_MARGIN:g} points of chance")
-    return Errors(
-        n=n,
-        finished=k,
-        diverged=n - k,
-        pending=pending,
-        mean=mean,
-        std=std,
-        epoch_time=sum(times) / len(times) if times else None,
-        params=next((r["params"] for r in results if r.get("params")), None),  # of the network trained
-        reasons=sorted(reasons),
-    )
-
-
-def error_cell(s: Errors | None, run: bool = True) -> str:
-    """Text of an error cell: "7.21 +- 0.30", "no converge" (all seeds diverged), "full only"."""
-    if not run or s is None:
-        return "full only"
-    if s.pending:
-        return pending_text((s.pending, s.n + s.pending, "run"))
-    if s.finished == 0:
-        return s.no_converge()
-    text = f"{s.mean:.2f}" + (f" +- {s.std:.2f}" if s.finished > 1 else "")
-    if s.diverged:
-        text += f" ({s.diverged}/{s.n} untrained)"
-    return text
-
-
-def seed_errors(result: dict | None, dataset: str) -> float | None:
-    """The error a run contributes to a paired difference: its final test error; a diverged run
-    ("no converge") counts at chance; None while it is pending."""
-    if result is None:
-        return None
-    if result["status"] != "finished":
-        return chance(dataset)
-    return result["test_error"]
-
-
-CLAIM_PAIRS_SHOWN = 2  # pairs a claims table lists per claim (the verdict uses every pair)
-
-
-def _ragged(name: str, width: float) -> Column:
-    """A column of running text set ``width`` of the page wide (a claims table spans the page)."""
-    return Column(name, align=r">{\raggedright\arraybackslash}p{" + f"{width:.2f}" + r"\textwidth}")
-
-
-CLAIMS_HEADER = [
-    _ragged("Claim of the paper", 0.17),
-    _ragged("Paper (%)", 0.12),
-    _ragged("Ours: paired difference, mean [95% CI] (points), or runs trained", 0.26),
-    Column("Seeds", align="r"),
-    _ragged("Detect. (points)", 0.06),
-    _ragged("Terms moved (%)", 0.05),
-    _ragged("Verdict", 0.13),
-]
-
-
-def claim_rows(claims: list[Claim]) -> list[list]:
-    """Rows of a claims table (:data:`CLAIMS_HEADER`); the verdict is a :class:`Cell`, flagged when
-    the claim is contradicted."""
-    return [
-        [
-            c.text,
-            c.paper,
-            c.evidence(most=CLAIM_PAIRS_SHOWN),
-            c.seeds or "--",
-            "--" if not c.intervals else (f"{c.detectable:.1f}" if math.isfinite(c.detectable) else "--"),
-            c.moved_text(),
-            Cell(c.verdict_text, reproduced=False if c.verdict == stats.CONTRADICTED else None),
-        ]
-        for c in claims
-    ]
-
-
-SUMMARY_HEADER = ["Section", "Claim", "Paper (%)", "Ours (points)", "Seeds", "Detectable", "Moved (%)", "Verdict"]
-
-
-def summary_rows(section: str, claims: list[Claim]) -> list[list]:
-    """Rows of the report's table of every claim across sections (one line per claim: the pair that
-    decides its verdict stands for it, with its labels; how many other pairs there are is said)."""
-    out = []
-    for c in claims:
-        ivs, first = c.intervals, c.deciding()
-        others = len(c.pairs) - 1
-        if first is None:
-            ours = c.note or "--"
-        else:
-            a, b, iv = first
-            # the count in words: a table cell's "+1" can run into the next column's "points" in the text
-            more = "one more pair" if others == 1 else f"{others} more pairs"
-            ours = f"{a} vs {b}: {iv.text()}" + (f" ({more})" if others else "")
-        det = "--" if not ivs or not math.isfinite(c.detectable) else f"{c.detectable:.1f}"
-        out.append([section, c.text, c.paper, ours, c.seeds or "--", det, c.moved_text(), c.verdict_text])
-    return out
-
-
-def claims_table(section: str, label: str, claims: list[Claim]) -> Table:
-    """The section's rows of the report's table of every claim (``claims_<section>``), each row keyed
-    by its claim's id: the ledger reads a verdict by id (:mod:`quadnn_paper.common.ledger`)."""
-    return Table(
-        f"claims_{section}", SUMMARY_HEADER, summary_rows(label, claims), rows_only=True, keys=[c.id for c in claims]
-    )
 
 
 def param_count(model: str, num_classes: int = 10, **kwargs) -> int:

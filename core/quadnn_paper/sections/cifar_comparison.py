@@ -14,7 +14,8 @@ import dataclasses
 import math
 
 from quadnn.models.cifar_resnet import STAGE_CHANNELS
-from quadnn_paper.analysis import paired, stats
+from quadnn_paper.analysis import errors, paired, stats
+from quadnn_paper.analysis.claim_tables import CLAIMS_HEADER, claim_rows, claims_table
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import Cell, number_word, power_of_ten
 from quadnn_paper.common.machine import compute_device
@@ -22,7 +23,7 @@ from quadnn_paper.common.outputs import Lines, Overview, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
+from quadnn_paper.sections._cifar import param_count
 from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
@@ -144,7 +145,7 @@ def outputs(results: Results) -> list:
         f"profile {results.profile} | data {data(results.profile, results.tiny)} | rows {rows_run} | seeds {P['seeds']}"
     )
     runs_text = [
-        f"{r.label:38s} {error_cell(s):>22s}  {s.epoch_time or 0:.2f} s/epoch  {s.reasons}"
+        f"{r.label:38s} {errors.error_cell(s):>22s}  {s.epoch_time or 0:.2f} s/epoch  {s.reasons}"
         for r, s in S.summaries.items()
     ]
     runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S.claims]
@@ -416,7 +417,7 @@ class Summary:
     protocol: dict
     test_images: int | None
     rows: list[cs.Row]  # every row of the full protocol
-    summaries: dict[cs.Row, cs.Errors]  # the rows this profile trains
+    summaries: dict[cs.Row, errors.Errors]  # the rows this profile trains
     moved: dict[cs.Row, float | None]
     seed_rows: list[list]
     claims: list[paired.Claim]
@@ -433,9 +434,9 @@ def summary(results: Results, params: dict | None = None) -> Summary:
     seeds: list[list] = []
     for (row, seed), res in results.runs().items():
         per_row.setdefault(row, []).append(res)
-        errs.setdefault(row, {})[seed] = cs.seed_errors(res, P["recipe"]["dataset"])
+        errs.setdefault(row, {})[seed] = errors.seed_errors(res, P["recipe"]["dataset"])
         seeds.append(cs.seed_row(row.label, f"x{row.width:g}", seed, res))
-    sums = {r: cs.summarise(v, paired.trained_limit(P["recipe"]["dataset"])) for r, v in per_row.items()}
+    sums = {r: errors.summarise(v, paired.trained_limit(P["recipe"]["dataset"])) for r, v in per_row.items()}
     moved = {r: cs.moved(v) for r, v in per_row.items()}
     verdicts = claims(errs, params or {}, P, moved)
     test_images = next(
@@ -466,7 +467,7 @@ def _error_cell(S: Summary, r: cs.Row):
     if s is None:
         return "full only"
     if s.pending or s.finished == 0:
-        return cs.error_cell(s)
+        return errors.error_cell(s)
     return Cell(
         s.mean,
         spread=s.std if s.finished > 1 else None,
@@ -543,7 +544,7 @@ def tables(S: Summary, params: dict) -> list[Table]:
         # two floats: with every pair tested (full) one table of all the claims outgrew a page
         Table("comparison_claims", CLAIMS_HEADER, claim_rows([c for c in S.claims if not is_pair_claim(c)])),
         Table("comparison_pair_claims", CLAIMS_HEADER, claim_rows([c for c in S.claims if is_pair_claim(c)])),
-        cs.claims_table(NAME, "Comparison", S.claims),
+        claims_table(NAME, "Comparison", S.claims),
         Table("cifarcomparison_seeds", cs.SEED_HEADER, S.seed_rows),
         Table("comparison_calibration", CALIBRATION_HEADER, calibration_rows(S)),
     ]
@@ -611,9 +612,9 @@ def normally_sentence(claims: list[paired.Claim]) -> str:
     def err(e):
         return "none trained" if math.isnan(e) else f"{e:.1f}%"
 
-    errors = "; ".join(f"{a}: {err(iv.error_b)} against {err(iv.error_a)} with ReLinear" for a, iv in counts)
+    means = "; ".join(f"{a}: {err(iv.error_b)} against {err(iv.error_a)} with ReLinear" for a, iv in counts)
     runs = f"{trained} of {n} run" + ("s" if n != 1 else "")
-    return f"Trained normally, {runs} trained (mean final error of those that did, {errors}): {claim.verdict}."
+    return f"Trained normally, {runs} trained (mean final error of those that did, {means}): {claim.verdict}."
 
 
 def variables(S: Summary, params: dict) -> dict:

@@ -21,7 +21,8 @@ import statistics
 from collections.abc import Callable
 from typing import NamedTuple
 
-from quadnn_paper.analysis import paired, stats
+from quadnn_paper.analysis import errors, paired, stats
+from quadnn_paper.analysis.claim_tables import CLAIMS_HEADER, claim_rows, claims_table
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import number_word
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
@@ -30,7 +31,7 @@ from quadnn_paper.engine import Computation, Results, RunConfig, stage_ends
 from quadnn_paper.experiments.cifar_tuning import gamma_zero_trajectory
 from quadnn_paper.figures import cifar_tuning as figures
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, param_count
+from quadnn_paper.sections._cifar import param_count
 from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
@@ -327,7 +328,7 @@ def _best(e: str, rows: list[SweepRow]) -> SweepRow:
 def _setting_errors(got: _Results, dataset: str, e: str, v: float) -> dict:
     """Per-seed errors of a setting the paper names, for the paired claims (diverged = chance)."""
     seeds = sorted({s for (x, y, s) in got if x == e and y == v})
-    return {s: cs.seed_errors(got[(e, v, s)], dataset) for s in seeds}
+    return {s: errors.seed_errors(got[(e, v, s)], dataset) for s in seeds}
 
 
 def _setting_moved(got: _Results, e: str, v: float) -> float | None:
@@ -873,7 +874,7 @@ def _tables(S: Summary) -> list[Table]:
         Table("cifartuning_summary", SWEEP_SUMMARY_HEADER, sweep_summary_rows(S)),
         Table("cifartuning_seeds", cs.SEED_HEADER, S.seed_rows),  # every run, as CSV beside the tables
         Table("cifartuning_claims", CLAIMS_HEADER, claim_rows(S.claims)),
-        cs.claims_table(NAME, "Tuning", S.claims),
+        claims_table(NAME, "Tuning", S.claims),
     ]
 
 

@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from quadnn_paper.analysis import paired, stats
+from quadnn_paper.analysis.claim_tables import CLAIMS_HEADER, claim_rows, claims_table
 from quadnn_paper.common import published
-from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.experiments import imagenet as experiment
-from quadnn_paper.experiments.arrays import unpack
+from quadnn_paper.figures import imagenet as figures
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._tiny import capped
 
@@ -586,49 +586,19 @@ def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None
 
 
 # -- the section's outputs ---------------------------------------------------------------------------
-def _crops_figure(sample: dict):
-    """The training sample and the ten evaluation crops of one image, as the networks see them."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 6, figsize=(3.4, 1.4))  # printed size: one column
-    axes[0, 0].imshow(unpack(sample["train_sample"]))
-    axes[0, 0].set_title("train", fontsize=7)
-    for k, crop in enumerate(unpack(sample["eval_crops"])):
-        ax = axes[k // 5, 1 + k % 5]
-        ax.imshow(crop)
-        ax.set_title(f"eval {k + 1}", fontsize=7)
-    for ax in axes.flat:
-        ax.axis("off")
-    fig.tight_layout()
-    return fig
+def _loss_curves(S: Summary) -> list[tuple[int, list[tuple[str, list[dict]]]]]:
+    """Per depth trained, the training history of each model's first run, labelled by what was trained."""
+    P, panels = S.protocol, []
+    for d in sorted({depth_of(m) for m in P["models"]}):
+        ran = [m for m in P["models"] if depth_of(m) == d and S.by_model[m]]
+        # What was trained (family and depth here, width and data in the title); the paper's names: the table.
+        panels.append((d, [(trained_label(m), S.by_model[m][0]["history"]) for m in ran]))
+    return panels
 
 
-def _curves_figure(S: Summary):
-    """Training loss per epoch of each model's first run, one panel per depth."""
-    import matplotlib.pyplot as plt
-
-    P = S.protocol
-    depths = sorted({depth_of(m) for m in P["models"]})
-    fig, axes = plt.subplots(len(depths), 1, figsize=(3.4, 2.8 * len(depths)), squeeze=False)
-    for ax, d in zip(axes[:, 0], depths):
-        for m in [m for m in P["models"] if depth_of(m) == d and S.by_model[m]]:
-            h = S.by_model[m][0]["history"]
-            # What was trained (family and depth here, width and data in the title); the paper's names: the table.
-            ax.plot([e["epoch"] for e in h], [e["train_loss"] for e in h], marker="o", ms=3, label=trained_label(m))
-        data = "ImageNet" if P["data"] == "imagenet" else f"{P['crop']}-px {_STANDIN_WORDS[P['data']]} (stand-in)"
-        # two lines: on one, a stand-in's name ran past the column and the figure printed below 6 pt
-        ax.set_title(
-            f"{d} layers at width x{P['width']:g} (paper: {d + 2 if d == 18 else d - 2})\non {data}", fontsize=7
-        )
-        ax.set_xlabel("epoch", fontsize=7)
-        ax.set_ylabel("training loss", fontsize=7)
-        ax.tick_params(labelsize=7)
-        if ax.get_lines():  # below the panel: the curves may pass through any corner, and beside it the
-            # figure would print wider than the column (its fonts scaled below 6 pt)
-            ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, frameon=False)
-        say_empty(ax)
-    fig.tight_layout()
-    return fig
+def _curves_data(P: dict) -> str:
+    """The data of the loss curves' titles: ImageNet, or the stand-in at its crop size."""
+    return "ImageNet" if P["data"] == "imagenet" else f"{P['crop']}-px {_STANDIN_WORDS[P['data']]} (stand-in)"
 
 
 def _params_lines(params: dict[str, int]) -> list[str]:
@@ -670,11 +640,11 @@ def outputs(results: Results) -> list:
         Lines(_run_lines(S)),
         # "trained": the network as trained (depth, width); top-5 only with >= TOP5_MIN_CLASSES classes.
         Table("imagenet_errors", S.header, S.rows, digits=4),
-        Table("imagenet_claims", cs.CLAIMS_HEADER, cs.claim_rows(S.claims)),
-        cs.claims_table(NAME, "ImageNet", S.claims),
+        Table("imagenet_claims", CLAIMS_HEADER, claim_rows(S.claims)),
+        claims_table(NAME, "ImageNet", S.claims),
         Lines([str(r) for r in S.rows]),
-        Figure("imagenet_crops", lambda: _crops_figure(sample)),
-        Figure("imagenet_curves", lambda: _curves_figure(S)),
+        Figure("imagenet_crops", lambda: figures.crops(sample)),
+        Figure("imagenet_curves", lambda: figures.curves(_loss_curves(S), P["width"], _curves_data(P))),
         Variables(
             {
                 **S.variables,

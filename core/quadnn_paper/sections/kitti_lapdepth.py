@@ -17,14 +17,13 @@ from pathlib import Path
 
 from quadnn_paper.common import published
 from quadnn_paper.common.cells import power_of_ten
-from quadnn_paper.common.figure_lint import say_empty
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.data.kitti import DEPTH_SCALE, MIN_DEPTH
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.engine.lapdepth import METRICS, MODELS
 from quadnn_paper.experiments import kitti as experiment
-from quadnn_paper.experiments.arrays import unpack
+from quadnn_paper.figures import kitti_lapdepth as figures
 from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
@@ -251,42 +250,9 @@ def summary(results: Results, seed: int | None = None) -> Summary:
 
 
 # -- the section's outputs ---------------------------------------------------------------------------
-def _scene_figure(sample: dict):
-    """The first test image, its sparse depth as stored, and the depth that is evaluated."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(7, 1.3), layout="constrained")  # room for the colour bar beside
-    axes[0].imshow(unpack(sample["image"]))
-    axes[0].set_title("image", fontsize=7)
-    im = axes[1].imshow(unpack(sample["stored"]), cmap="magma_r", vmin=0, vmax=80)
-    axes[1].set_title("sparse ground truth (m), as stored", fontsize=7)
-    axes[2].imshow(unpack(sample["evaluated"]), cmap="magma_r", vmin=0, vmax=80)
-    axes[2].set_title("evaluated: Garg crop, < 80 m", fontsize=7)
-    for ax in axes:
-        ax.axis("off")
-    fig.colorbar(im, ax=axes, fraction=0.02).set_label("depth (m)", fontsize=7)
-    return fig
-
-
-def _curves_figure(S: Summary, tiny: bool):
-    """Training loss per epoch of both models."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(3.4, 2.1))
-    for name, r in S.results.items():
-        if r is not None:
-            h = r["history"]
-            ax.plot([e["epoch"] for e in h], [e["train_loss"] for e in h], marker="o", ms=3, label=name)
-    ax.set_xlabel("epoch", fontsize=7)
-    ax.set_ylabel("training loss (SILog)", fontsize=7)
-    ax.tick_params(labelsize=6.5)
-    ax.set_title(trained_what(S.protocol, tiny), fontsize=6.5)  # a stand-in says what it trained
-    # beside: curves may fill any corner
-    if ax.get_lines():
-        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-    say_empty(ax)
-    fig.tight_layout()
-    return fig
+def _loss_curves(S: Summary) -> list[tuple[str, list[dict]]]:
+    """The training history of each model's finished run, by its display name."""
+    return [(name, r["history"]) for name, r in S.results.items() if r is not None]
 
 
 def _data_lines(sample: dict) -> list[str]:
@@ -321,7 +287,7 @@ def outputs(results: Results) -> list:
         Lines(_run_lines(S)),
         Table("kitti_metrics", header, S.rows, digits=3),
         Lines([str(r) for r in S.rows]),
-        Figure("kitti_scene", lambda: _scene_figure(sample)),
-        Figure("kitti_curves", lambda: _curves_figure(S, results.tiny)),
+        Figure("kitti_scene", lambda: figures.scene(sample)),
+        Figure("kitti_curves", lambda: figures.curves(_loss_curves(S), trained_what(S.protocol, results.tiny))),
         Variables({**S.variables, "TrainImages": sample["train_images"], "TestImages": sample["test_images"]}),
     ]

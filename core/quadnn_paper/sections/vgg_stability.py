@@ -15,13 +15,15 @@ import math
 from typing import NamedTuple
 
 from quadnn.models.cifar_vgg import VGG16 as VGG16_CHANNELS
-from quadnn_paper.analysis import paired, stats
+from quadnn_paper.analysis import errors, paired, stats
+from quadnn_paper.analysis.claim_tables import CLAIMS_HEADER, claim_rows, claims_table
 from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables, pending_text
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results, RunConfig
+from quadnn_paper.figures import vgg_stability as figures
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import CLAIMS_HEADER, claim_rows, error_cell, param_count
+from quadnn_paper.sections._cifar import param_count
 from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
@@ -86,50 +88,13 @@ def plan(profile: str, tiny: bool = False) -> dict:
     return {"params": params, **capped(cs.plan(cs.vgg_rows(), P, width=P["width"]), tiny)}
 
 
-def _loss_figure(S: Summary):
-    """Mean training loss per epoch of each row's first seed, with the divergence limit."""
-    import matplotlib.pyplot as plt
-
-    P = S.protocol
-    R = P["recipe"]
-    # one column, the legend under the axes (beside them it left the panel half an inch wide)
-    fig, ax = plt.subplots(figsize=(3.4, 3.0))
-    for row in [r for r in S.rows if S.history[r]]:
-        h = S.history[row][0]["history"]
-        ep = [x["epoch"] for x in h]
-        loss = [x["train_loss"] if x["train_loss"] is not None else float("nan") for x in h]
-        ax.plot(
-            ep,
-            loss,
-            marker="o" if len(ep) < 3 else None,
-            ms=3,
-            label=row.label.replace("VGG16 (square activation), ", "square, "),
-        )
-        if S.history[row][0]["status"] != "finished":
-            ax.plot(ep[-1], loss[-1] if math.isfinite(loss[-1]) else R["epochs"], "kx")
-    ax.axhline(S.loss_limit, color="0.5", ls="--", lw=0.8)
-    ax.set_yscale("log")
-    # decades only: over less than a decade matplotlib labels the minor ticks too, and they collide
-    from matplotlib.ticker import NullFormatter
-
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("mean training loss")
-    # Under the panel (every corner holds a curve or the divergence limit at some profile); the
-    # title says what was trained (width, data).
-    W = "" if P["width"] == 1 else f" x{P['width']:g}"
-    ax.set_title(f"VGG16{W} on {cs.DATA_WORDS[R['dataset']]} (first seed)", fontsize=7)
-    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, frameon=False)
-    return fig
-
-
 def outputs(results: Results) -> list:
     """The section's tables, figure, variables and printed lines from its plan's ``results``."""
     params = {row: results["params"][row.model] for row in rows()}
     S = summary(results)
     P = results.protocol
     intro = f"profile {results.profile} | data {data(results.profile, results.tiny)} | width {P['width']} | epochs {P['recipe']['epochs']} | seeds {P['seeds']}"
-    runs_text = [f"{t.row.label:40s} {error_cell(S.summaries[t.row]):>24s}  {t.engine}" for t in S.table]
+    runs_text = [f"{t.row.label:40s} {errors.error_cell(S.summaries[t.row]):>24s}  {t.engine}" for t in S.table]
     runs_text += [f"{c.verdict:13s} {c.text}: {c.evidence()}" for c in S.claims + [S.vs_vgg]]
     table = [[t.row.label, f"{params[t.row] / 1e6:.2f}M", t.engine, t.ours, t.paper] for t in S.table]
     return [
@@ -140,8 +105,16 @@ def outputs(results: Results) -> list:
             "vgg_stability", ["Network", "Params", Column("Engine", align="l"), "Error ours (%)", "Paper (%)"], table
         ),
         Table("vgg_claims", CLAIMS_HEADER, claim_rows(S.claims)),
-        cs.claims_table(NAME, "VGG", S.claims + [S.vs_vgg]),
-        Figure("vgg_stability_loss", lambda: _loss_figure(S)),
+        claims_table(NAME, "VGG", S.claims + [S.vs_vgg]),
+        Figure(
+            "vgg_stability_loss",
+            lambda: figures.loss(
+                {r.label: S.history[r][0] for r in S.rows if S.history[r]},
+                S.loss_limit,
+                P,
+                cs.DATA_WORDS[P["recipe"]["dataset"]],
+            ),
+        ),
         Variables(variables(S, params)),
     ]
 
@@ -153,7 +126,7 @@ def _gather(results: Results, rows: list[cs.Row], dataset: str) -> tuple[dict[cs
     errs = {r: {} for r in rows}
     for (row, seed), res in results.runs().items():
         per_row[row].append(res)
-        errs[row][seed] = cs.seed_errors(res, dataset)
+        errs[row][seed] = errors.seed_errors(res, dataset)
     return per_row, errs
 
 
@@ -166,7 +139,7 @@ def _learned(s: dict, chance: float) -> bool:
 def _engine_cell(s: dict, done: list[dict]) -> str:
     """The table's "Engine" column: pending, finished, or which of the finished runs diverged and when."""
     if s.pending:
-        return cs.error_cell(s)
+        return errors.error_cell(s)
     diverged = [x for x in done if x["status"] != "finished"]
     if not diverged:
         return "finished"
@@ -177,7 +150,7 @@ def _ours_cell(row: cs.Row, s: dict, chance: float) -> str | Cell:
     """The table's "Error ours" column: the pending text, or its :class:`Cell`
     (``reproduced``: whether learning or not agrees with the paper's row; None where it has none)."""
     if s.pending:
-        return cs.error_cell(s)
+        return errors.error_cell(s)
     learned = _learned(s, chance)
     agrees = None if row.paper == "--" else learned != (row.paper == "no converge")
     if not s.finished:
@@ -201,7 +174,7 @@ class TableRow(NamedTuple):
     paper: str
 
 
-def _table(per_row: dict[cs.Row, list], sums: dict[cs.Row, cs.Errors], chance: float) -> list[TableRow]:
+def _table(per_row: dict[cs.Row, list], sums: dict[cs.Row, errors.Errors], chance: float) -> list[TableRow]:
     """The section's table, one entry per row: what the engine reports, our error, the paper's."""
     table = []
     for row, res in per_row.items():
@@ -252,7 +225,7 @@ class Summary:
     protocol: dict
     rows: list[cs.Row]
     table: list[TableRow]
-    summaries: dict[cs.Row, cs.Errors]
+    summaries: dict[cs.Row, errors.Errors]
     claims: list[paired.Claim]
     vs_vgg: paired.Claim  # the measurement against the conventional VGG16 (no claim in the paper)
     chance: float
@@ -276,7 +249,7 @@ def summary(results: Results) -> Summary:
     rows = cs.vgg_rows()
     chance = paired.chance(R["dataset"])
     per_row, errs = _gather(results, rows, R["dataset"])
-    sums = {r: cs.summarise(v) for r, v in per_row.items()}
+    sums = {r: errors.summarise(v) for r, v in per_row.items()}
     learned = {r: _learned(sums[r], chance) for r in rows}
     qvgg = next(r for r in rows if r.model == "cifar_qvgg16")
     vgg = cs.row_for(rows, "cifar_vgg16")
@@ -351,8 +324,8 @@ def variables(S: Summary, params: dict) -> dict:
         ClaimsSupported=verdicts.count(stats.SUPPORTED),
         ClaimsAll=len(verdicts),
         HolmFamily=paired.family_size([*S.claims, S.vs_vgg]),
-        VggError=cs.error_cell(v) if v.pending else (v.mean if v.finished else "no converge"),
-        QvggError=cs.error_cell(q) if q.pending else (q.mean if q.finished else "no converge"),
+        VggError=errors.error_cell(v) if v.pending else (v.mean if v.finished else "no converge"),
+        QvggError=errors.error_cell(q) if q.pending else (q.mean if q.finished else "no converge"),
         QvggComparison=comparison,
         QvggVsVgg=S.vs_vgg.evidence(),
         QvggVsVggVerdict=S.vs_vgg.verdict,

@@ -1,0 +1,82 @@
+"""A setting's runs over its seeds, as the CIFAR and ImageNet tables show them: the mean and spread of
+the final test errors of the runs that trained, how many did not (diverged, or ended within
+:data:`~.paired.UNTRAINED_MARGIN` of chance) or are pending, and the error a run adds to a paired
+difference."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from quadnn_paper.analysis.paired import UNTRAINED_MARGIN, chance
+from quadnn_paper.common.outputs import pending_text
+
+
+@dataclass(frozen=True)
+class Errors:
+    """A row's final test errors over its seeds (:func:`summarise`)."""
+
+    n: int  # runs done (trained or not)
+    finished: int  # runs that trained
+    diverged: int  # runs that did not: diverged, or ended within the untrained margin of chance
+    pending: int  # runs a runner has not delivered yet
+    mean: float | None  # over the runs that trained
+    std: float | None
+    epoch_time: float | None  # seconds per epoch, over every run done
+    params: int | None  # of the network trained
+    reasons: list[str]  # why the runs that did not train did not
+
+    def no_converge(self) -> str:
+        """ "no converge", with how many of how many runs where there are several."""
+        return "no converge" + (f" ({self.diverged}/{self.n})" if self.n > 1 else "")
+
+
+def summarise(results: list[dict | None], limit: float = math.inf) -> Errors:
+    """Mean/std of final test error over the seeds that trained; counts of runs that did not
+    (``diverged``: the engine's divergence, or a final error at or above ``limit``, see
+    :func:`trained_limit`) and of pending runs (None: a run a cluster runner has not finished yet)."""
+    pending = sum(r is None for r in results)
+    results = [r for r in results if r is not None]
+    done = [r["test_error"] for r in results if r["status"] == "finished" and r["test_error"] < limit]
+    n, k = len(results), len(done)
+    mean = sum(done) / k if k else None
+    std = math.sqrt(sum((e - mean) ** 2 for e in done) / (k - 1)) if k > 1 else (0.0 if k else None)
+    times = [r["epoch_time"] for r in results if r.get("epoch_time")]
+    reasons = {r["diverged_reason"] for r in results if r["status"] != "finished"}
+    if any(r["status"] == "finished" and r["test_error"] >= limit for r in results):
+        reasons.add(f"final error within {UNTRAINED_MARGIN:g} points of chance")
+    return Errors(
+        n=n,
+        finished=k,
+        diverged=n - k,
+        pending=pending,
+        mean=mean,
+        std=std,
+        epoch_time=sum(times) / len(times) if times else None,
+        params=next((r["params"] for r in results if r.get("params")), None),  # of the network trained
+        reasons=sorted(reasons),
+    )
+
+
+def error_cell(s: Errors | None, run: bool = True) -> str:
+    """Text of an error cell: "7.21 +- 0.30", "no converge" (all seeds diverged), "full only"."""
+    if not run or s is None:
+        return "full only"
+    if s.pending:
+        return pending_text((s.pending, s.n + s.pending, "run"))
+    if s.finished == 0:
+        return s.no_converge()
+    text = f"{s.mean:.2f}" + (f" +- {s.std:.2f}" if s.finished > 1 else "")
+    if s.diverged:
+        text += f" ({s.diverged}/{s.n} untrained)"
+    return text
+
+
+def seed_errors(result: dict | None, dataset: str) -> float | None:
+    """The error a run contributes to a paired difference: its final test error; a diverged run
+    ("no converge") counts at chance; None while it is pending."""
+    if result is None:
+        return None
+    if result["status"] != "finished":
+        return chance(dataset)
+    return result["test_error"]
