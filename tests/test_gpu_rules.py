@@ -23,10 +23,10 @@ from quadnn_paper.data import kitti, tiny
 from quadnn_paper.engine import RunConfig, RunStore, loop, run
 from quadnn_paper.engine.distributed import SyncBatchNorm2d, sync_batchnorm
 from quadnn_paper.engine.tasks import ImageFolderClassification, loader_workers, make_task
+from quadnn_paper.engine.tiny import tiny_runs
 from quadnn_paper.execution import gpu_check
 from quadnn_paper.sections import imagenet
 from quadnn_paper.sections import kitti_lapdepth as depth
-from quadnn_paper.sections._tiny import tiny_runs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

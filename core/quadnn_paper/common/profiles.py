@@ -50,7 +50,7 @@ def protocol_of(table: dict, profile: str, tiny: bool = False, caps=None) -> dic
     """A deep copy of ``table[profile]`` (a caller may change it freely): every section's protocol.
     ``tiny`` (TINY=1) goes with the full profile only, and then ``caps(copy)`` (if given) gives the
     capped protocol; a section whose runs are what TINY caps leaves that to
-    :func:`quadnn_paper.sections._tiny.capped`."""
+    :func:`quadnn_paper.engine.tiny.capped`."""
     if check_tiny(tiny) and profile != "full":
         raise ValueError(f"tiny=True caps the full profile; use it with profile='full', not {profile!r}")
     P = copy.deepcopy(select(table, profile))

@@ -425,7 +425,7 @@ def check_tiny_section(ctx: Context) -> Check:
 
 def _tiny_section(section: str, out: Path) -> int:
     """Child process of :func:`check_tiny_section`: the section's runs on TINY data, local runner."""
-    from ..sections._tiny import tiny_runs
+    from ..engine.tiny import tiny_runs
     from .execute import execute
     from .runners import visible_gpus
     from .sections import section_runs

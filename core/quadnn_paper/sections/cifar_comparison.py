@@ -22,9 +22,9 @@ from quadnn_paper.common.machine import compute_device
 from quadnn_paper.common.outputs import Lines, Overview, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results
+from quadnn_paper.engine.tiny import capped
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import param_count
-from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 

@@ -28,11 +28,11 @@ from quadnn_paper.common.cells import number_word
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results, RunConfig, stage_ends
+from quadnn_paper.engine.tiny import capped
 from quadnn_paper.experiments.cifar_tuning import gamma_zero_trajectory
 from quadnn_paper.figures import cifar_tuning as figures
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import param_count
-from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 

@@ -25,10 +25,10 @@ from quadnn_paper.common import published
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results
+from quadnn_paper.engine.tiny import capped
 from quadnn_paper.experiments import imagenet as experiment
 from quadnn_paper.figures import imagenet as figures
 from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 

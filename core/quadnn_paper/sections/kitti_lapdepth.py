@@ -22,9 +22,9 @@ from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.data.kitti import DEPTH_SCALE, MIN_DEPTH
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.engine.lapdepth import METRICS, MODELS
+from quadnn_paper.engine.tiny import capped
 from quadnn_paper.experiments import kitti as experiment
 from quadnn_paper.figures import kitti_lapdepth as figures
-from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 

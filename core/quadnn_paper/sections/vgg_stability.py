@@ -21,10 +21,10 @@ from quadnn_paper.common.cells import Cell, power_of_ten
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables, pending_text
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results, RunConfig
+from quadnn_paper.engine.tiny import capped
 from quadnn_paper.figures import vgg_stability as figures
 from quadnn_paper.sections import _cifar as cs
 from quadnn_paper.sections._cifar import param_count
-from quadnn_paper.sections._tiny import capped
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 

@@ -1,4 +1,4 @@
-"""TINY=1, one way for every section: the full profile's runs with epochs and training images
+"""TINY=1, one way for every section's plan: the full profile's runs with epochs and training images
 capped and their data pointed at the tiny data sets :func:`quadnn_paper.data.tiny.write_tiny_data`
 writes in the real on-disk formats. Numbers from TINY runs say nothing about the paper's results;
 the report labels them as such."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data.tiny import CAPS, KITTI_SCALE, TINY_ROOT, write_tiny_data
-from ..engine import RunConfig, stage_ends
+from .config import RunConfig
+from .loop import stage_ends
 
 __all__ = ["tiny_runs", "capped"]
 
