@@ -284,92 +284,57 @@ _SECONDS_PER = dict(
     spline_function=0.6,  # per test function: its derivatives' suprema (sympy) and the spline
 )
 
-#: The section's tables' columns: their names (CSV) and heads as typeset.
-HEADERS = {
-    "expressivity_oscillation": [
-        "network",
-        Column("sigma", tex=r"$\sigma$"),
-        Column("x range R", tex=r"$R$"),
-        Column("median max|f|", tex=r"median $\max_{|x|\le R}|f|$"),
-        Column("10% quantile", tex="10\\%"),
-        Column("90% quantile", tex="90\\%"),
-    ],
-    "expressivity_spline_exact": [
-        Column("function", tex="$f$"),
-        "pieces",
-        "layers",
-        Column("parameters", tex="params"),
-        Column("max |Q-S|", tex=r"$\max|Q-S|$"),
-        Column("relative", tex="rel."),
-        Column("paper formula error", tex=r"$|s_0(x_0)|$"),
-    ],
-    "expressivity_spline_rates": [
-        Column("function", tex="$f$"),
-        Column("slope linear", tex="slope $m{=}1$"),
-        Column("slope cubic", tex="slope $m{=}2$"),
-        Column("max ratio linear", tex=r"$\max \frac{\|f-S\|}{\|f''\|h^2}$"),
-        Column("max ratio cubic", tex=r"$\max \frac{\|f-S\|}{\|f^{(4)}\|h^4}$"),
-    ],
-    "expressivity_hall_meyer": [
-        Column("m", tex="$m$"),
-        Column("|E_2m|", tex=r"$|E_{2m}|$"),
-        Column("constant", tex=r"$\frac{|E_{2m}|}{2^{2m}(2m)!}$"),
-        Column("paper printed", tex="paper"),
-        Column("paper asymptotic", tex=r"paper's $E_{2m}$ approx."),
-        Column("asymptotic x8", tex=r"$8\times$ that"),
-    ],
-    # Two groups of columns: quadratic neurons (p2) and quadratic activation (p1), headed by a row of their own.
-    "expressivity_variety": [
-        Column(
-            "widths",
-            tex=r"& \multicolumn{5}{c}{quadratic neurons ($p_2$)} & \multicolumn{4}{c}{quadratic activation ($p_1$)} & \\"
-            r" \cmidrule(lr){2-6}\cmidrule(lr){7-10} $\boldsymbol{d}$",
-        ),
-        Column("P (p2)", tex="$P$"),
-        Column("paper (p2)", tex=r"\paperval{paper}"),
-        Column("corrected (p2)", tex="corr."),
-        Column("layerwise (p2)", tex="layer."),
-        Column("numeric (p2)", tex=r"\textbf{num.}"),
-        Column("P (p1)", tex="$P$"),
-        Column("paper (p1)", tex=r"\paperval{paper}"),
-        Column("corrected (p1)", tex="corr."),
-        Column("numeric (p1)", tex=r"\textbf{num.}"),
-        Column("p2 > p1", tex="$>$"),
-    ],
-    "expressivity_amplification": [
-        Column("H", tex="$H$"),
-        Column("prod sqrt(d_h d_h-1)", tex=r"$\prod\sqrt{d_hd_{h-1}}$"),
-        Column("conventional", tex="conv."),
-        Column("quadratic random", tex="quad. rand."),
-        Column("quadratic ReLinear", tex="quad. ReLin."),
-        Column("ratio quad/conv", tex="ratio"),
-        Column("paper 2^H", tex=r"\paperval{$2^H$}"),
-    ],
-}
-
 
 class Part(NamedTuple):
     """One part of the section's outputs: its tables, figures and variables (what stands in their
-    place while the computations it needs are pending)."""
+    place while the computations it needs are pending). Each table is declared here alone, by its
+    name and its columns (names in the CSV, heads as typeset)."""
 
-    tables: tuple[str, ...]
+    tables: dict[str, list]
     figures: tuple[str, ...]
     variables: tuple[str, ...]
 
 
 PARTS = {
     "oscillation": Part(
-        ("expressivity_oscillation",),
+        {
+            "expressivity_oscillation": [
+                "network",
+                Column("sigma", tex=r"$\sigma$"),
+                Column("x range R", tex=r"$R$"),
+                Column("median max|f|", tex=r"median $\max_{|x|\le R}|f|$"),
+                Column("10% quantile", tex="10\\%"),
+                Column("90% quantile", tex="90\\%"),
+            ]
+        },
         ("expressivity_oscillation",),
         ("OscXmax", "OscXmin", "OscQuadRatio", "OscConvRatio", "OscQuadRatioSmall", "OscDraws"),
     ),
     "spline_construction": Part(
-        ("expressivity_spline_exact",),
+        {
+            "expressivity_spline_exact": [
+                Column("function", tex="$f$"),
+                "pieces",
+                "layers",
+                Column("parameters", tex="params"),
+                Column("max |Q-S|", tex=r"$\max|Q-S|$"),
+                Column("relative", tex="rel."),
+                Column("paper formula error", tex=r"$|s_0(x_0)|$"),
+            ]
+        },
         ("expressivity_spline_construction",),
         ("SplineRelErr", "SplinePieces", "SplineEps", "SplineEpsMultiple"),
     ),
     "spline_error": Part(
-        ("expressivity_spline_rates",),
+        {
+            "expressivity_spline_rates": [
+                Column("function", tex="$f$"),
+                Column("slope linear", tex="slope $m{=}1$"),
+                Column("slope cubic", tex="slope $m{=}2$"),
+                Column("max ratio linear", tex=r"$\max \frac{\|f-S\|}{\|f''\|h^2}$"),
+                Column("max ratio cubic", tex=r"$\max \frac{\|f-S\|}{\|f^{(4)}\|h^4}$"),
+            ]
+        },
         ("expressivity_spline_error",),
         (
             "SlopeLinearMin",
@@ -383,9 +348,41 @@ PARTS = {
             "HallMeyerTwoFrac",
         ),
     ),
-    "hall_meyer": Part(("expressivity_hall_meyer",), (), ()),
+    "hall_meyer": Part(
+        {
+            "expressivity_hall_meyer": [
+                Column("m", tex="$m$"),
+                Column("|E_2m|", tex=r"$|E_{2m}|$"),
+                Column("constant", tex=r"$\frac{|E_{2m}|}{2^{2m}(2m)!}$"),
+                Column("paper printed", tex="paper"),
+                Column("paper asymptotic", tex=r"paper's $E_{2m}$ approx."),
+                Column("asymptotic x8", tex=r"$8\times$ that"),
+            ]
+        },
+        (),
+        (),
+    ),
     "variety": Part(
-        ("expressivity_variety",),
+        {
+            # Two groups of columns: quadratic neurons (p2) and quadratic activation (p1), headed by a row of their own.
+            "expressivity_variety": [
+                Column(
+                    "widths",
+                    tex=r"& \multicolumn{5}{c}{quadratic neurons ($p_2$)} & \multicolumn{4}{c}{quadratic activation ($p_1$)} & \\"
+                    r" \cmidrule(lr){2-6}\cmidrule(lr){7-10} $\boldsymbol{d}$",
+                ),
+                Column("P (p2)", tex="$P$"),
+                Column("paper (p2)", tex=r"\paperval{paper}"),
+                Column("corrected (p2)", tex="corr."),
+                Column("layerwise (p2)", tex="layer."),
+                Column("numeric (p2)", tex=r"\textbf{num.}"),
+                Column("P (p1)", tex="$P$"),
+                Column("paper (p1)", tex=r"\paperval{paper}"),
+                Column("corrected (p1)", tex="corr."),
+                Column("numeric (p1)", tex=r"\textbf{num.}"),
+                Column("p2 > p1", tex="$>$"),
+            ]
+        },
         (),
         (
             "VarArchs",
@@ -400,7 +397,17 @@ PARTS = {
         ),
     ),
     "amplification": Part(
-        ("expressivity_amplification",),
+        {
+            "expressivity_amplification": [
+                Column("H", tex="$H$"),
+                Column("prod sqrt(d_h d_h-1)", tex=r"$\prod\sqrt{d_hd_{h-1}}$"),
+                Column("conventional", tex="conv."),
+                Column("quadratic random", tex="quad. rand."),
+                Column("quadratic ReLinear", tex="quad. ReLin."),
+                Column("ratio quad/conv", tex="ratio"),
+                Column("paper 2^H", tex=r"\paperval{$2^H$}"),
+            ]
+        },
         ("expressivity_amplification",),
         (
             "AmpDraws",
@@ -510,13 +517,19 @@ def outputs(results: Results) -> list:
 _NEEDS = {"spline_error": ("spline_error", "hall_meyer")}  # a part's computations, where not its own
 
 
+def _table(name: str, rows: list, **kw) -> Table:
+    """Table ``name`` of :data:`PARTS` with its declared header."""
+    (head,) = [p.tables[name] for p in PARTS.values() if name in p.tables]
+    return Table(name, head, rows, **kw)
+
+
 def _pending(part: str) -> list:
     """What stands in for a part whose computations are pending on a runner: its tables with one
     pending row, its figures with the word, its variables reading "pending" (the paper builds)."""
     shape = PARTS[part]
     return [
         Lines([f"{part}: {PENDING} (see make status)"]),
-        *[Table(t, HEADERS[t], [[PENDING] + [""] * (len(HEADERS[t]) - 1)]) for t in shape.tables],
+        *[Table(t, head, [[PENDING] + [""] * (len(head) - 1)]) for t, head in shape.tables.items()],
         *[Figure(f, pending_figure) for f in shape.figures],
         Variables(dict.fromkeys(shape.variables, PENDING)),
     ]
@@ -528,7 +541,7 @@ def _oscillation_outputs(osc: dict, cfg: dict) -> list:
     return [
         Lines([f"{r[0]:>12} sigma={r[1]:<5} R={r[2]:<6g} median={r[3]:.3g}  [{r[4]:.2g}, {r[5]:.2g}]" for r in rows]),
         Figure("expressivity_oscillation", lambda: figures.oscillation(osc, cfg)),
-        Table("expressivity_oscillation", HEADERS["expressivity_oscillation"], rows, digits=3),
+        _table("expressivity_oscillation", rows, digits=3),
         Variables({**V, "OscDraws": cfg["n_draws"]}),
     ]
 
@@ -549,7 +562,7 @@ def _construction_outputs(con: dict, functions: Sequence[str]) -> list:
         for name, rel in relative.items()
     ]
     return [
-        Table("expressivity_spline_exact", HEADERS["expressivity_spline_exact"], rows, digits=2),
+        _table("expressivity_spline_exact", rows, digits=2),
         Variables(
             dict(
                 SplineRelErr=(worst, 2),
@@ -591,7 +604,7 @@ def _spline_error_outputs(err: dict, hm: dict) -> list:
     ]
     return [
         Figure("expressivity_spline_error", lambda: figures.spline_error(err, c1, c2)),
-        Table("expressivity_spline_rates", HEADERS["expressivity_spline_rates"], rows, digits=3),
+        _table("expressivity_spline_rates", rows, digits=3),
         Lines([str(r) for r in rows]),
         Variables(
             dict(
@@ -622,7 +635,7 @@ def _hall_meyer_outputs(hm: dict) -> list:
         )
     return [
         Lines(lines, check=True),
-        Table("expressivity_hall_meyer", HEADERS["expressivity_hall_meyer"], rows, digits=3),
+        _table("expressivity_hall_meyer", rows, digits=3),
     ]
 
 
@@ -646,7 +659,7 @@ def _variety_outputs(vd: list[dict]) -> list:
     ]
     return [
         Lines(lines, check=True),
-        Table("expressivity_variety", HEADERS["expressivity_variety"], rows),
+        _table("expressivity_variety", rows),
         Variables(V),
     ]
 
@@ -656,7 +669,7 @@ def _amplification_outputs(amp: dict, cfg: dict) -> list:
     curves, rows, V = _amplification_summary(amp)
     return [
         Figure("expressivity_amplification", lambda: figures.amplification(curves)),
-        Table("expressivity_amplification", HEADERS["expressivity_amplification"], rows, digits=3),
+        _table("expressivity_amplification", rows, digits=3),
         Lines([str(r) for r in rows]),
         Variables({"AmpDraws": cfg["n_draws"], "AmpWidth": cfg["width"], **V}),
         Lines([f"ReLinear quadratic == conventional at every depth and draw: {V['AmpRelinearEqual'] == 'equal'}"]),
