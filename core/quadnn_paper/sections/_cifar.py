@@ -42,35 +42,6 @@ from quadnn_paper.common import published
 from quadnn_paper.common.outputs import PENDING
 from quadnn_paper.engine import RunConfig
 
-__all__ = [
-    "VGG_RECIPE",
-    "RESNET_RECIPE",
-    "DIGITS",
-    "DATA_WORDS",
-    "data_words",
-    "Row",
-    "vgg_rows",
-    "comparison_rows",
-    "runs_at",
-    "seeds_for",
-    "STANDIN",
-    "row_for",
-    "paper_init",
-    "config_for",
-    "plan",
-    "param_count",
-    "LR_G",
-    "LR_G_REZERO",
-    "LR_B_COMPACT",
-    "training_steps",
-    "PAPER_STEPS",
-    "gamma_scale",
-    "stating_gamma",
-    "moved",
-    "SEED_HEADER",
-    "seed_row",
-]
-
 # -- the paper's protocols ------------------------------------------------------------------
 VGG_RECIPE = dict(
     dataset="cifar100",
