@@ -200,10 +200,17 @@ def _strings(path: Path):
             yield node.lineno, node.value, id(node) in typeset
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "core/quadnn_paper/sections").glob("*.py")), ids=lambda p: p.name)
+# the sections, and the layers that draw their figures and build their tables' cells and texts
+_TEXT_MAKERS = sorted(
+    p for layer in ("sections", "figures", "analysis") for p in (ROOT / "core/quadnn_paper" / layer).glob("*.py")
+)
+
+
+@pytest.mark.parametrize("path", _TEXT_MAKERS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_sections_hold_latex_only_in_their_columns_and_cells(path):
     """A section's LaTeX is a table column's head or alignment (``Column``) or a cell's (``Cell``),
-    which the writer typesets; a figure's math text ($...$) is matplotlib's, not the report's."""
+    which the writer typesets; a figure's math text ($...$) is matplotlib's, not the report's. The
+    same holds where the sections' figures, cells and texts are made (figures/, analysis/)."""
     found = []
     for line, text, typeset in _strings(path):
         outside_math = re.sub(r"\$[^$]*\$", "", text)
