@@ -283,3 +283,29 @@ def test_papermill_reads_every_parameter_make_passes(name):
 
     params = papermill.inspect_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"))
     assert set(params) == {"profile", "paper_dir", "cache_dir", "runner", "tiny"}, sorted(params)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any level (function-level imports included)."""
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "core/quadnn_paper/sections").glob("*.py")), ids=lambda p: p.name)
+def test_a_section_draws_nothing_itself(path):
+    """A section picks the numbers a figure shows; the drawing is in quadnn_paper.figures, so a
+    section never imports matplotlib (the probe: an import of it is found)."""
+    drawing = {m for m in _imported_modules(path) if m.split(".")[0] == "matplotlib"}
+    assert not drawing, f"{path.name} imports {sorted(drawing)}: draw in quadnn_paper/figures/{path.name}"
+
+
+def test_the_drawing_check_finds_a_function_level_import(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    import matplotlib.pyplot as plt\n    return plt\n")
+    assert "matplotlib.pyplot" in _imported_modules(probe)
