@@ -1,4 +1,4 @@
-"""A setting's runs over its seeds, as the CIFAR and ImageNet tables show them: the mean and spread of
+"""A setting's runs over its seeds, as the CIFAR tables show them: the mean and spread of
 the final test errors of the runs that trained, how many did not (diverged, or ended within
 :data:`~.paired.UNTRAINED_MARGIN` of chance) or are pending, and the error a run adds to a paired
 difference."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from quadnn_paper.analysis import paired
 from quadnn_paper.common.outputs import PENDING
+from quadnn_paper.figures import width_tag
 
 # Each figure is drawn at its printed size, under these fonts.
 FONTS = {
@@ -44,11 +45,6 @@ def styled(draw: Callable) -> Callable:
         return fig
 
     return styled
-
-
-def width_tag(P: dict) -> str:
-    """The width trained, in every name (none at 1: the paper's)."""
-    return "" if P["width"] == 1 else f" x{P['width']:g}"
 
 
 def _plot_curves(ax, P: dict, curves: list, labels: dict, conventional: dict | None, symbol: str, legend=True):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from quadnn_paper.figures import width_tag
+
 
 def loss(first_runs: dict[str, dict], loss_limit: float, P: dict, data_words: str):
     """Mean training loss per epoch of each row's first seed, with the divergence limit
@@ -38,7 +40,6 @@ def loss(first_runs: dict[str, dict], loss_limit: float, P: dict, data_words: st
     ax.set_ylabel("mean training loss")
     # Under the panel (every corner holds a curve or the divergence limit at some profile); the
     # title says what was trained (width, data).
-    W = "" if P["width"] == 1 else f" x{P['width']:g}"
-    ax.set_title(f"VGG16{W} on {data_words} (first seed)", fontsize=7)
+    ax.set_title(f"VGG16{width_tag(P)} on {data_words} (first seed)", fontsize=7)
     ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, frameon=False)
     return fig
