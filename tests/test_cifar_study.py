@@ -2,6 +2,7 @@
 section interface, paired runs, and claims decided from paired differences."""
 
 import math
+from pathlib import Path
 
 import pytest
 import timm
@@ -11,7 +12,7 @@ from quadnn_paper.analysis import claim_tables, errors, paired, stats
 from quadnn_paper.common.profiles import PROFILES
 from quadnn_paper.engine import Results, RunConfig, run
 from quadnn_paper.execution.sections import section_runs
-from quadnn_paper.sections import _cifar as cs
+from quadnn_paper.experiments import cifar as cs
 from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
 
 SECTIONS = (vgg_stability, cifar_comparison, cifar_tuning)
@@ -304,3 +305,19 @@ def test_pairs_not_run_are_counted_not_listed():
     )
     assert c.evidence() == "A vs B: +1.25 [-1.93, 4.43]; 2 pairs not run at this profile"
     assert c.verdict == "not tested at this profile (1 of 3 pairs tested)"
+
+
+def test_the_standin_measurement_tool_builds_its_pair_as_the_cpu_profile_would():
+    """tools/standin_protocol.py: each candidate's ResNet20 / QResNet20 pair through the CIFAR study's
+    own ``config_for``, the quadratic terms at the paper's rate times the rule's factor for it."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "standin_protocol.py"
+    spec = importlib.util.spec_from_file_location("standin_protocol", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    for dataset, images, epochs, every in tool.CANDIDATES:
+        conv, quad = tool._configs(dataset, images, epochs, every, seed=3)
+        recipe = dict(dataset=dataset, batch_size=tool.BATCH, epochs=epochs, train_limit=images)
+        assert conv.relinear == "none" and quad.init_twin == "cifar_resnet20" and quad.seed == conv.seed == 3
+        assert quad.lr_g == pytest.approx(cs.LR_G[20] * cs.gamma_scale(recipe))

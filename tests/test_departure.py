@@ -13,10 +13,10 @@ from scipy import stats as sst
 
 import quadnn.models  # noqa: F401
 from quadnn import NEURONS, QuadraticConv2d, QuadraticLinear, relinear
-from quadnn_paper.analysis import paired, stats
+from quadnn_paper.analysis import errors, paired, stats
 from quadnn_paper.engine import RunConfig, loop
 from quadnn_paper.engine.departure import linear_twin, term_norms
-from quadnn_paper.sections import _cifar as cs
+from quadnn_paper.experiments import cifar as cs
 from quadnn_paper.sections import cifar_comparison, cifar_tuning, vgg_stability
 
 
@@ -177,8 +177,8 @@ def test_a_claim_whose_quadratic_arm_did_not_move_is_not_tested_never_equivalent
 
 def test_moved_is_the_median_over_finished_runs():
     fin = lambda x: dict(status="finished", departure=dict(changed=x))  # noqa: E731
-    assert cs.moved([fin(1.0), fin(5.0), fin(3.0), None, dict(status="diverged")]) == 3.0
-    assert cs.moved([dict(status="finished")]) is None
+    assert errors.moved([fin(1.0), fin(5.0), fin(3.0), None, dict(status="diverged")]) == 3.0
+    assert errors.moved([dict(status="finished")]) is None
 
 
 def test_an_unmoved_quadratic_arm_tests_nothing_even_whether_it_trains():

@@ -150,6 +150,22 @@ def test_every_companion_module_sits_in_exactly_one_layer():
         assert top in LAYERS, f"{rel} is outside the layers {LAYERS} (docs/layout.md)"
 
 
+def _independent_sections(config: dict) -> list[str]:
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "independence"]
+    return contract["modules"]
+
+
+def test_the_sections_layer_holds_the_papers_sections_and_nothing_else():
+    """One module per paper section (execution.sections.SECTIONS), each independent of the others:
+    what several sections share lives in a lower layer (experiments.cifar, analysis), not beside them."""
+    from quadnn_paper.execution.sections import SECTIONS
+
+    found = {p.stem for p in (COMPANION / "sections").glob("*.py")} - {"__init__"}
+    assert found == set(SECTIONS), f"sections/ holds {sorted(found - set(SECTIONS))} beside the paper's sections"
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert _independent_sections(config) == [f"quadnn_paper.sections.{s}" for s in SECTIONS]
+
+
 def test_layer_contract_holds_for_every_import():
     """import-linter's contracts (pyproject.toml): the library never imports the companion, and each
     companion layer imports only from layers below it, function-level imports included."""

@@ -13,7 +13,7 @@ from scipy import stats as sst
 
 from quadnn_paper.analysis import claim_tables, paired, stats
 from quadnn_paper.engine import Results
-from quadnn_paper.sections import _cifar as cs
+from quadnn_paper.experiments import cifar as cs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import paper_check  # noqa: E402

@@ -1,6 +1,6 @@
 """Choose the cpu profile's CIFAR stand-in protocol by measurement: for each candidate (resolution,
 training images, epochs) train the headline pair (ResNet20 and ReLinear-sg QResNet20, the paper's
-gamma rescaled by the rule of ``_cifar.gamma_scale``) at a few seeds through the engine, and record
+gamma rescaled by the rule of ``experiments.cifar.gamma_scale``) at a few seeds through the engine, and record
 each arm's error, the paired spread and the CPU-seconds a run costs. Also times one training step
 of each arm at every resolution (the CPU convolution has slow paths at some sizes).
 
@@ -34,11 +34,11 @@ WIDTH, BATCH = 0.25, 64
 
 
 def _configs(dataset: str, images: int, epochs: int, every_epoch: bool, seed: int):
-    from quadnn_paper.sections import _cifar as cs
+    from quadnn_paper.experiments import cifar as cs
 
     recipe = {**cs.RESNET_RECIPE, "dataset": dataset, "batch_size": BATCH, "epochs": epochs, "train_limit": images}
     recipe["eval_every_epoch"] = every_epoch
-    protocol = dict(recipe=recipe, threads=1, split_per_seed=True)
+    protocol = dict(recipe=recipe, threads=1, split_per_seed=True, gamma_scale=cs.gamma_scale(recipe))
     rows = cs.comparison_rows()
     conv, quad = cs.row_for(rows, "cifar_resnet20"), cs.row_for(rows, "cifar_qresnet20", "ri")
     return [cs.config_for(r, protocol, seed, width=WIDTH) for r in (conv, quad)]

@@ -1,15 +1,17 @@
 """A setting's runs over its seeds, as the CIFAR tables show them: the mean and spread of
 the final test errors of the runs that trained, how many did not (diverged, or ended within
-:data:`~.paired.UNTRAINED_MARGIN` of chance) or are pending, and the error a run adds to a paired
-difference."""
+:data:`~.paired.UNTRAINED_MARGIN` of chance) or are pending, the error a run adds to a paired
+difference, each run's line of the per-seed CSV, and how far the quadratic terms moved a
+setting's predictions (:func:`moved`)."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from quadnn_paper.analysis.paired import UNTRAINED_MARGIN, chance
-from quadnn_paper.common.outputs import pending_text
+from quadnn_paper.common.outputs import PENDING, pending_text
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,43 @@ def error_cell(s: Errors | None, run: bool = True) -> str:
     return text
 
 
-def seed_errors(result: dict | None, dataset: str) -> float | None:
-    """The error a run contributes to a paired difference: its final test error; a diverged run
-    ("no converge") counts at chance; None while it is pending."""
+def seed_errors(result: dict | None, data: str | int, key: str = "test_error") -> float | None:
+    """The error a run contributes to a paired difference: its final error (``key``: the test
+    error, ImageNet's ``top1_error``); a run that did not finish or records none ("no converge")
+    counts at chance (:func:`~.paired.chance` of ``data``); None while it is pending."""
     if result is None:
         return None
-    if result["status"] != "finished":
-        return chance(dataset)
-    return result["test_error"]
+    err = result.get(key) if result["status"] == "finished" else None
+    return chance(data) if err is None else err
+
+
+SEED_HEADER = ["Arm", "Setting", "Seed", "Status", "Test error (%)", "Predictions changed (%)", "Terms / W_r"]
+
+
+def seed_row(arm: str, setting: str, seed: int, result: dict | None) -> list:
+    """One run's line of a section's per-seed results (shipped as CSV beside the tables)."""
+    if result is None:
+        return [arm, setting, seed, PENDING, "--", "--", "--"]
+    dep = result.get("departure") or {}
+    err = result.get("test_error")
+    return [
+        arm,
+        setting,
+        seed,
+        result["status"],
+        "--" if err is None else round(err, 4),
+        "--" if "changed" not in dep else round(dep["changed"], 4),
+        "--" if "terms" not in dep else f"{dep['terms']:.4g}",
+    ]
+
+
+def moved(results: list[dict | None]) -> float | None:
+    """The median share of test predictions (%) that the quadratic terms of ``results`` change (their
+    departure from the linear twin, recorded by the engine); None where no finished run records one
+    (a conventional network, or nothing finished)."""
+    xs = sorted(
+        r["departure"]["changed"]
+        for r in results
+        if r is not None and r.get("status") == "finished" and "changed" in (r.get("departure") or {})
+    )
+    return statistics.median(xs) if xs else None

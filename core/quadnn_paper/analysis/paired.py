@@ -37,14 +37,16 @@ UNTRAINED_MARGIN = 5.0  # points: a run ending this close to chance (or diverged
 MOVED_THRESHOLD = 1.0  # % of test predictions: below it the quadratic terms did not act
 
 
-def trained_limit(dataset: str) -> float:
+def trained_limit(data: str | int) -> float:
     """The error (%) at and above which a run counts as not trained (diverged runs count at chance)."""
-    return chance(dataset) - UNTRAINED_MARGIN
+    return chance(data) - UNTRAINED_MARGIN
 
 
-def chance(dataset: str) -> float:
-    """Error (%) of a uniform guess: what a network that does not learn scores."""
-    return 100.0 * (1 - 1 / (100 if dataset == "cifar100" else 10))
+def chance(data: str | int) -> float:
+    """Error (%) of a uniform guess: what a network that does not learn scores. ``data``: a CIFAR
+    section's data set by name (CIFAR-100: 100 classes, the others 10), or its number of classes."""
+    classes = data if isinstance(data, int) else (100 if data == "cifar100" else 10)
+    return 100.0 * (1 - 1 / classes)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The comparative CIFAR-10 study: ResNets, Parabolic-/PolyResNets, QResNets (random
 initialisation + ReLinear, + ReZero, weight transfer), compact QResNets and widened ResNets.
 
-Every claim compares rows that are trained as pairs at each seed (see :mod:`._cifar`): a
+Every claim compares rows that are trained as pairs at each seed (see :mod:`quadnn_paper.experiments.cifar`): a
 randomly initialised quadratic row starts from the initial weights of the ResNet of its depth,
 a weight-transfer row from that ResNet's first stage, and all of them see the same batches and
 are evaluated on the same images. A claim's verdict comes from the t-interval of the per-seed
@@ -23,8 +23,8 @@ from quadnn_paper.common.outputs import Lines, Overview, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results
 from quadnn_paper.engine.tiny import capped
-from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import param_count
+from quadnn_paper.experiments import cifar as cs
+from quadnn_paper.experiments.cifar import param_count
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
@@ -36,7 +36,7 @@ def _key(model: str, method: str = "conventional") -> tuple:
 
 
 # Rows trained below full, with the seeds each runs at (the others are "full only"). cpu: the
-# stand-in protocol the tuning section shares (_cifar.STANDIN), the rows of the headline claims
+# stand-in protocol the tuning section shares (experiments.cifar.STANDIN), the rows of the headline claims
 # (depth 20) at HEADLINE_SEEDS, the rest (QResNet32 and Compact-QResNet32 against ResNet32, ResNet56, ResNet110, the ResNet32
 # twice as wide) at REST_SEEDS; every arm has the same channel multiplier, times its row's width.
 _H, _R = cs.HEADLINE_SEEDS, cs.REST_SEEDS
@@ -65,7 +65,7 @@ _SMOKE_ROWS = (
     _key("cifar_qresnet20", "wt"),
     _key("cifar_qresnet20", "wt0"),
 )
-PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: _cifar.gamma_scale of its recipe
+PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: experiments.cifar.gamma_scale of its recipe
     {
         "smoke": dict(
             recipe={**cs.RESNET_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 160},
@@ -435,9 +435,9 @@ def summary(results: Results, params: dict | None = None) -> Summary:
     for (row, seed), res in results.runs().items():
         per_row.setdefault(row, []).append(res)
         errs.setdefault(row, {})[seed] = errors.seed_errors(res, P["recipe"]["dataset"])
-        seeds.append(cs.seed_row(row.label, f"x{row.width:g}", seed, res))
+        seeds.append(errors.seed_row(row.label, f"x{row.width:g}", seed, res))
     sums = {r: errors.summarise(v, paired.trained_limit(P["recipe"]["dataset"])) for r, v in per_row.items()}
-    moved = {r: cs.moved(v) for r, v in per_row.items()}
+    moved = {r: errors.moved(v) for r, v in per_row.items()}
     verdicts = claims(errs, params or {}, P, moved)
     test_images = next(
         (x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None
@@ -545,7 +545,7 @@ def tables(S: Summary, params: dict) -> list[Table]:
         Table("comparison_claims", CLAIMS_HEADER, claim_rows([c for c in S.claims if not is_pair_claim(c)])),
         Table("comparison_pair_claims", CLAIMS_HEADER, claim_rows([c for c in S.claims if is_pair_claim(c)])),
         claims_table(NAME, "Comparison", S.claims),
-        Table("cifarcomparison_seeds", cs.SEED_HEADER, S.seed_rows),
+        Table("cifarcomparison_seeds", errors.SEED_HEADER, S.seed_rows),
         Table("comparison_calibration", CALIBRATION_HEADER, calibration_rows(S)),
     ]
 

@@ -29,10 +29,10 @@ from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results, RunConfig, stage_ends
 from quadnn_paper.engine.tiny import capped
+from quadnn_paper.experiments import cifar as cs
+from quadnn_paper.experiments.cifar import param_count
 from quadnn_paper.experiments.cifar_tuning import gamma_zero_trajectory
 from quadnn_paper.figures import cifar_tuning as figures
-from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import param_count
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
@@ -77,7 +77,7 @@ _COMMON = dict(
     weight_decay=1e-4,
     momentum=0.9,
 )
-PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: _cifar.gamma_scale of its recipe
+PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: experiments.cifar.gamma_scale of its recipe
     {
         "smoke": dict(
             _COMMON,
@@ -95,7 +95,7 @@ PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: _cifar.ga
             quadratic_decay="reference",
             split_per_seed=True,
         ),
-        # cpu: the stand-in protocol the comparison section shares (_cifar.STANDIN): its ResNet20,
+        # cpu: the stand-in protocol the comparison section shares (experiments.cifar.STANDIN): its ResNet20,
         # QResNet20 (sg) and stage-1 transfer runs are the comparison's, trained once. The settings of
         # the headline claims (sg and stage-1 transfer against their baselines) run at ``seeds``, the
         # other claimed settings at ``rest_seeds``, every sweep's two ends at ``grid_seeds``.
@@ -165,7 +165,7 @@ def grid(proto: dict, name: str) -> list:
 
 def rate(proto: dict, value: float) -> float:
     """The rate a run of the quadratic terms trains at for the paper's ``value`` (gamma_g = gamma_b):
-    the paper's times the protocol's ``gamma_scale`` (1 at full, :func:`_cifar.gamma_scale` of a
+    the paper's times the protocol's ``gamma_scale`` (1 at full, :func:`~quadnn_paper.experiments.cifar.gamma_scale` of a
     stand-in's recipe)."""
     return value * proto["gamma_scale"]
 
@@ -303,7 +303,7 @@ def _sweep_row(got: _Results, e: str, v: float, grid_seeds: list, limit: float) 
     sd = math.sqrt(sum((x - mean) ** 2 for x in ok) / (len(ok) - 1)) if len(ok) > 1 else math.nan
     terms = [r["departure"]["terms"] for r in res if r is not None and "departure" in r]
     terms = statistics.median(terms) if terms else None
-    return SweepRow(v, mean, sd, len(errs) - len(ok), cs.moved(res), terms)
+    return SweepRow(v, mean, sd, len(errs) - len(ok), errors.moved(res), terms)
 
 
 def _sweeps_and_curves(got: _Results, experiments: list[str], grid_seeds: list, limit: float) -> tuple[dict, dict]:
@@ -332,8 +332,8 @@ def _setting_errors(got: _Results, dataset: str, e: str, v: float) -> dict:
 
 
 def _setting_moved(got: _Results, e: str, v: float) -> float | None:
-    """The departure (:func:`_cifar.moved`) of a setting over every seed it ran at."""
-    return cs.moved([r for (x, y, _), r in got.items() if x == e and y == v])
+    """The departure (:func:`~quadnn_paper.analysis.errors.moved`) of a setting over every seed it ran at."""
+    return errors.moved([r for (x, y, _), r in got.items() if x == e and y == v])
 
 
 class _Arm(NamedTuple):
@@ -618,7 +618,7 @@ def summary(results: Results) -> Summary:
         adam_error=_error(adam[0]) if adam else None,
         diverged={e: sum(r.diverged for r in sweeps[e]) for e in experiments},
         runs=len(got),
-        seed_rows=[cs.seed_row(e, f"{v:g}", seed, r) for (e, v, seed), r in got.items()],
+        seed_rows=[errors.seed_row(e, f"{v:g}", seed, r) for (e, v, seed), r in got.items()],
         pending=sum(r is None for r in got.values()),
         **_epoch_times(curves),
         test_images=(conventional or {}).get("test_images"),
@@ -872,7 +872,7 @@ def _figures(S: Summary) -> list[Figure]:
 def _tables(S: Summary) -> list[Table]:
     return [
         Table("cifartuning_summary", SWEEP_SUMMARY_HEADER, sweep_summary_rows(S)),
-        Table("cifartuning_seeds", cs.SEED_HEADER, S.seed_rows),  # every run, as CSV beside the tables
+        Table("cifartuning_seeds", errors.SEED_HEADER, S.seed_rows),  # every run, as CSV beside the tables
         Table("cifartuning_claims", CLAIMS_HEADER, claim_rows(S.claims)),
         claims_table(NAME, "Tuning", S.claims),
     ]

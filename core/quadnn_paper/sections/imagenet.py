@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quadnn_paper.analysis import paired, stats
+from quadnn_paper.analysis import errors, paired, stats
 from quadnn_paper.analysis.claim_tables import CLAIMS_HEADER, claim_rows, claims_table
 from quadnn_paper.common import published
 from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, Variables
@@ -28,7 +28,6 @@ from quadnn_paper.engine import Computation, Results
 from quadnn_paper.engine.tiny import capped
 from quadnn_paper.experiments import imagenet as experiment
 from quadnn_paper.figures import imagenet as figures
-from quadnn_paper.sections import _cifar as cs
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
@@ -508,7 +507,7 @@ def summary(results: Results) -> Summary:
     full_params = results["params"]
     n_classes = classes(P, results.tiny)
     top5 = n_classes >= TOP5_MIN_CLASSES
-    moved_by = {m: cs.moved(rs) for m, rs in by_model.items()}  # None for a conventional network
+    moved_by = {m: errors.moved(rs) for m, rs in by_model.items()}  # None for a conventional network
     decided = claims(seed_errors(by_run, n_classes), moved_by, n_classes)
     return Summary(
         claims=decided,
@@ -533,24 +532,17 @@ def summary(results: Results) -> Summary:
 _DEPTHS = (18, 34)
 
 
-def _chance(n_classes: int) -> float:
-    """Top-1 error (%) of a uniform guess over ``n_classes``: what a network that does not learn scores."""
-    return 100.0 * (1 - 1 / n_classes)
-
-
 def seed_errors(runs: dict, n_classes: int) -> dict[str, dict[int, float]]:
-    """Per model, each finished seed's top-1 error (%) from ``{(model, seed): result or None}``; a
-    run that did not finish counts at chance."""
-    chance = _chance(n_classes)
+    """Per model, each done seed's top-1 error (%) from ``{(model, seed): result or None}``
+    (:func:`~quadnn_paper.analysis.errors.seed_errors`: a run that did not finish counts at chance)."""
     out: dict[str, dict[int, float]] = {}
     for (model, seed), r in runs.items():
         if r is not None:
-            err = r.get("top1_error") if r.get("status", "finished") == "finished" else None
-            out.setdefault(model, {})[seed] = chance if err is None else err
+            out.setdefault(model, {})[seed] = errors.seed_errors(r, n_classes, key="top1_error")
     return out
 
 
-def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None], n_classes: int) -> list:
+def claims(by_seed: dict[str, dict[int, float]], moved_by: dict[str, float | None], n_classes: int) -> list:
     """The section's claims (:class:`~quadnn_paper.analysis.paired.Claim`), each pair a quadratic
     ResNet against a network of its depth trained from the same initial weights under the same seed,
     decided by the CIFAR sections' rule (the quadratic terms' departure gate, then counts or the
@@ -565,11 +557,11 @@ def claims(errors: dict[str, dict[int, float]], moved_by: dict[str, float | None
         arms, name = pairs(rivals), trained_label
         return paired.pair_claim(
             text,
-            [(name(q), errors.get(q, {}), name(r), errors.get(r, {})) for q, r in arms],
+            [(name(q), by_seed.get(q, {}), name(r), by_seed.get(r, {})) for q, r in arms],
             "; ".join(f"{PAPER[q]} vs {PAPER[r]}" for q, r in arms),
             moved_by={name(m): v for m, v in moved_by.items()},
             margins=[stats.margin_of(paired.paper_effect(PAPER[q], PAPER[r])) for q, r in arms],
-            limit=_chance(n_classes) - paired.UNTRAINED_MARGIN,
+            limit=paired.trained_limit(n_classes),
             id=id,
         )
 

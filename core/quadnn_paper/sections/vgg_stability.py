@@ -22,16 +22,16 @@ from quadnn_paper.common.outputs import PENDING, Column, Figure, Lines, Table, V
 from quadnn_paper.common.profiles import data_text, protocols
 from quadnn_paper.engine import Computation, Results, RunConfig
 from quadnn_paper.engine.tiny import capped
+from quadnn_paper.experiments import cifar as cs
+from quadnn_paper.experiments.cifar import param_count
 from quadnn_paper.figures import vgg_stability as figures
-from quadnn_paper.sections import _cifar as cs
-from quadnn_paper.sections._cifar import param_count
 
 __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the section's contract (execution.sections)
 
 NAME = "vgg_stability"
 # smoke/cpu: the same models and learning rates on the 8x8 digits stand-in, all channel counts
 # scaled by ``width``, more seeds than the paper's one so each claim gets an interval.
-PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: _cifar.gamma_scale of its recipe
+PROTOCOLS = cs.stating_gamma(  # each profile also states gamma_scale: experiments.cifar.gamma_scale of its recipe
     {
         "smoke": dict(
             recipe={**cs.VGG_RECIPE, **cs.DIGITS, "epochs": 2, "train_limit": 192}, width=0.125, seeds=(0,), threads=1
@@ -254,7 +254,7 @@ def summary(results: Results) -> Summary:
     qvgg = next(r for r in rows if r.model == "cifar_qvgg16")
     vgg = cs.row_for(rows, "cifar_vgg16")
     square = [r for r in rows if r.model == "cifar_vgg16_square"]
-    claims, vs_vgg = _claims(qvgg, vgg, square, errs, R["dataset"], cs.moved(per_row[qvgg]))
+    claims, vs_vgg = _claims(qvgg, vgg, square, errs, R["dataset"], errors.moved(per_row[qvgg]))
     num_classes = 100 if R["dataset"] == "cifar100" else 10
     return Summary(
         protocol=P,

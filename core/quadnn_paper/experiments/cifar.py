@@ -1,6 +1,7 @@
-"""What the CIFAR sections share: the paper's recipes, the rows of their tables and the engine
-configuration of a row (their errors and claims are tabled by :mod:`quadnn_paper.analysis.errors`
-and :mod:`quadnn_paper.analysis.claim_tables`).
+"""The CIFAR study's design, shared by the sections that report it (``cifar_tuning``,
+``vgg_stability``, ``cifar_comparison``): the paper's recipes, the stand-ins below ``full``, the
+rule that scales the quadratic terms' rates on a stand-in, the rows of the comparison's tables and
+the engine configuration of a row. Their errors and claims are :mod:`quadnn_paper.analysis`'s.
 
 The sections (``vgg_stability``, ``cifar_comparison``, ``cifar_tuning``) hold their own
 ``PROTOCOLS``; ``full`` is the paper's protocol, ``cpu`` trains the same models on Fashion-MNIST
@@ -35,11 +36,9 @@ Reading of the paper used here (it does not spell these out):
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 
 from quadnn_paper.common import published
-from quadnn_paper.common.outputs import PENDING
 from quadnn_paper.engine import RunConfig
 
 # -- the paper's protocols ------------------------------------------------------------------
@@ -160,41 +159,6 @@ def stating_gamma(protocols: dict) -> dict:
     its runs train the paper's rates of the quadratic terms at (:func:`gamma_scale` of its recipe):
     what the plan, the text and the overview read."""
     return {p: dict(P, gamma_scale=gamma_scale(P.get("recipe", P))) for p, P in protocols.items()}
-
-
-# -- what counts as trained, and as a quadratic network ----------------------------------------
-
-
-SEED_HEADER = ["Arm", "Setting", "Seed", "Status", "Test error (%)", "Predictions changed (%)", "Terms / W_r"]
-
-
-def seed_row(arm: str, setting: str, seed: int, result: dict | None) -> list:
-    """One run's line of a section's per-seed results (shipped as CSV beside the tables)."""
-    if result is None:
-        return [arm, setting, seed, PENDING, "--", "--", "--"]
-    dep = result.get("departure") or {}
-    err = result.get("test_error")
-    return [
-        arm,
-        setting,
-        seed,
-        result["status"],
-        "--" if err is None else round(err, 4),
-        "--" if "changed" not in dep else round(dep["changed"], 4),
-        "--" if "terms" not in dep else f"{dep['terms']:.4g}",
-    ]
-
-
-def moved(results: list[dict | None]) -> float | None:
-    """The median share of test predictions (%) that the quadratic terms of ``results`` change (their
-    departure from the linear twin, recorded by the engine); None where no finished run records one
-    (a conventional network, or nothing finished)."""
-    xs = sorted(
-        r["departure"]["changed"]
-        for r in results
-        if r is not None and r.get("status") == "finished" and "changed" in (r.get("departure") or {})
-    )
-    return statistics.median(xs) if xs else None
 
 
 # -- rows -------------------------------------------------------------------------------------
