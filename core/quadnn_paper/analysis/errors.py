@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass
 
 from quadnn_paper.analysis.paired import UNTRAINED_MARGIN, chance
+from quadnn_paper.common.cells import Cell
 from quadnn_paper.common.outputs import PENDING, pending_text
 
 
@@ -58,6 +59,12 @@ def summarise(results: list[dict | None], limit: float = math.inf) -> Errors:
         params=next((r["params"] for r in results if r.get("params")), None),  # of the network trained
         reasons=sorted(reasons),
     )
+
+
+def error_value(s: Errors, note: str = "", reproduced: bool | None = None) -> Cell:
+    """A table's cell of the errors of a setting with runs that trained: their mean, and their
+    spread where there are several (``note`` after it; ``reproduced``: whether the paper's row holds)."""
+    return Cell(s.mean, spread=s.std if s.finished > 1 else None, decimals=2, note=note, reproduced=reproduced)
 
 
 def error_cell(s: Errors | None, run: bool = True) -> str:
@@ -114,3 +121,8 @@ def moved(results: list[dict | None]) -> float | None:
         if r is not None and r.get("status") == "finished" and "changed" in (r.get("departure") or {})
     )
     return statistics.median(xs) if xs else None
+
+
+def test_images(results) -> int | None:
+    """The number of test images, from the first of ``results`` (None: pending) that records it."""
+    return next((r["test_images"] for r in results if r is not None and "test_images" in r), None)

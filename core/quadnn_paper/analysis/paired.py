@@ -20,6 +20,7 @@ __all__ = [
     "UNTRAINED_MARGIN",
     "MOVED_THRESHOLD",
     "chance",
+    "classes",
     "trained_limit",
     "Claim",
     "pair_claim",
@@ -43,10 +44,15 @@ def trained_limit(data: str | int) -> float:
 
 
 def chance(data: str | int) -> float:
-    """Error (%) of a uniform guess: what a network that does not learn scores. ``data``: a CIFAR
-    section's data set by name (CIFAR-100: 100 classes, the others 10), or its number of classes."""
-    classes = data if isinstance(data, int) else (100 if data == "cifar100" else 10)
-    return 100.0 * (1 - 1 / classes)
+    """Error (%) of a uniform guess over :func:`classes` of ``data``: what a network that does not
+    learn scores."""
+    return 100.0 * (1 - 1 / classes(data))
+
+
+def classes(data: str | int) -> int:
+    """How many classes ``data`` has: a CIFAR section's data set by name (CIFAR-100: 100, the
+    others 10), or the count itself."""
+    return data if isinstance(data, int) else (100 if data == "cifar100" else 10)
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,13 @@ DATA_WORDS = {
 }
 
 
+# How the quadratic terms' weight decay acts (a protocol's ``quadratic_decay``), as the text says it.
+DECAY_WORDS = {
+    "reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
+    "zero": "as ordinary coupled L2 toward zero on every group (the official code)",
+}
+
+
 def data_words(dataset: str, stands_for: str) -> str:
     """``dataset`` in words, with the data set it stands in for (``"CIFAR-10"``) when it is a stand-in."""
     words = DATA_WORDS[dataset]

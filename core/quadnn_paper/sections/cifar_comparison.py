@@ -439,12 +439,9 @@ def summary(results: Results, params: dict | None = None) -> Summary:
     sums = {r: errors.summarise(v, paired.trained_limit(P["recipe"]["dataset"])) for r, v in per_row.items()}
     moved = {r: errors.moved(v) for r, v in per_row.items()}
     verdicts = claims(errs, params or {}, P, moved)
-    test_images = next(
-        (x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None
-    )
     return Summary(
         protocol=P,
-        test_images=test_images,
+        test_images=errors.test_images(x for v in per_row.values() for x in v),
         rows=cs.comparison_rows(),
         summaries=sums,
         moved=moved,
@@ -455,12 +452,6 @@ def summary(results: Results, params: dict | None = None) -> Summary:
     )
 
 
-_DECAY_TEXT = {
-    "reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
-    "zero": "as ordinary coupled L2 toward zero on every group (the official code)",
-}
-
-
 def _error_cell(S: Summary, r: cs.Row):
     """Our error of a row: a :class:`Cell`, or a text where there is no number."""
     s = S.summaries.get(r)
@@ -468,12 +459,7 @@ def _error_cell(S: Summary, r: cs.Row):
         return "full only"
     if s.pending or s.finished == 0:
         return errors.error_cell(s)
-    return Cell(
-        s.mean,
-        spread=s.std if s.finished > 1 else None,
-        decimals=2,
-        note=f"({s.diverged}/{s.n} untrained)" if s.diverged else "",
-    )
+    return errors.error_value(s, note=f"({s.diverged}/{s.n} untrained)" if s.diverged else "")
 
 
 def _paper_params_cell(model: str, ours: int):
@@ -628,7 +614,7 @@ def variables(S: Summary, params: dict) -> dict:
 
     return dict(
         Device=compute_device(P["threads"]),
-        QuadraticDecay=_DECAY_TEXT[P.get("quadratic_decay", "reference")],
+        QuadraticDecay=cs.DECAY_WORDS[P.get("quadratic_decay", "reference")],
         Epochs=R["epochs"],
         FullMomentum=F["momentum"],
         FullLr=F["lr"],

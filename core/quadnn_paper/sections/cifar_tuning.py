@@ -525,21 +525,19 @@ def _gamma_zero_pair(arms_of: Callable, dataset: str) -> paired.Claim:
     )
 
 
-def _upper_median(values) -> float:
-    """The middle of ``values`` (the upper one of an even count), NaN for none."""
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2] if ordered else math.nan
-
-
 def _epoch_time(res: dict | None) -> float:
-    # the median training seconds per epoch: robust to a busy machine and warm-up
-    return _upper_median(h["epoch_time"] for h in res["history"]) if res else math.nan
+    # the median training seconds per epoch (the upper one of an even count): robust to a busy machine and warm-up
+    times = [h["epoch_time"] for h in res["history"]] if res else []
+    return statistics.median_high(times) if times else math.nan
 
 
 def _epoch_times(curves: dict) -> dict:
     """Seconds per epoch of the QResNet20 (the median over the sg sweep's runs) and of the ResNet20."""
-    q = _upper_median(_epoch_time(c.result) for c in curves.get("sg", []) if c.result is not None)
-    return dict(epoch_time_q=q, epoch_time_conv=_epoch_time(curves["conventional"][0].result))
+    q = [_epoch_time(c.result) for c in curves.get("sg", []) if c.result is not None]
+    return dict(
+        epoch_time_q=statistics.median_high(q) if q else math.nan,
+        epoch_time_conv=_epoch_time(curves["conventional"][0].result),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -662,10 +660,6 @@ SWEEP_SUMMARY_HEADER = [
     "did not train",
     "terms moved (%)",
 ]
-_DECAY_TEXT = {
-    "reference": "toward their ReLinear reference values, decoupled (quadnn's default)",
-    "zero": "as ordinary coupled L2 toward zero on every group (the official code)",
-}
 
 
 def _setting_text(proto: dict, e: str, value: float) -> str:
@@ -722,8 +716,8 @@ def variables(S: Summary, exact: dict) -> dict:
         Seeds=len(P["seeds"]),
         GridSeedsText=number_word(len(P["grid_seeds"]), "seed"),
         DivergedText=number_word(sum(S.diverged.values()), "run"),
-        QuadraticDecay=_DECAY_TEXT[P["quadratic_decay"]],
-        FullQuadraticDecay=_DECAY_TEXT[PROTOCOLS["full"]["quadratic_decay"]],
+        QuadraticDecay=cs.DECAY_WORDS[P["quadratic_decay"]],
+        FullQuadraticDecay=cs.DECAY_WORDS[PROTOCOLS["full"]["quadratic_decay"]],
         CurveMetric="test error" if P["eval_every_epoch"] else "training error",
         Epochs=P["epochs"],
         Lr=P["lr"],

@@ -154,6 +154,12 @@ def _twin(model: str) -> str | None:
     return None
 
 
+# A run's fields as its protocol states them, and those a protocol may leave at their default
+# (workers "auto": JPEG decoding on every CPU of the task).
+_RUN_FIELDS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "relinear", "lr_g", "lr_b", "milestones")
+_RUN_DEFAULTS = dict(train_limit=0, workers=0, threads=None, amp=False)
+
+
 def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) -> list:
     """The runs of ``profile`` (every model x seed) as engine configurations (task ``imagefolder``).
 
@@ -172,6 +178,7 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
     task_kwargs["scale"] = list(task_kwargs["scale"])
     if P["data"] != "imagenet":
         task_kwargs.update(image_size=P["image_size"], max_per_class=P["max_per_class"])
+    fields = {k: P[k] for k in _RUN_FIELDS} | {k: P.get(k, v) for k, v in _RUN_DEFAULTS.items()}
     out = []
     for s in P["seeds"]:
         for m in P["models"]:
@@ -179,6 +186,8 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
             kwargs = dict(width=P["width"], zero_init_last=False) if P["width"] != 1.0 else dict(zero_init_last=False)
             if m in VARIANTS and VARIANTS[m][2] != "none":
                 kwargs["shortcut"] = P["shortcut"]
+            # The paired design: a quadratic ResNet starts from the initial weights the ResNet of its
+            # depth draws under the same seed (quadratic terms at their reference).
             out.append(
                 RunConfig(
                     task="imagefolder",
@@ -186,29 +195,15 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
                     model_kwargs=kwargs,
                     dataset=P["data"],
                     task_kwargs=task_kwargs,
-                    epochs=P["epochs"],
-                    batch_size=P["batch_size"],
                     optimizer="sgd",
-                    lr=P["lr"],
-                    momentum=P["momentum"],
-                    weight_decay=P["weight_decay"],
-                    relinear=P["relinear"],
-                    lr_g=P["lr_g"],
-                    lr_b=P["lr_b"],
-                    milestones=P["milestones"],
                     seed=s,
                     data_dir=str(Path(data_root) / folder_name(P)),
-                    train_limit=P.get("train_limit", 0),
                     progress=False,
                     eval_batch_size=640,
-                    workers=P.get("workers", 0),
-                    threads=P.get("threads"),
-                    amp=P.get("amp", False),
-                    # The paired design: a quadratic ResNet starts from the initial weights the ResNet
-                    # of its depth draws under the same seed (quadratic terms at their reference).
                     init_twin=_twin(m),
+                    **fields,
                 )
-            )  # "auto": JPEG decoding on every CPU of the task
+            )
     return capped(out, tiny)
 
 

@@ -156,13 +156,7 @@ def _ours_cell(row: cs.Row, s: dict, chance: float) -> str | Cell:
     if not s.finished:
         return Cell("no converge", note=f"({s.diverged}/{s.n})" if s.n > 1 else "", reproduced=agrees)
     notes = (f"({s.diverged}/{s.n} diverged)" if s.diverged else "", "(chance)" if not learned else "")
-    return Cell(
-        s.mean,
-        spread=s.std if s.finished > 1 else None,
-        decimals=2,
-        note="; ".join(n for n in notes if n),
-        reproduced=agrees,
-    )
+    return errors.error_value(s, note="; ".join(n for n in notes if n), reproduced=agrees)
 
 
 class TableRow(NamedTuple):
@@ -212,11 +206,6 @@ def _claims(
     return claims, vs_vgg
 
 
-def _test_images(per_row: dict[cs.Row, list]) -> int | None:
-    """The number of test images, from the first result that records it."""
-    return next((x["test_images"] for v in per_row.values() for x in v if x is not None and "test_images" in x), None)
-
-
 @dataclasses.dataclass(frozen=True)
 class Summary:
     """What the section's outputs are made of: its rows' errors and table, the claims, the numbers
@@ -255,7 +244,7 @@ def summary(results: Results) -> Summary:
     vgg = cs.row_for(rows, "cifar_vgg16")
     square = [r for r in rows if r.model == "cifar_vgg16_square"]
     claims, vs_vgg = _claims(qvgg, vgg, square, errs, R["dataset"], errors.moved(per_row[qvgg]))
-    num_classes = 100 if R["dataset"] == "cifar100" else 10
+    num_classes = paired.classes(R["dataset"])
     return Summary(
         protocol=P,
         rows=rows,
@@ -275,7 +264,7 @@ def summary(results: Results) -> Summary:
         num_classes=num_classes,
         loss_limit=next(c for c in results.plan.values() if isinstance(c, RunConfig)).diverge_factor
         * math.log(num_classes),
-        test_images=_test_images(per_row),
+        test_images=errors.test_images(x for v in per_row.values() for x in v),
     )
 
 
