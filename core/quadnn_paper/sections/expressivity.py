@@ -34,53 +34,32 @@ __all__ = ["NAME", "PROTOCOLS", "protocol", "data", "plan", "outputs"]  # the se
 VARIETY_ARCHS = [(1, 1, 1), (1, 2, 1), (2, 2, 1), (2, 3, 1), (3, 3, 1), (2, 2, 2, 1), (3, 2, 2, 1)]
 VARIETY_ARCHS_EXTRA = [(1, 1, 1, 1), (4, 2, 1), (5, 2, 1), (4, 4, 1), (2, 2, 2, 2, 1)]
 
+# The paper's network: 1-10-10-10-10-1, ReLU, all parameters ~ N(0, sigma^2), sigma in {0.01, 0.02,
+# 0.03}. It states neither the input range nor a number of draws; those two are ours (every profile's).
+_NETWORK = dict(widths=(1, 10, 10, 10, 10, 1), sigmas=(0.01, 0.02, 0.03), x_max=100.0, x_max_table=(1.0,))
+# The paper's estimate of amplification assumes i.i.d. unit-variance Gaussian parameters.
+_AMPLIFIED = dict(width=10, in_features=10, sigma=1.0)
 PROTOCOLS = {
     "smoke": dict(
-        oscillation=dict(
-            widths=(1, 10, 10, 10, 10, 1),
-            sigmas=(0.01, 0.02, 0.03),
-            x_max=100.0,
-            x_max_table=(1.0,),
-            n_points=201,
-            n_draws=50,
-            seed=0,
-        ),
+        oscillation=dict(_NETWORK, n_points=201, n_draws=50, seed=0),
         spline=dict(functions=("sin", "runge"), n_knots=12, n_h=5, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS, n_trials=1, seed=0),
-        amplification=dict(depths=(1, 2, 3, 4), width=10, in_features=10, sigma=1.0, n_draws=50, seed=0),
+        amplification=dict(depths=(1, 2, 3, 4), **_AMPLIFIED, n_draws=50, seed=0),
     ),
     "cpu": dict(
-        oscillation=dict(
-            widths=(1, 10, 10, 10, 10, 1),
-            sigmas=(0.01, 0.02, 0.03),
-            x_max=100.0,
-            x_max_table=(1.0,),
-            n_points=401,
-            n_draws=1000,
-            seed=0,
-        ),
+        oscillation=dict(_NETWORK, n_points=401, n_draws=1000, seed=0),
         spline=dict(functions=("sin", "runge", "exp"), n_knots=16, n_h=9, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS + VARIETY_ARCHS_EXTRA, n_trials=3, seed=0),
-        amplification=dict(depths=(1, 2, 3, 4, 5, 6), width=10, in_features=10, sigma=1.0, n_draws=500, seed=0),
+        amplification=dict(depths=(1, 2, 3, 4, 5, 6), **_AMPLIFIED, n_draws=500, seed=0),
     ),
     "full": dict(
-        # The paper: 1-10-10-10-10-1, ReLU, all parameters ~ N(0, sigma^2), sigma in {0.01, 0.02, 0.03}.
-        # It states neither the input range nor a number of draws; those two are ours.
-        oscillation=dict(
-            widths=(1, 10, 10, 10, 10, 1),
-            sigmas=(0.01, 0.02, 0.03),
-            x_max=100.0,
-            x_max_table=(1.0,),
-            n_points=1001,
-            n_draws=10000,
-            seed=0,
-        ),
+        oscillation=dict(_NETWORK, n_points=1001, n_draws=10000, seed=0),
         spline=dict(functions=("sin", "runge", "exp"), n_knots=32, n_h=13, h_max=0.25, seed=0),
         variety=dict(archs=VARIETY_ARCHS + VARIETY_ARCHS_EXTRA, n_trials=5, seed=0),
-        # The paper's estimate assumes i.i.d. unit-variance Gaussian parameters.
-        amplification=dict(depths=(1, 2, 3, 4, 5, 6, 7, 8), width=10, in_features=10, sigma=1.0, n_draws=2000, seed=0),
+        amplification=dict(depths=(1, 2, 3, 4, 5, 6, 7, 8), **_AMPLIFIED, n_draws=2000, seed=0),
     ),
 }
+
 
 #: Values printed in the paper (facts from the paper, used as its column in our tables).
 PAPER = published.EXPRESSIVITY

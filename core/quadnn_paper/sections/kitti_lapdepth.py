@@ -92,6 +92,13 @@ def trained_what(P: dict, tiny: bool = False) -> str:
     return f"trained: {P['encoder']} encoder, {data} {P['height']}x{P['width']}"
 
 
+# A run's fields as its protocol states them, those a protocol may leave at their default, and the
+# synthetic scenes' sizes.
+_RUN_FIELDS = ("epochs", "batch_size", "lr", "lr_g", "lr_b", "end_lr", "lr_power", "threads")
+_RUN_DEFAULTS = dict(workers=0, amp=False, train_limit=0)
+_SCENES = ("n_train", "n_test", "height", "width")
+
+
 def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -> list:
     """The runs of ``profile``: both models x seeds, as engine configurations.
 
@@ -104,14 +111,7 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
     P = protocol(profile, tiny)
     if data_dir is None:
         data_dir = DATA / "kitti" if P["data"] == "kitti" else GENERATED / "kitti_synthetic"
-    task_kwargs = dict(
-        n_train=P["n_train"],
-        n_test=P["n_test"],
-        height=P["height"],
-        width=P["width"],
-        max_depth=P["max_depth"],
-        weight_decay_decoder=P["weight_decay_decoder"],
-    )
+    task_kwargs = {k: P[k] for k in (*_SCENES, "max_depth", "weight_decay_decoder")}
     if P["data"] == "kitti":  # the real images, KB-cropped, random training crops
         task_kwargs = dict(
             max_depth=P["max_depth"],
@@ -126,27 +126,18 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
             model_kwargs=dict(encoder=P["encoder"], max_depth=P["max_depth"]),
             dataset=P["data"],
             task_kwargs=task_kwargs,
-            epochs=P["epochs"],
-            batch_size=P["batch_size"],
             optimizer="adamw",
-            lr=P["lr"],
             momentum=P["betas"][0],
             beta2=P["betas"][1],
             weight_decay=P["weight_decay_encoder"],
             relinear="sg",
-            lr_g=P["lr_g"],
-            lr_b=P["lr_b"],
             schedule="poly",
-            end_lr=P["end_lr"],
-            lr_power=P["lr_power"],
             seed=s,
             data_dir=str(data_dir),
-            threads=P["threads"],
-            workers=P.get("workers", 0),
             progress=False,
             split_seed=s,
-            amp=P.get("amp", False),
-            train_limit=P.get("train_limit", 0),
+            **{k: P[k] for k in _RUN_FIELDS},
+            **{k: P.get(k, v) for k, v in _RUN_DEFAULTS.items()},
         )
         for s in P["seeds"]
         for m in MODELS
@@ -173,11 +164,7 @@ def plan(profile: str, tiny: bool = False) -> dict:
     config = dict(
         root=first.data_dir,
         synthetic=P["data"] == "synthetic",
-        n_train=P["n_train"],
-        n_test=P["n_test"],
-        height=P["height"],
-        width=P["width"],
-        max_depth=P["max_depth"],
+        **{k: P[k] for k in (*_SCENES, "max_depth")},
         seed=first.split_seed,
     )
     data = Computation("kitti_data", f"{experiment.__name__}:data_sample", config, seconds=5)
