@@ -4,7 +4,7 @@ reads back, for the values the report writes (numbers, escaped words, math, nest
 import pytest
 
 from quadnn_paper.common.cells import latex_escape
-from quadnn_paper.common.macros import definition, macros_text, read_macros, write_macros
+from quadnn_paper.common.macros import defined_names, definition, macros_text, read_macros, write_macros
 
 VALUES = [
     3,
@@ -26,6 +26,56 @@ def test_what_is_written_is_read_back(tmp_path, value):
 
 
 def test_lines_after_the_definitions_are_kept_and_not_read_as_macros():
-    text = macros_text("c", {"a": 1}, [r"\def\b{2}", r"\hypersetup{pdfsubject={\a}}"])
+    text = macros_text("c", {"a": 1}, [definition("b", 2, plain=True), r"\hypersetup{pdfsubject={\a}}"])
     assert text.splitlines() == ["% c", definition("a", 1), r"\def\b{2}", r"\hypersetup{pdfsubject={\a}}"]
     assert read_macros(text) == {"a": "1"}
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_every_macro_written_either_way_is_found_by_name_and_nothing_else(value):
+    """The names the numbers check reads (tools/paper_check.py: a macro written for no reader), for
+    both forms :func:`definition` writes, whatever the value holds (a value's own macros are uses)."""
+    names = ["sectionName", "buildPending", "sectionOther"]
+    text = macros_text("c", {names[0]: value}, [definition(names[1], value, plain=True), r"\hypersetup{x={\a}}"])
+    text += definition(names[2], r"\sectionName{} again") + "\n"
+    assert defined_names(text) == names
+
+
+def _string_constants(tree):
+    """Every string literal of a module but its docstrings (what the code may write)."""
+    import ast
+
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            yield n
+
+
+def test_one_writer_of_macro_definitions():
+    """No module of the companion or the tools spells a macro definition but common/macros.py: a
+    ``\\newcommand{`` or ``\\def\\`` in a string literal elsewhere is a second writer (the probe below
+    checks that the search finds one)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    forms = ("\\newcommand{", "\\def\\")
+
+    def writers(source: str) -> list[int]:
+        return [n.lineno for n in _string_constants(ast.parse(source)) if any(f in n.value for f in forms)]
+
+    assert writers('"""A docstring may name \\\\newcommand{\\\\x}."""\nLINE = r"\\def\\x{1}"\n') == [2]
+    found = {}
+    for path in [*(root / "core" / "quadnn_paper").rglob("*.py"), *(root / "tools").rglob("*.py")]:
+        if path.name == "macros.py" and path.parent.name == "common":
+            continue
+        if lines := writers(path.read_text()):
+            found[str(path.relative_to(root))] = lines
+    assert not found, f"macro definitions written outside common/macros.py: {found}"

@@ -386,21 +386,19 @@ def numbers(paper: Path) -> list[str]:
     return found
 
 
-_DEFINED = re.compile(r"\\(?:newcommand|def)\{?\\([A-Za-z]+)\}?")
-
-
 def unread_macros(paper: Path) -> list[str]:
     """``variables/FILE: \\NAME is read by nothing`` for each macro a notebook (or the build) writes
     under ``paper/variables/`` that neither the report's LaTeX (``main.tex``, ``sections/*.tex``,
     ``tables/*.tex``, another macro's definition) nor the claim ledger reads: a number computed for
     no reader is a name kept in two places for nothing."""
     from quadnn_paper.common.ledger import read_variables
+    from quadnn_paper.common.macros import defined_names
 
     defined, definitions = {}, {}
     for f in sorted((paper / "variables").glob("*.tex")):
         text = f.read_text()
-        for m in _DEFINED.finditer(text):
-            defined.setdefault(m.group(1), f.name)
+        for name in defined_names(text):
+            defined.setdefault(name, f.name)
         definitions[f.name] = text
     readers = [
         paper / "main.tex",

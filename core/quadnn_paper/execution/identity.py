@@ -58,7 +58,7 @@ def identity_tex(profile: str, tiny: bool = False, pending: dict[str, str] | Non
     ``\\buildPending`` names the notebooks whose runs are still pending (empty when none is), which the
     first page prints: their cells show a dash until a later ``make paper`` collects them."""
     from ..common.cells import latex_escape
-    from ..common.macros import macros_text
+    from ..common.macros import definition, macros_text
 
     who = build_identity()
     commit = who["commit"][:12] + ("+modified" if who["dirty"] else "")
@@ -67,7 +67,9 @@ def identity_tex(profile: str, tiny: bool = False, pending: dict[str, str] | Non
         "written by python -m quadnn_paper.execution.identity right before LaTeX; do not edit",
         dict(buildCommit=commit, buildProfile=profile, buildDate=who["date"]),
         [
-            rf"\def\buildPending{{{latex_escape('; '.join(f'{k}: {v}' for k, v in (pending or {}).items()))}}}",
+            definition(
+                "buildPending", latex_escape("; ".join(f"{k}: {v}" for k, v in (pending or {}).items())), plain=True
+            ),
             r"\hypersetup{pdfsubject={quadnn companion report: profile \buildProfile, commit \buildCommit, built \buildDate},",
             r"  pdfkeywords={quadnn; profile=\buildProfile; commit=\buildCommit; built=\buildDate},",
             r"  pdfinfo={QuadnnCommit={\buildCommit}, QuadnnProfile={\buildProfile}, QuadnnBuilt={\buildDate}}}",
