@@ -383,3 +383,27 @@ def test_the_snippet_lists_name_snippets_that_exist():
 def test_every_documented_snippet_runs_as_written(code, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # what a snippet writes (build/...) lands here
     exec(compile(code, "<snippet>", "exec"), {"__name__": "__snippet__"})
+
+
+# -- comments and manuals point to nothing a reader cannot open -------------------------------------
+ISSUE = re.compile(r"\bissues? #?\d+", re.I)
+
+
+def _issue_references(text: str) -> list[int]:
+    return [text.count("\n", 0, m.start()) + 1 for m in ISSUE.finditer(text)]
+
+
+def test_no_comment_or_manual_points_to_an_issue_number():
+    """The project's issues are not in the repository, so "(issue 50)" in a comment, docstring or
+    manual points a reader nowhere: say the invariant instead (the history of a change is the
+    CHANGELOG's, which is not read here)."""
+    assert _issue_references("x = 1\n# kept as it was (issue 50)\n") == [2]  # the probe
+    places = [REPO / p for p in ("Makefile", "README.md", "pyproject.toml", ".ci/run", "environment.yml")]
+    for folder in ("core", "tools", "tests", "docs", "notebooks", "paper"):
+        places += [p for p in (REPO / folder).rglob("*") if p.suffix in {".py", ".md", ".tex", ".ipynb", ".toml"}]
+    found = {
+        str(p.relative_to(REPO)): lines
+        for p in places
+        if p.is_file() and p != Path(__file__).resolve() and (lines := _issue_references(p.read_text()))
+    }
+    assert not found, f"issue numbers a reader cannot open: {found}"

@@ -91,7 +91,7 @@ class OnePassSGD(torch.optim.SGD):
     maximize, sparse or missing momentum, a tensor lr) take torch's own step.
 
     Why not ``torch.optim.SGD`` itself (measured on torch 2.14, CPU, one thread, the engine's
-    QResNet20 groups; issue 50): ``foreach=True`` gives the same weights bit for bit after 50
+    QResNet20 groups): ``foreach=True`` gives the same weights bit for bit after 50
     engine steps and the same CPU time (medians 0.96-1.03x this pass, quartiles within 0.94-1.06),
     but steps each group on its own: 10 multi-tensor operations a step against 5 here, and the
     engine step's launches exceed the plain step's bound (tests/test_engine_step.py: sg 346,
