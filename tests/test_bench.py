@@ -553,12 +553,12 @@ def test_efficiency_tables_keep_the_papers_seconds_and_gpu_rows_apart(tmp_path):
         bench_row("cifar_qresnet20", "default", launches=354, launch_ratio=2.03),
     ]
     out = E.summary(dict(rows=rows, compile_rows=[]))
-    assert len(out["table"][0]) == 9 and out["table"][1][-1] == "354 (2.03)"
-    paper = {(r[0], r[1]): r[5].value for r in out["models"] if r[5] is not None}
+    assert len(out.table[0]) == 9 and out.table[1][-1] == "354 (2.03)"
+    paper = {(r[0], r[1]): r[5].value for r in out.models if r[5] is not None}
     assert paper[("ResNet20", "conventional")] == 10.43 and paper[("ResNet20", "full")] == 10.87
     assert paper[("ResNet56", "conventional")] == 21.61 and paper[("ResNet56", "full")] == 27.72
-    assert [r[2] for r in out["models"] if r[0] == "ResNet56"] == ["--"] * 4  # not measured at smoke
-    assert out["gpu"] == [["not measured"] + ["--"] * (len(E.GPU_HEADER) - 1)]
+    assert [r[2] for r in out.models if r[0] == "ResNet56"] == ["--"] * 4  # not measured at smoke
+    assert out.gpu == [["not measured"] + ["--"] * (len(E.GPU_HEADER) - 1)]
     folder = tmp_path / "2026-11-25-h100-gpu-check"
     folder.mkdir()
     gpu_rows = [
@@ -568,7 +568,7 @@ def test_efficiency_tables_keep_the_papers_seconds_and_gpu_rows_apart(tmp_path):
     (folder / "bench.json").write_text("".join(json.dumps(r) + "\n" for r in gpu_rows))
     bench_ = gpu_bench.load(tmp_path)
     assert bench_.date == "2026-11-25" and bench_.machine == "M" and len(bench_.rows) == 2
-    table = E.summary(dict(rows=rows, compile_rows=[], gpu=bench_))["gpu"]
+    table = E.summary(dict(rows=rows, compile_rows=[], gpu=bench_)).gpu
     assert [r[2] for r in table] == ["conventional", "naive"] and len(table[0]) == len(E.GPU_HEADER)
     # a CPU row in a GPU folder is refused, naming the file and line
     (folder / "bench2.json").write_text(json.dumps(bench_row("cifar_resnet20", "conventional")) + "\n")

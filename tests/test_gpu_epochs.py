@@ -265,8 +265,8 @@ def test_the_efficiency_section_shows_the_gpu_epochs_apart_with_the_papers_secon
     ]
     epochs = gpu_bench.read_epochs(write(tmp_path / "2026-11-27-gpu-check", rows))
     out = E.summary(dict(rows=[], compile_rows=[], epochs=epochs))
-    assert out["gpu"] == [["not measured"] + ["--"] * (len(E.GPU_HEADER) - 1)]  # bench rows: none given
-    table = out["gpu_epoch"]
+    assert out.gpu == [["not measured"] + ["--"] * (len(E.GPU_HEADER) - 1)]  # bench rows: none given
+    table = out.gpu_epoch
     assert all(len(r) == len(E.GPU_EPOCH_HEADER) for r in table)
     plain = [[getattr(c, "value", c) for c in r] for r in table]
     assert plain == [
@@ -282,6 +282,6 @@ def test_the_efficiency_section_shows_the_gpu_epochs_apart_with_the_papers_secon
         "1.50",
         "4.0",
     )
-    none = E.summary(dict(rows=[], compile_rows=[]))["gpu_epoch"]
+    none = E.summary(dict(rows=[], compile_rows=[])).gpu_epoch
     assert none == [["not measured"] + ["--"] * (len(E.GPU_EPOCH_HEADER) - 1)]
     assert set(E.gpu_epoch_variables(None).values()) <= {"no", "not measured", "no GPU", "--"}

@@ -10,6 +10,8 @@ a GPU (committed under docs/gpu/) shown apart.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from quadnn_paper.analysis.timing import (
     PAPER_EPOCH_SECONDS,
     choose_budget,
@@ -200,19 +202,19 @@ def _label(r: dict) -> str:
     return r["implementation"] + (", compiled" if r.get("compiled") else "")
 
 
-def summary(results: dict) -> dict:
-    """The efficiency tables from ``results = dict(rows=..., compile_rows=..., gpu=...)`` (quadnn_paper.bench's
-    rows; compiled rows are ratios to the compiled baseline; ``gpu``: a :class:`~..data.gpu_bench.GpuBench`
-    or None):
+class Tables(NamedTuple):
+    """The efficiency tables' rows (:func:`summary`)."""
 
-    - ``table``: this machine's rows, one per model and implementation: step, time ratio, limit,
-      memory, launches per step;
-    - ``models``: one row per model: parameters, FLOPs, launches of its step as built, and the
-      paper's time per epoch on its GPU with the ratio it implies;
-    - ``gpu``: the rows measured on a GPU (committed under docs/gpu/), never mixed with this
-      machine's; one "not measured" row when there are none;
-    - ``gpu_epoch``: the engine's epoch measured on a GPU (``results["epochs"]``, a
-      :class:`~..data.gpu_bench.GpuEpochs` or None; :func:`gpu_epoch_table`)."""
+    table: list[list]  # this machine's, one per model and implementation: step, time ratio, limit, memory, launches
+    models: list[list]  # one per model: parameters, FLOPs, launches as built, the paper's s/epoch and its ratio
+    gpu: list[list]  # measured on a GPU (docs/gpu/), never mixed with this machine's; "not measured" when none
+    gpu_epoch: list[list]  # the engine's epoch measured on a GPU (:func:`gpu_epoch_table`)
+
+
+def summary(results: dict) -> Tables:
+    """The efficiency tables from ``results = dict(rows=..., compile_rows=..., gpu=..., epochs=...)``
+    (quadnn_paper.bench's rows; compiled rows are ratios to the compiled baseline; ``gpu``, ``epochs``:
+    a :class:`~..data.gpu_bench.GpuBench` and :class:`~..data.gpu_bench.GpuEpochs`, or None)."""
     from quadnn_paper.common.cells import Cell
 
     table, models = [], []
@@ -252,9 +254,7 @@ def summary(results: dict) -> dict:
                 Cell(paper / base, decimals=2, paper=True) if paper and base else None,
             ]
         )
-    return dict(
-        table=table, models=models, gpu=gpu_table(results.get("gpu")), gpu_epoch=gpu_epoch_table(results.get("epochs"))
-    )
+    return Tables(table, models, gpu_table(results.get("gpu")), gpu_epoch_table(results.get("epochs")))
 
 
 GPU_HEADER = ["Depth", "Neuron", "Implementation", "Batch", "Step (ms)", "Time ratio [IQR]", "Memory ratio", "Launches"]
@@ -619,7 +619,7 @@ def outputs(results: Results) -> list:
     gpu, epochs = gpu_bench.load(), gpu_bench.load_epochs()  # None: no GPU record committed yet
     T = summary(dict(rows=rows or [], compile_rows=compile_rows or [], gpu=gpu, epochs=epochs))
     pending = [what for what, r in (("eager rows", rows), ("compiled rows", compile_rows)) if r is None]
-    T["table"] = [[f"{PENDING} ({what})"] + ["--"] * (len(HEADER) - 1) for what in pending] + T["table"]
+    T = T._replace(table=[[f"{PENDING} ({what})"] + ["--"] * (len(HEADER) - 1) for what in pending] + T.table)
     # the paper's QResNet20 / ResNet20 epoch ratio against every ratio of the two we measured, here and on a GPU
     found = paper_ratio_rows(rows or [], compile_rows or [], gpu, epochs, machine)
     variables = {
@@ -633,17 +633,17 @@ def outputs(results: Results) -> list:
         **_pending_if(compile_rows is None, _compile_variables(compile_rows or [])),
         **_pending_if(infer is None, _inference_variables(infer)),
     }
-    table_lines = [str(row) for row in T["table"] + T["models"] + T["gpu"] + T["gpu_epoch"]]
+    table_lines = [str(row) for row in T.table + T.models + T.gpu + T.gpu_epoch]
     return [
         Lines([machine]),
         Lines(_size_lines(results["sizes"]), check=True),
         Lines([bench_table(rows)] + ([bench_table(compile_rows)] if "compile" in results else [])),
         Lines(table_lines + _headline_lines(rows, compile_rows)),
         Lines([str(infer if infer is not None else PENDING)]),
-        Table("efficiency", HEADER, T["table"], digits=3),
-        Table("efficiency_models", MODELS_HEADER, T["models"], digits=3),
-        Table("efficiency_gpu", GPU_HEADER, T["gpu"], digits=3),
-        Table("efficiency_gpu_epoch", GPU_EPOCH_HEADER, T["gpu_epoch"], digits=3),
+        Table("efficiency", HEADER, T.table, digits=3),
+        Table("efficiency_models", MODELS_HEADER, T.models, digits=3),
+        Table("efficiency_gpu", GPU_HEADER, T.gpu, digits=3),
+        Table("efficiency_gpu_epoch", GPU_EPOCH_HEADER, T.gpu_epoch, digits=3),
         Table("efficiency_paper_ratio", PAPER_RATIO_HEADER, paper_ratio_table(found)),
         Variables(variables),
     ]
