@@ -2,6 +2,7 @@
 reads back, for the values the report writes (numbers, escaped words, math, nested braces)."""
 
 import pytest
+from source_strings import string_literals
 
 from quadnn_paper.common.cells import latex_escape
 from quadnn_paper.common.macros import defined_names, definition, macros_text, read_macros, write_macros
@@ -41,23 +42,6 @@ def test_every_macro_written_either_way_is_found_by_name_and_nothing_else(value)
     assert defined_names(text) == names
 
 
-def _string_constants(tree):
-    """Every string literal of a module but its docstrings (what the code may write)."""
-    import ast
-
-    docs = {
-        id(n.body[0].value)
-        for n in ast.walk(tree)
-        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        and n.body
-        and isinstance(n.body[0], ast.Expr)
-        and isinstance(n.body[0].value, ast.Constant)
-    }
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
-            yield n
-
-
 def test_one_writer_of_macro_definitions():
     """No module of the companion or the tools spells a macro definition but common/macros.py: a
     ``\\newcommand{`` or ``\\def\\`` in a string literal elsewhere is a second writer (the probe below
@@ -69,7 +53,7 @@ def test_one_writer_of_macro_definitions():
     forms = ("\\newcommand{", "\\def\\")
 
     def writers(source: str) -> list[int]:
-        return [n.lineno for n in _string_constants(ast.parse(source)) if any(f in n.value for f in forms)]
+        return [n.lineno for n in string_literals(ast.parse(source)) if any(f in n.value for f in forms)]
 
     assert writers('"""A docstring may name \\\\newcommand{\\\\x}."""\nLINE = r"\\def\\x{1}"\n') == [2]
     found = {}

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from source_strings import string_literals
 
 import quadnn_paper.sections as sections_pkg
 from quadnn_paper.common.outputs import Figure, Lines, Table, Variables
@@ -184,20 +185,14 @@ def _strings(path: Path):
     """The string constants of a module, docstrings left out, each with whether it is typeset by a
     table: inside a ``Column(...)`` (a column's head or alignment) or ``Cell(...)`` (a cell's LaTeX)."""
     tree = ast.parse(path.read_text())
-    docs = {
-        id(n.body[0].value)
-        for n in ast.walk(tree)
-        if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body and isinstance(n.body[0], ast.Expr)
-    }
     typeset = {
         id(c)
         for n in ast.walk(tree)
         if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) in ("Column", "Cell")
         for c in ast.walk(n)
     }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
-            yield node.lineno, node.value, id(node) in typeset
+    for node in string_literals(tree):
+        yield node.lineno, node.value, id(node) in typeset
 
 
 # the sections, and the layers that draw their figures and build their tables' cells and texts

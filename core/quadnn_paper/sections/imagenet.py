@@ -154,10 +154,10 @@ def _twin(model: str) -> str | None:
     return None
 
 
-# A run's fields as its protocol states them, and those a protocol may leave at their default
+# A run's fields every protocol states, and those a protocol may leave at RunConfig's default
 # (workers "auto": JPEG decoding on every CPU of the task).
 _RUN_FIELDS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "relinear", "lr_g", "lr_b", "milestones")
-_RUN_DEFAULTS = dict(train_limit=0, workers=0, threads=None, amp=False)
+_RUN_OPTIONAL = ("train_limit", "workers", "threads", "amp")
 
 
 def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) -> list:
@@ -178,7 +178,7 @@ def runs(profile: str, tiny: bool = False, data_root: str | Path | None = None) 
     task_kwargs["scale"] = list(task_kwargs["scale"])
     if P["data"] != "imagenet":
         task_kwargs.update(image_size=P["image_size"], max_per_class=P["max_per_class"])
-    fields = {k: P[k] for k in _RUN_FIELDS} | {k: P.get(k, v) for k, v in _RUN_DEFAULTS.items()}
+    fields = {k: P[k] for k in _RUN_FIELDS} | {k: P[k] for k in _RUN_OPTIONAL if k in P}
     out = []
     for s in P["seeds"]:
         for m in P["models"]:

@@ -92,10 +92,10 @@ def trained_what(P: dict, tiny: bool = False) -> str:
     return f"trained: {P['encoder']} encoder, {data} {P['height']}x{P['width']}"
 
 
-# A run's fields as its protocol states them, those a protocol may leave at their default, and the
+# A run's fields every protocol states, those a protocol may leave at RunConfig's default, and the
 # synthetic scenes' sizes.
 _RUN_FIELDS = ("epochs", "batch_size", "lr", "lr_g", "lr_b", "end_lr", "lr_power", "threads")
-_RUN_DEFAULTS = dict(workers=0, amp=False, train_limit=0)
+_RUN_OPTIONAL = ("workers", "amp", "train_limit")
 _SCENES = ("n_train", "n_test", "height", "width")
 
 
@@ -137,7 +137,7 @@ def runs(profile: str, tiny: bool = False, data_dir: str | Path | None = None) -
             progress=False,
             split_seed=s,
             **{k: P[k] for k in _RUN_FIELDS},
-            **{k: P.get(k, v) for k, v in _RUN_DEFAULTS.items()},
+            **{k: P[k] for k in _RUN_OPTIONAL if k in P},
         )
         for s in P["seeds"]
         for m in MODELS
