@@ -71,6 +71,17 @@ def test_job_rejects_keys_that_cannot_name_a_file():
         Job("a", print, deps=("a",))
 
 
+def test_slurm_runner_refuses_a_time_limit_its_timeout_signal_could_open(tmp_path, monkeypatch):
+    """sbatch may send --signal up to 60 s before its time: with a limit that short the signal can
+    come as the job starts, before its Python holds it, and kill the job instead of requeueing it."""
+    monkeypatch.delenv("QUADNN_SLURM_TIME", raising=False)
+    with pytest.raises(ValueError, match=r"time_min=1 with signal_delay_s=45: .* at least 2"):
+        make_runner("slurm", tmp_path, time_min=1, signal_delay_s=45)
+    monkeypatch.setenv("QUADNN_SLURM_TIME", "3")  # the default delay, 120 s, needs more than 3 minutes
+    with pytest.raises(ValueError, match=r"time_min=3 with signal_delay_s=120: .* at least 4"):
+        make_runner("slurm", tmp_path)
+
+
 def test_dependency_cycle_is_an_error(tmp_path):
     jobs = [Job("a", print, deps=("b",)), Job("b", print, deps=("a",))]
     with pytest.raises(ValueError, match="cycle"):
@@ -408,16 +419,16 @@ def test_slurm_cancelled_job_is_resubmitted_and_resumes(slurm):
 
 @pytest.fixture(scope="module")
 def timed_out_run(slurm_cluster, tmp_path_factory):
-    """A run longer than its one-minute limit, started early so that its minute overlaps the other
-    SLURM tests: SLURM sends USR2 45 s before the limit, at its next periodic check (every 30 s),
-    so 15 to 45 s after the start; submitit sees a timeout, checkpoints and requeues; the run
-    resumes, maybe more than once. (At 59 s before the limit the signal could come 1 s after the
-    start, before Python had installed submitit's handler, and kill the job on a loaded machine.)"""
+    """A run longer than its two-minute limit's signal, started early so that it overlaps the other
+    SLURM tests: SLURM sends USR2 45 s before the limit, and by sbatch's manual up to 60 s earlier
+    (its periodic check), so 15 to 75 s after the start; submitit sees a timeout, checkpoints and
+    requeues; the run resumes, maybe more than once. (With a one-minute limit the signal could come
+    as the job starts, before its Python holds it, and kill it: the runner refuses that now.)"""
     tmp = tmp_path_factory.mktemp("timeout")
     out = tmp / "out"
     out.mkdir()
-    runner = make_runner("slurm", tmp / "runs", is_done=is_done_in(out), time_min=1, signal_delay_s=45)
-    runner.submit([Job("slow", Toy(out, "slow", epochs=55, sleep_s=1))])  # longer than the signal's 45 s
+    runner = make_runner("slurm", tmp / "runs", is_done=is_done_in(out), time_min=2, signal_delay_s=45)
+    runner.submit([Job("slow", Toy(out, "slow", epochs=85, sleep_s=1))])  # longer than the signal's 75 s
     return runner, out
 
 
@@ -462,9 +473,9 @@ def test_two_racing_slurm_submitters_submit_each_key_once(slurm_cluster, tmp_pat
 
 def test_slurm_timed_out_job_requeues_and_resumes(timed_out_run):
     runner, out = timed_out_run
-    assert runner.wait(["slow"], timeout=180) == {"slow": "done"}
+    assert runner.wait(["slow"], timeout=300) == {"slow": "done"}  # 85 s of epochs, requeues between
     res = result(out, "slow")
-    assert res["value"] == expected_value("slow", 55) and res["attempts"] >= 2
+    assert res["value"] == expected_value("slow", 85) and res["attempts"] >= 2
     assert "this job is timed-out" in runner.log_tail("slow", 80)
 
 

@@ -48,6 +48,7 @@ ACTIVE |= dict.fromkeys("RUNNING COMPLETING STAGE_OUT SIGNALING STOPPED".split()
 JOBS = "jobs"
 JOB_MAIN = Path(__file__).with_name("slurm_job.py")  # what a job runs: submitit's entry, signals held from the start
 GRACE_S = 300  # how long SLURM may not know a job it was asked to take
+SIGNAL_EARLY_S = 60  # sbatch --signal: "the signal may be sent up to 60 seconds earlier than specified"
 SACCT_TIMEOUT_S = 20  # a sacct whose database does not answer hangs: give up after this ...
 SACCT_RETRIES = 2  # ... this many more times (1 s, 2 s, ... apart), then ask squeue
 # sbatch errors that say nothing about the job (the controller did not answer in time)
@@ -151,6 +152,13 @@ class SlurmRunner(Runner):
             k: options.get(k) if options.get(k) is not None else os.environ.get(v) or None for k, v in self._ENV.items()
         }
         self.max_requeues, self.setup, self.signal_delay_s = max_requeues, list(setup or []), signal_delay_s
+        self.time_min = int(self.options["time_min"] or 1440)
+        if signal_delay_s + SIGNAL_EARLY_S >= 60 * self.time_min:  # the signal could come before Python holds it
+            raise ValueError(
+                f"time_min={self.time_min} with signal_delay_s={signal_delay_s}: SLURM may send the timeout signal "
+                f"{SIGNAL_EARLY_S} s early, as the job starts; time_min must be at least "
+                f"{(signal_delay_s + SIGNAL_EARLY_S) // 60 + 1}"
+            )
         try:
             import submitit  # noqa: F401
         except ImportError:
@@ -199,7 +207,7 @@ class SlurmRunner(Runner):
         o = self.options
         params = dict(
             job_name=name,
-            time=int(o["time_min"] or 1440),
+            time=self.time_min,
             nodes=job.nodes,
             ntasks_per_node=job.tasks_per_node,
             signal_delay_s=self.signal_delay_s,
